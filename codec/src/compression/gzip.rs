@@ -1,0 +1,16 @@
+//! gzip (RFC 1952), as written by the Java client's `GZIPOutputStream`.
+
+use std::io::{self, Read, Write};
+
+use bytes::{Buf, Bytes};
+use flate2::{read::MultiGzDecoder, write::GzEncoder};
+
+pub(super) fn reader(data: Bytes) -> Box<dyn Read + Send> {
+    Box::new(MultiGzDecoder::new(data.reader()))
+}
+
+pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut enc = GzEncoder::new(Vec::with_capacity(data.len() / 2 + 64), flate2::Compression::fast());
+    enc.write_all(data)?;
+    enc.finish()
+}

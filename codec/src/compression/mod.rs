@@ -1,0 +1,61 @@
+//! The compression codecs Kafka allows for the records of a batch.
+//!
+//! Decompression is streaming where the format allows (gzip, LZ4 frames,
+//! zstd, xerial-framed snappy): the record iterator pulls decompressed bytes
+//! only as far as it needs them, so a bounded iteration that stops early
+//! stops decompressing too. Raw snappy is one block and is decompressed whole.
+//!
+//! # References
+//! - Kafka documentation, `compression.type`; KIP-110 (zstd); KIP-57 (LZ4
+//!   frame header checksum).
+
+mod gzip;
+mod lz4;
+mod snappy;
+mod zstd;
+
+use std::io::{self, Read};
+
+use bytes::Bytes;
+
+pub use snappy::SnappyFraming;
+
+use crate::Compression;
+
+/// The decompressed records of a batch, whole or as a stream.
+pub(crate) enum Decompressed {
+    /// All decompressed bytes, already in one buffer.
+    Whole(Bytes),
+    /// A reader producing the decompressed bytes on demand.
+    Stream(Box<dyn Read + Send>),
+}
+
+/// Starts decompressing `data`, compressed with `codec`. `limit` is the
+/// decompressed-size cap, checked up front where the format states the size.
+pub(crate) fn decompress(codec: Compression, data: Bytes, limit: usize) -> io::Result<Decompressed> {
+    match codec {
+        Compression::None => Ok(Decompressed::Whole(data)),
+        Compression::Gzip => Ok(Decompressed::Stream(gzip::reader(data))),
+        Compression::Snappy => snappy::decompress(data, limit),
+        Compression::Lz4 => Ok(Decompressed::Stream(lz4::reader(data))),
+        Compression::Zstd => zstd::reader(data, limit).map(Decompressed::Stream),
+    }
+}
+
+/// Options for compressing a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CompressOptions {
+    /// How snappy-compressed records are framed.
+    pub(crate) snappy_framing: SnappyFraming,
+}
+
+/// Compresses the records section of a batch.
+pub(crate) fn compress(codec: Compression, data: &[u8], opts: CompressOptions) -> io::Result<Vec<u8>> {
+    match codec {
+        Compression::None => Ok(data.to_vec()),
+        Compression::Gzip => gzip::compress(data),
+        Compression::Snappy => snappy::compress(data, opts.snappy_framing),
+        Compression::Lz4 => lz4::compress(data),
+        Compression::Zstd => zstd::compress(data),
+    }
+}

@@ -1,0 +1,298 @@
+//! Building record batches (magic 2): for writers, tests and fixtures.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use crate::compression::{self, CompressOptions};
+use crate::header::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD, MAGIC};
+use crate::wire::{put_varint, put_varlong, varint_len};
+use crate::{Attributes, BatchHeader, Compression, ControlRecord, ControlType, Error, SnappyFraming, TimestampType};
+
+/// A record to encode.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewRecord {
+    /// Offset relative to the batch's base offset. Deltas must increase
+    /// strictly within a batch; gaps are allowed (as after compaction).
+    pub offset_delta: i32,
+    /// Timestamp in milliseconds.
+    pub timestamp: i64,
+    /// The key, or `None` for null.
+    pub key: Option<Bytes>,
+    /// The value, or `None` for null.
+    pub value: Option<Bytes>,
+    /// Headers, in order: key and optional value.
+    pub headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl NewRecord {
+    /// A record with a value and no key or headers, at offset delta
+    /// `offset_delta` and timestamp 0.
+    pub fn value(offset_delta: i32, value: impl Into<Bytes>) -> Self {
+        Self {
+            offset_delta,
+            value: Some(value.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// A batch as encoded, with where each record landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedBatch {
+    /// The whole batch, ready to append to a log or put in a Produce request.
+    pub bytes: Bytes,
+    /// The header written.
+    pub header: BatchHeader,
+    /// For each record, its byte range (length varint included): inside
+    /// [`EncodedBatch::bytes`] when the batch is uncompressed, inside the
+    /// decompressed records section otherwise.
+    pub record_ranges: Vec<Range<usize>>,
+}
+
+impl EncodedBatch {
+    /// Where record `i` ends inside the batch, when the batch is
+    /// uncompressed: the byte count a fetch needs to get records `..=i`.
+    pub fn record_end_in_batch(&self, i: usize) -> Option<usize> {
+        let compressed = self.header.attributes.compression_id() != Compression::None.id();
+        (!compressed).then(|| self.record_ranges.get(i).map(|r| r.end)).flatten()
+    }
+}
+
+/// Builds one record batch: header fields set here, records given to
+/// [`BatchBuilder::encode`].
+///
+/// ```
+/// use walfetch_codec::{BatchBuilder, Compression, NewRecord};
+///
+/// let batch = BatchBuilder::new(42)
+///     .compression(Compression::Zstd)
+///     .encode(&[NewRecord::value(0, "a"), NewRecord::value(1, "b")])
+///     .unwrap();
+/// assert_eq!(batch.header.last_offset(), 43);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct BatchBuilder {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    compression: Compression,
+    snappy_framing: SnappyFraming,
+    timestamp_type: TimestampType,
+    transactional: bool,
+    control: bool,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+}
+
+impl BatchBuilder {
+    /// A builder for an uncompressed, non-transactional batch at `base_offset`
+    /// (a producer sends 0; the broker assigns the real offset).
+    pub fn new(base_offset: i64) -> Self {
+        Self {
+            base_offset,
+            partition_leader_epoch: -1,
+            compression: Compression::None,
+            snappy_framing: SnappyFraming::Xerial,
+            timestamp_type: TimestampType::CreateTime,
+            transactional: false,
+            control: false,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+        }
+    }
+
+    /// Sets the compression codec.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets how snappy output is framed.
+    pub fn snappy_framing(mut self, framing: SnappyFraming) -> Self {
+        self.snappy_framing = framing;
+        self
+    }
+
+    /// Sets the timestamp type.
+    pub fn timestamp_type(mut self, timestamp_type: TimestampType) -> Self {
+        self.timestamp_type = timestamp_type;
+        self
+    }
+
+    /// Sets the partition leader epoch.
+    pub fn partition_leader_epoch(mut self, epoch: i32) -> Self {
+        self.partition_leader_epoch = epoch;
+        self
+    }
+
+    /// Sets the producer id, epoch and base sequence (idempotent producers).
+    pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Marks the batch as part of a transaction.
+    pub fn transactional(mut self, transactional: bool) -> Self {
+        self.transactional = transactional;
+        self
+    }
+
+    /// Marks the batch as a control batch.
+    pub fn control(mut self, control: bool) -> Self {
+        self.control = control;
+        self
+    }
+
+    /// Encodes a transaction marker batch (a transactional control batch with
+    /// one control record) for this builder's producer.
+    pub fn encode_marker(self, kind: ControlType, coordinator_epoch: i32, timestamp: i64) -> Result<EncodedBatch, Error> {
+        let record = NewRecord {
+            offset_delta: 0,
+            timestamp,
+            key: Some(Bytes::copy_from_slice(&ControlRecord::key(kind))),
+            value: Some(Bytes::copy_from_slice(&ControlRecord::marker_value(coordinator_epoch))),
+            headers: Vec::new(),
+        };
+        self.transactional(true).control(true).encode(&[record])
+    }
+
+    /// Encodes `records` into one batch, computing lengths and the CRC.
+    pub fn encode(&self, records: &[NewRecord]) -> Result<EncodedBatch, Error> {
+        let invalid = |what: String| Err(Error::InvalidInput { what });
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return invalid("a batch needs at least one record".into());
+        };
+        if first.offset_delta < 0 {
+            return invalid(format!("offset delta {} is negative", first.offset_delta));
+        }
+        if let Some(w) = records.windows(2).find(|w| w[1].offset_delta <= w[0].offset_delta) {
+            return invalid(format!(
+                "offset deltas must increase: {} follows {}",
+                w[1].offset_delta, w[0].offset_delta
+            ));
+        }
+        let base_timestamp = first.timestamp;
+        let max_timestamp = records.iter().map(|r| r.timestamp).max().unwrap_or(base_timestamp);
+
+        let mut body = Vec::with_capacity(records.iter().map(|r| r.encoded_len_hint()).sum());
+        let mut record_ranges = Vec::with_capacity(records.len());
+        for record in records {
+            let start = body.len();
+            write_record(&mut body, record, base_timestamp)?;
+            record_ranges.push(start..body.len());
+        }
+        let payload = if self.compression == Compression::None {
+            for range in &mut record_ranges {
+                *range = range.start + HEADER_LEN..range.end + HEADER_LEN;
+            }
+            body
+        } else {
+            let opts = CompressOptions {
+                snappy_framing: self.snappy_framing,
+            };
+            compression::compress(self.compression, &body, opts).map_err(|source| Error::Compress {
+                codec: self.compression,
+                source,
+            })?
+        };
+        let batch_length = i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload.len())
+            .map_err(|_| Error::InvalidInput {
+                what: format!("{} bytes of records do not fit a batch", payload.len()),
+            })?;
+        let record_count = i32::try_from(records.len()).map_err(|_| Error::InvalidInput {
+            what: "too many records for one batch".into(),
+        })?;
+        let header = BatchHeader {
+            base_offset: self.base_offset,
+            batch_length,
+            partition_leader_epoch: self.partition_leader_epoch,
+            magic: MAGIC,
+            crc: 0,
+            attributes: Attributes::new(self.compression, self.timestamp_type, self.transactional, self.control),
+            last_offset_delta: last.offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            record_count,
+        };
+        let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+        write_header(&mut out, &header);
+        out.extend_from_slice(&payload);
+        let crc = crc32c::crc32c(&out[ATTRIBUTES_POS..]);
+        out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(EncodedBatch {
+            bytes: out.into(),
+            header: BatchHeader { crc, ..header },
+            record_ranges,
+        })
+    }
+}
+
+impl NewRecord {
+    fn encoded_len_hint(&self) -> usize {
+        let field = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len) + 5;
+        16 + field(&self.key)
+            + field(&self.value)
+            + self.headers.iter().map(|(k, v)| k.len() + 5 + field(v)).sum::<usize>()
+    }
+}
+
+fn write_header(out: &mut Vec<u8>, h: &BatchHeader) {
+    out.extend_from_slice(&h.base_offset.to_be_bytes());
+    out.extend_from_slice(&h.batch_length.to_be_bytes());
+    out.extend_from_slice(&h.partition_leader_epoch.to_be_bytes());
+    out.push(h.magic as u8);
+    out.extend_from_slice(&h.crc.to_be_bytes());
+    out.extend_from_slice(&h.attributes.0.to_be_bytes());
+    out.extend_from_slice(&h.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&h.base_timestamp.to_be_bytes());
+    out.extend_from_slice(&h.max_timestamp.to_be_bytes());
+    out.extend_from_slice(&h.producer_id.to_be_bytes());
+    out.extend_from_slice(&h.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&h.base_sequence.to_be_bytes());
+    out.extend_from_slice(&h.record_count.to_be_bytes());
+}
+
+fn len_i32(len: usize, what: &str) -> Result<i32, Error> {
+    i32::try_from(len).map_err(|_| Error::InvalidInput {
+        what: format!("{what} of {len} bytes is too long for a record"),
+    })
+}
+
+fn write_nullable(out: &mut Vec<u8>, field: Option<&Bytes>, what: &str) -> Result<(), Error> {
+    match field {
+        None => put_varint(out, -1),
+        Some(b) => {
+            put_varint(out, len_i32(b.len(), what)?);
+            out.extend_from_slice(b);
+        }
+    }
+    Ok(())
+}
+
+fn write_record(out: &mut Vec<u8>, record: &NewRecord, base_timestamp: i64) -> Result<(), Error> {
+    let mut body = Vec::with_capacity(record.encoded_len_hint());
+    body.push(0); // attributes: unused
+    put_varlong(&mut body, record.timestamp.wrapping_sub(base_timestamp));
+    put_varint(&mut body, record.offset_delta);
+    write_nullable(&mut body, record.key.as_ref(), "key")?;
+    write_nullable(&mut body, record.value.as_ref(), "value")?;
+    put_varint(&mut body, len_i32(record.headers.len(), "header list")?);
+    for (key, value) in &record.headers {
+        put_varint(&mut body, len_i32(key.len(), "header key")?);
+        body.extend_from_slice(key);
+        write_nullable(&mut body, value.as_ref(), "header value")?;
+    }
+    let len = len_i32(body.len(), "record")?;
+    out.reserve(varint_len(len) + body.len());
+    put_varint(out, len);
+    out.extend_from_slice(&body);
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! One record inside a batch, decoded lazily from its bytes.
+//!
+//! ```text
+//! length: varint        attributes: int8 (unused)   timestampDelta: varlong
+//! offsetDelta: varint   keyLength: varint  key      valueLength: varint  value
+//! headersCount: varint  [headerKeyLength: varint  headerKey
+//!                        headerValueLength: varint  headerValue] ...
+//! ```
+//! A length of -1 is null (key, value, header value).
+//!
+//! # References
+//! - Kafka documentation, "Message Format" / "Record" and "Record Header" (KIP-82).
+
+use bytes::Bytes;
+
+use crate::wire::{ReadFault, Reader};
+
+/// A byte range inside a record's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
+/// A decoded record. Key, value and headers are views into one `Bytes` slice
+/// of the batch (or of its decompressed records): no copy is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    offset: i64,
+    timestamp: i64,
+    wire_len: u32,
+    body: Bytes,
+    key: Option<Span>,
+    value: Option<Span>,
+    headers_at: u32,
+    header_count: u32,
+}
+
+impl Record {
+    /// The record's offset in the partition.
+    pub fn offset(&self) -> i64 {
+        self.offset
+    }
+
+    /// The record's timestamp in milliseconds (for a batch with log-append
+    /// time, the batch's `maxTimestamp`, as Kafka consumers report it).
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The key, or `None` for a null key.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key.map(|s| &self.body[s.range()])
+    }
+
+    /// The value, or `None` for a null value (a tombstone).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.value.map(|s| &self.body[s.range()])
+    }
+
+    /// The key as a zero-copy `Bytes` slice.
+    pub fn key_bytes(&self) -> Option<Bytes> {
+        self.key.map(|s| self.body.slice(s.range()))
+    }
+
+    /// The value as a zero-copy `Bytes` slice.
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        self.value.map(|s| self.body.slice(s.range()))
+    }
+
+    /// Number of headers.
+    pub fn header_count(&self) -> usize {
+        self.header_count as usize
+    }
+
+    /// The headers, in order, as borrowed views.
+    pub fn headers(&self) -> Headers<'_> {
+        Headers {
+            reader: Reader::new(self.body.get(self.headers_at as usize..).unwrap_or_default()),
+            left: self.header_count,
+            body: &self.body,
+            base: self.headers_at as usize,
+        }
+    }
+
+    /// The record's size on the wire, its length varint included.
+    pub fn wire_len(&self) -> usize {
+        self.wire_len as usize
+    }
+}
+
+/// One record header: a key (a string by convention) and an optional value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// The header key's bytes.
+    pub key: &'a [u8],
+    /// The header value, or `None` for null.
+    pub value: Option<&'a [u8]>,
+    body: &'a Bytes,
+    value_at: usize,
+}
+
+impl Header<'_> {
+    /// The value as a zero-copy `Bytes` slice.
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        self.value.map(|v| self.body.slice(self.value_at..self.value_at + v.len()))
+    }
+}
+
+/// Iterator over a record's headers.
+#[derive(Debug, Clone)]
+pub struct Headers<'a> {
+    reader: Reader<'a>,
+    left: u32,
+    body: &'a Bytes,
+    base: usize,
+}
+
+impl<'a> Iterator for Headers<'a> {
+    type Item = Header<'a>;
+
+    fn next(&mut self) -> Option<Header<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The headers were validated when the record was decoded, so these
+        // reads cannot fail; a failure ends the iteration rather than panics.
+        let key_len = self.reader.varint().ok()?;
+        let key = self.reader.take(usize::try_from(key_len).ok()?).ok()?;
+        let value_len = self.reader.varint().ok()?;
+        let value_at = self.base + self.reader.position();
+        let value = match usize::try_from(value_len) {
+            Ok(len) => Some(self.reader.take(len).ok()?),
+            Err(_) => None,
+        };
+        Some(Header {
+            key,
+            value,
+            body: self.body,
+            value_at,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left as usize))
+    }
+}
+
+/// The fields every record starts with, read before deciding to skip it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prefix {
+    pub(crate) timestamp_delta: i64,
+    pub(crate) offset_delta: i32,
+    /// Bytes of the body the prefix took.
+    pub(crate) len: usize,
+}
+
+/// Reads the record prefix of `body` (the bytes after the length varint).
+#[inline]
+pub(crate) fn parse_prefix(body: &[u8]) -> Result<Prefix, (usize, &'static str)> {
+    let mut r = Reader::new(body);
+    let fault = |r: &Reader<'_>, f: ReadFault| (r.position(), describe(f));
+    r.i8().map_err(|f| fault(&r, f))?;
+    let timestamp_delta = r.varlong().map_err(|f| fault(&r, f))?;
+    let offset_delta = r.varint().map_err(|f| fault(&r, f))?;
+    Ok(Prefix {
+        timestamp_delta,
+        offset_delta,
+        len: r.position(),
+    })
+}
+
+/// Decodes the rest of a record whose prefix was read. Errors carry the byte
+/// position inside `body` and what was wrong.
+#[inline]
+pub(crate) fn parse_record(
+    body: Bytes,
+    prefix: Prefix,
+    offset: i64,
+    timestamp: i64,
+    wire_len: usize,
+) -> Result<Record, (usize, &'static str)> {
+    let mut r = Reader::new(&body);
+    let at = |r: &Reader<'_>, f: ReadFault| (prefix.len + r.position(), describe(f));
+    r.skip(prefix.len).map_err(|f| at(&r, f))?;
+    let key = nullable(&mut r, "negative key length below -1")?;
+    let value = nullable(&mut r, "negative value length below -1")?;
+    let header_count = r.varint().map_err(|f| at(&r, f))?;
+    let header_count = u32::try_from(header_count).map_err(|_| (r.position(), "negative header count"))?;
+    let headers_at = r.position() as u32;
+    for _ in 0..header_count {
+        let key_len = r.varint().map_err(|f| (r.position(), describe(f)))?;
+        let key_len = usize::try_from(key_len).map_err(|_| (r.position(), "negative header key length"))?;
+        r.skip(key_len).map_err(|f| (r.position(), describe(f)))?;
+        nullable(&mut r, "negative header value length below -1")?;
+    }
+    if r.remaining() != 0 {
+        return Err((r.position(), "record length runs past the record's last header"));
+    }
+    Ok(Record {
+        offset,
+        timestamp,
+        wire_len: wire_len as u32,
+        key,
+        value,
+        headers_at,
+        header_count,
+        body,
+    })
+}
+
+/// Reads a length-prefixed, nullable byte field and returns its span.
+#[inline]
+fn nullable(r: &mut Reader<'_>, negative: &'static str) -> Result<Option<Span>, (usize, &'static str)> {
+    let len = r.varint().map_err(|f| (r.position(), describe(f)))?;
+    if len == -1 {
+        return Ok(None);
+    }
+    let len = u32::try_from(len).map_err(|_| (r.position(), negative))?;
+    let start = r.position() as u32;
+    r.skip(len as usize).map_err(|f| (r.position(), describe(f)))?;
+    Ok(Some(Span { start, len }))
+}
+
+pub(crate) fn describe(fault: ReadFault) -> &'static str {
+    match fault {
+        ReadFault::End => "a field runs past the record's length",
+        ReadFault::VarintTooLong => "a varint is longer than its type allows",
+    }
+}

@@ -1,0 +1,372 @@
+//! Lazy iteration over the records of one batch, bounded by an offset range.
+//!
+//! Uncompressed records are sliced straight from the batch. Compressed
+//! records are decompressed on demand into a growing buffer that each record
+//! is split off (still without copying the record), so iteration that stops
+//! at an offset bound stops decompressing too.
+
+use std::io::Read;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::compression::{self, Decompressed};
+use crate::header::HEADER_LEN;
+use crate::record::{describe, parse_prefix, parse_record, Prefix};
+use crate::wire::{ReadFault, Reader};
+use crate::{BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, Section, TimestampType};
+
+/// First read size of a streaming decompression; it doubles up to [`MAX_CHUNK`].
+const FIRST_CHUNK: usize = 16 << 10;
+const MAX_CHUNK: usize = 1 << 20;
+
+/// Where the records' bytes come from.
+enum Source {
+    /// All bytes at hand; `pos` is the next record's start.
+    Whole { data: Bytes, pos: usize },
+    /// Decompressing on demand; `buf` holds bytes not yet handed out.
+    Stream {
+        reader: Box<dyn Read + Send>,
+        buf: BytesMut,
+        consumed: usize,
+        produced: usize,
+        next_chunk: usize,
+        eof: bool,
+    },
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Whole { data, pos } => f.debug_struct("Whole").field("len", &data.len()).field("pos", pos).finish(),
+            Source::Stream { consumed, produced, .. } => f
+                .debug_struct("Stream")
+                .field("consumed", consumed)
+                .field("produced", produced)
+                .finish(),
+        }
+    }
+}
+
+/// An iterator over a batch's records in offset order.
+///
+/// Yields `Err` at most once, then ends.
+#[derive(Debug)]
+pub struct Records {
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+    last_offset_delta: i32,
+    count: u32,
+    index: u32,
+    prev_delta: i64,
+    start: i64,
+    end: i64,
+    source: Source,
+    section: Section,
+    /// Added to a source position to give the position reported in errors.
+    section_base: usize,
+    /// A truncated prefix: running out of bytes ends iteration quietly.
+    truncated: bool,
+    done: bool,
+    codec: Compression,
+    batch_position: usize,
+    limit: usize,
+}
+
+impl Records {
+    fn with_source(header: &BatchHeader, source: Source, section: Section, start: i64, end: i64) -> Self {
+        Self {
+            base_offset: header.base_offset,
+            base_timestamp: header.base_timestamp,
+            log_append_time: (header.attributes.timestamp_type() == TimestampType::LogAppendTime)
+                .then_some(header.max_timestamp),
+            last_offset_delta: header.last_offset_delta,
+            count: header.record_count.max(0) as u32,
+            index: 0,
+            prev_delta: -1,
+            start,
+            end,
+            source,
+            section,
+            section_base: if section == Section::Batch { HEADER_LEN } else { 0 },
+            truncated: false,
+            done: false,
+            codec: Compression::None,
+            batch_position: 0,
+            limit: 0,
+        }
+    }
+
+    /// The records of a complete batch, decompressing if needed.
+    pub(crate) fn complete(batch: &RecordBatch, start: i64, end: i64, opts: DecodeOptions) -> Result<Self, Error> {
+        let header = batch.header();
+        let payload = batch.bytes().slice(HEADER_LEN..);
+        let codec = batch.compression();
+        let decompress_error = |source| Error::Decompress {
+            base_offset: header.base_offset,
+            position: batch.position(),
+            codec,
+            source,
+        };
+        let (source, section) = match codec {
+            Compression::None => (Source::Whole { data: payload, pos: 0 }, Section::Batch),
+            _ => {
+                let source = match compression::decompress(codec, payload, opts.max_decompressed_bytes)
+                    .map_err(decompress_error)?
+                {
+                    Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
+                    Decompressed::Stream(reader) => Source::Stream {
+                        reader,
+                        buf: BytesMut::new(),
+                        consumed: 0,
+                        produced: 0,
+                        next_chunk: FIRST_CHUNK,
+                        eof: false,
+                    },
+                };
+                (source, Section::DecompressedRecords)
+            }
+        };
+        let mut records = Self::with_source(header, source, section, start, end);
+        records.codec = codec;
+        records.batch_position = batch.position();
+        records.limit = opts.max_decompressed_bytes;
+        // Nothing in the batch can fall in the range: stop before decoding.
+        if header.last_offset() < start || header.base_offset > end {
+            records.done = true;
+        }
+        Ok(records)
+    }
+
+    /// The complete records in the prefix of an uncompressed batch cut short.
+    pub(crate) fn prefix(header: BatchHeader, bytes: Bytes, opts: DecodeOptions) -> Self {
+        let data = bytes.slice(HEADER_LEN.min(bytes.len())..);
+        let mut records = Self::with_source(&header, Source::Whole { data, pos: 0 }, Section::Batch, i64::MIN, i64::MAX);
+        records.truncated = true;
+        records.limit = opts.max_decompressed_bytes;
+        records
+    }
+
+    /// Bounds the iteration to records with offsets in `start..=end`.
+    pub fn bounded(mut self, start: i64, end: i64) -> Self {
+        self.start = self.start.max(start);
+        self.end = self.end.min(end);
+        self
+    }
+
+    fn corrupt(&self, position: usize, what: &'static str) -> Error {
+        Error::CorruptRecord {
+            base_offset: self.base_offset,
+            index: self.index,
+            position: self.section_base + position,
+            section: self.section,
+            what,
+        }
+    }
+
+    /// Makes at least `n` bytes available at the source's front, if the
+    /// source has them. Returns how many are available.
+    fn fill(&mut self, n: usize) -> Result<usize, Error> {
+        let (codec, base_offset, position, limit) = (self.codec, self.base_offset, self.batch_position, self.limit);
+        match &mut self.source {
+            Source::Whole { data, pos } => Ok(data.len() - *pos),
+            Source::Stream {
+                reader,
+                buf,
+                produced,
+                next_chunk,
+                eof,
+                ..
+            } => {
+                while buf.len() < n && !*eof {
+                    let room = (limit + 1).saturating_sub(*produced);
+                    let want = (n - buf.len()).max(*next_chunk).min(room);
+                    if want == 0 {
+                        return Err(Error::DecompressedTooLarge {
+                            base_offset,
+                            position,
+                            codec,
+                            limit,
+                        });
+                    }
+                    *next_chunk = (*next_chunk * 2).min(MAX_CHUNK);
+                    let old = buf.len();
+                    buf.resize(old + want, 0);
+                    let mut filled = old;
+                    while filled < old + want {
+                        match reader.read(&mut buf[filled..old + want]) {
+                            Ok(0) => {
+                                *eof = true;
+                                break;
+                            }
+                            Ok(got) => filled += got,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(source) => {
+                                buf.truncate(filled);
+                                return Err(Error::Decompress {
+                                    base_offset,
+                                    position,
+                                    codec,
+                                    source,
+                                });
+                            }
+                        }
+                    }
+                    buf.truncate(filled);
+                    *produced += filled - old;
+                    if *produced > limit {
+                        return Err(Error::DecompressedTooLarge {
+                            base_offset,
+                            position,
+                            codec,
+                            limit,
+                        });
+                    }
+                }
+                Ok(buf.len())
+            }
+        }
+    }
+
+    /// The available bytes at the source's front.
+    fn front(&self) -> &[u8] {
+        match &self.source {
+            Source::Whole { data, pos } => &data[*pos..],
+            Source::Stream { buf, .. } => buf,
+        }
+    }
+
+    /// The source position of the front, for error messages.
+    fn front_position(&self) -> usize {
+        match &self.source {
+            Source::Whole { pos, .. } => *pos,
+            Source::Stream { consumed, .. } => *consumed,
+        }
+    }
+
+    /// Drops the next `skip` bytes of the source and hands out the `n` after them.
+    fn advance(&mut self, skip: usize, n: usize) -> Bytes {
+        match &mut self.source {
+            Source::Whole { data, pos } => {
+                let out = data.slice(*pos + skip..*pos + skip + n);
+                *pos += skip + n;
+                out
+            }
+            Source::Stream { buf, consumed, .. } => {
+                *consumed += skip + n;
+                bytes::Buf::advance(buf, skip);
+                buf.split_to(n).freeze()
+            }
+        }
+    }
+
+    /// Drops the next `n` bytes of the source.
+    fn discard(&mut self, n: usize) {
+        match &mut self.source {
+            Source::Whole { pos, .. } => *pos += n,
+            Source::Stream { buf, consumed, .. } => {
+                *consumed += n;
+                let _ = buf.split_to(n);
+            }
+        }
+    }
+
+    /// After the last record: bytes left over mean the batch lied about its
+    /// record count or length.
+    fn check_trailing(&mut self) -> Result<(), Error> {
+        if self.truncated {
+            return Ok(());
+        }
+        let left = self.fill(1)?;
+        if left > 0 {
+            return Err(Error::CorruptBatch {
+                base_offset: self.base_offset,
+                position: self.batch_position,
+                what: format!(
+                    "bytes follow the last of its {} records at byte {} of its {}",
+                    self.count,
+                    self.section_base + self.front_position(),
+                    self.section
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, Error> {
+        loop {
+            if self.index == self.count {
+                self.check_trailing()?;
+                return Ok(None);
+            }
+            // The length varint: at most 5 bytes.
+            self.fill(5)?;
+            let at = self.front_position();
+            let mut r = Reader::new(self.front());
+            let len = match r.varint() {
+                Ok(len) => len,
+                Err(ReadFault::End) if self.truncated => return Ok(None),
+                Err(ReadFault::End) => return Err(self.corrupt(at, "the records end before the batch's record count")),
+                Err(f) => return Err(self.corrupt(at, describe(f))),
+            };
+            let head = r.position();
+            let Ok(len) = usize::try_from(len) else {
+                return Err(self.corrupt(at, "negative record length"));
+            };
+            let wire_len = head + len;
+            if self.fill(wire_len)? < wire_len {
+                if self.truncated {
+                    return Ok(None);
+                }
+                return Err(self.corrupt(at, "record length runs past the end of the records"));
+            }
+            let prefix: Prefix = parse_prefix(&self.front()[head..wire_len]).map_err(|(p, w)| self.corrupt(at + head + p, w))?;
+            let delta = i64::from(prefix.offset_delta);
+            if delta <= self.prev_delta || delta > i64::from(self.last_offset_delta) {
+                return Err(self.corrupt(
+                    at,
+                    "offset delta is not above the previous record's or exceeds the batch's last offset delta",
+                ));
+            }
+            let offset = self.base_offset + delta;
+            if offset > self.end {
+                return Ok(None);
+            }
+            self.prev_delta = delta;
+            if offset < self.start {
+                self.index += 1;
+                self.discard(wire_len);
+                continue;
+            }
+            let timestamp = self
+                .log_append_time
+                .unwrap_or_else(|| self.base_timestamp.wrapping_add(prefix.timestamp_delta));
+            let body = self.advance(head, len);
+            let record = parse_record(body, prefix, offset, timestamp, wire_len)
+                .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
+            self.index += 1;
+            return Ok(Some(record));
+        }
+    }
+}
+
+impl Iterator for Records {
+    type Item = Result<Record, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(record)) => Some(Ok(record)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(err) => {
+                self.done = true;
+                Some(Err(err))
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Bounded reads and writes of the primitive Kafka wire types used inside
+//! record batches: big-endian integers and zig-zag varints.
+//!
+//! # References
+//! - Kafka protocol guide, "Protocol Primitive Types" (`VARINT`, `VARLONG`,
+//!   which use the zig-zag encoding of Protocol Buffers).
+
+/// Why a bounded read failed: the bytes ended, or a varint was too long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadFault {
+    /// Fewer bytes remain than the value needs.
+    End,
+    /// A varint ran over its maximum length.
+    VarintTooLong,
+}
+
+/// A cursor over a byte slice that never reads past its end.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], ReadFault> {
+        if self.remaining() < n {
+            return Err(ReadFault::End);
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    pub(crate) fn skip(&mut self, n: usize) -> Result<(), ReadFault> {
+        self.take(n).map(|_| ())
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ReadFault> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    pub(crate) fn i8(&mut self) -> Result<i8, ReadFault> {
+        Ok(i8::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn i16(&mut self) -> Result<i16, ReadFault> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn i32(&mut self) -> Result<i32, ReadFault> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, ReadFault> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn i64(&mut self) -> Result<i64, ReadFault> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    /// An unsigned LEB128 value of at most `max_bytes` bytes.
+    #[inline]
+    fn unsigned(&mut self, max_bytes: usize) -> Result<u64, ReadFault> {
+        let mut value = 0u64;
+        for i in 0..max_bytes {
+            let Some(&byte) = self.buf.get(self.pos) else {
+                return Err(ReadFault::End);
+            };
+            self.pos += 1;
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(ReadFault::VarintTooLong)
+    }
+
+    /// A zig-zag `VARINT` (at most 5 bytes).
+    #[inline]
+    pub(crate) fn varint(&mut self) -> Result<i32, ReadFault> {
+        let raw = self.unsigned(5)? as u32;
+        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+
+    /// A zig-zag `VARLONG` (at most 10 bytes).
+    #[inline]
+    pub(crate) fn varlong(&mut self) -> Result<i64, ReadFault> {
+        let raw = self.unsigned(10)?;
+        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+}
+
+/// Appends a zig-zag `VARINT`.
+pub(crate) fn put_varint(out: &mut Vec<u8>, value: i32) {
+    put_unsigned(out, ((value << 1) ^ (value >> 31)) as u32 as u64);
+}
+
+/// Appends a zig-zag `VARLONG`.
+pub(crate) fn put_varlong(out: &mut Vec<u8>, value: i64) {
+    put_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
+}
+
+fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// The encoded length of a zig-zag `VARINT`.
+pub(crate) fn varint_len(value: i32) -> usize {
+    let raw = ((value << 1) ^ (value >> 31)) as u32;
+    let bits = 32 - raw.leading_zeros() as usize;
+    bits.max(1).div_ceil(7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn varint_round_trips(v: i32) {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            prop_assert_eq!(out.len(), varint_len(v));
+            let mut r = Reader::new(&out);
+            prop_assert_eq!(r.varint(), Ok(v));
+            prop_assert_eq!(r.remaining(), 0);
+        }
+
+        #[test]
+        fn varlong_round_trips(v: i64) {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            let mut r = Reader::new(&out);
+            prop_assert_eq!(r.varlong(), Ok(v));
+            prop_assert_eq!(r.remaining(), 0);
+        }
+    }
+
+    #[test]
+    fn known_encodings() {
+        // Values from the protocol guide's zig-zag table.
+        for (v, bytes) in [(0, vec![0u8]), (-1, vec![1]), (1, vec![2]), (-64, vec![0x7f]), (64, vec![0x80, 0x01])] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out, bytes, "{v}");
+        }
+    }
+
+    #[test]
+    fn overlong_and_truncated_varints_are_errors() {
+        assert_eq!(Reader::new(&[0xff; 6]).varint(), Err(ReadFault::VarintTooLong));
+        assert_eq!(Reader::new(&[0xff; 11]).varlong(), Err(ReadFault::VarintTooLong));
+        assert_eq!(Reader::new(&[0x80]).varint(), Err(ReadFault::End));
+        assert_eq!(Reader::new(&[]).i32(), Err(ReadFault::End));
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls exactly this script).
+# Installs what it needs first: the Tansu test broker and cargo-fuzz (each
+# skipped when already installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "setup: test broker"
+scripts/setup-broker.sh
+
+step "format"
+cargo fmt --all --check
+cargo fmt --manifest-path fuzz/Cargo.toml --all --check
+
+step "clippy"
+cargo clippy --locked --workspace --all-targets --all-features -- -D warnings
+
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
+
+step "tests"
+cargo test --locked --workspace --all-features
+
+step "fuzz smoke (${FUZZ_SECONDS:-10} s per target)"
+scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-10}"
+
+printf '\nall checks passed\n'

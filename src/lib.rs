@@ -1,0 +1,3 @@
+#![doc = include_str!("../README.md")]
+
+pub use walfetch_codec as codec;
