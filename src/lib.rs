@@ -1,3 +1,12 @@
 #![doc = include_str!("../README.md")]
 
 pub use walfetch_codec as codec;
+
+pub mod cluster;
+pub mod connection;
+pub mod consumer;
+pub mod error;
+pub mod error_code;
+pub mod index;
+pub mod plan;
+pub mod writer;

@@ -16,17 +16,35 @@ fn sample_log() -> Vec<u8> {
                 timestamp: 1000,
                 key: Some(Bytes::from_static(b"k0")),
                 value: Some(Bytes::from_static(b"v0")),
-                headers: vec![(Bytes::from_static(b"region"), Some(Bytes::from_static(b"7"))), (Bytes::from_static(b"n"), None)],
+                headers: vec![
+                    (
+                        Bytes::from_static(b"region"),
+                        Some(Bytes::from_static(b"7")),
+                    ),
+                    (Bytes::from_static(b"n"), None),
+                ],
                 offset_delta: 0,
             },
-            NewRecord { timestamp: 1001, ..NewRecord::value(1, "v1") },
+            NewRecord {
+                timestamp: 1001,
+                ..NewRecord::value(1, "v1")
+            },
         ])
         .unwrap();
     let second = BatchBuilder::new(2)
         .compression(Compression::Zstd)
-        .encode(&[NewRecord { timestamp: 1002, key: None, value: None, headers: vec![], offset_delta: 0 }])
+        .encode(&[NewRecord {
+            timestamp: 1002,
+            key: None,
+            value: None,
+            headers: vec![],
+            offset_delta: 0,
+        }])
         .unwrap();
-    let marker = BatchBuilder::new(3).producer(9, 0, 0).encode_marker(ControlType::Commit, 1, 1003).unwrap();
+    let marker = BatchBuilder::new(3)
+        .producer(9, 0, 0)
+        .encode_marker(ControlType::Commit, 1, 1003)
+        .unwrap();
     [first.bytes, second.bytes, marker.bytes].concat()
 }
 
@@ -59,7 +77,11 @@ fn temp_file(name: &str, data: &[u8]) -> std::path::PathBuf {
 fn prints_one_json_object_per_record() {
     let path = temp_file("ok.log", &sample_log());
     let out = dump(&path, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = lines(&out);
     let b64 = |s: &str| Value::String(BASE64.encode(s));
     assert_eq!(
@@ -97,7 +119,10 @@ fn a_partial_trailing_batch_is_a_note_not_an_error() {
     assert!(out.status.success());
     assert_eq!(lines(&out).len(), 3);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("partial batch") && stderr.contains("base offset 3"), "{stderr}");
+    assert!(
+        stderr.contains("partial batch") && stderr.contains("base offset 3"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -108,9 +133,16 @@ fn a_corrupt_batch_fails_after_printing_what_came_before() {
     let path = temp_file("corrupt.log", &log);
     let out = dump(&path, &[]);
     assert!(!out.status.success());
-    assert_eq!(lines(&out).len(), 2, "the first batch's records are printed");
+    assert_eq!(
+        lines(&out).len(),
+        2,
+        "the first batch's records are printed"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("offset 2") && stderr.contains(&format!("byte {first_len}")), "{stderr}");
+    assert!(
+        stderr.contains("offset 2") && stderr.contains(&format!("byte {first_len}")),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -104,12 +104,20 @@ impl Iterator for Batches {
         }
         let position = self.pos;
         let rest = &self.buf[position..];
-        let base_offset = rest.get(..8).map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default()));
+        let base_offset = rest
+            .get(..8)
+            .map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default()));
         let batch_length = rest
             .get(8..LOG_OVERHEAD)
             .map(|b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
         let (Some(base_offset), Some(batch_length)) = (base_offset, batch_length) else {
-            self.partial = Some(PartialBatch::new(self.buf.slice(position..), position, base_offset, None, self.opts));
+            self.partial = Some(PartialBatch::new(
+                self.buf.slice(position..),
+                position,
+                base_offset,
+                None,
+                self.opts,
+            ));
             return None;
         };
         if let Some(&magic) = rest.get(MAGIC_POS) {
@@ -152,11 +160,19 @@ impl Iterator for Batches {
 }
 
 /// Validates a complete batch's header and CRC.
-fn check_batch(bytes: Bytes, base_offset: i64, position: usize, opts: DecodeOptions) -> Result<RecordBatch, Error> {
+fn check_batch(
+    bytes: Bytes,
+    base_offset: i64,
+    position: usize,
+    opts: DecodeOptions,
+) -> Result<RecordBatch, Error> {
     let header = BatchHeader::parse(&bytes).ok_or_else(|| Error::CorruptBatch {
         base_offset,
         position,
-        what: format!("{} bytes cannot hold a {HEADER_LEN}-byte header", bytes.len()),
+        what: format!(
+            "{} bytes cannot hold a {HEADER_LEN}-byte header",
+            bytes.len()
+        ),
     })?;
     let corrupt = |what: String| Error::CorruptBatch {
         base_offset: header.base_offset,
@@ -175,10 +191,16 @@ fn check_batch(bytes: Bytes, base_offset: i64, position: usize, opts: DecodeOpti
         }
     }
     if header.record_count < 0 {
-        return Err(corrupt(format!("negative record count {}", header.record_count)));
+        return Err(corrupt(format!(
+            "negative record count {}",
+            header.record_count
+        )));
     }
     if header.last_offset_delta < 0 {
-        return Err(corrupt(format!("negative last offset delta {}", header.last_offset_delta)));
+        return Err(corrupt(format!(
+            "negative last offset delta {}",
+            header.last_offset_delta
+        )));
     }
     let Some(compression) = header.compression() else {
         return Err(Error::UnknownCompression {
@@ -202,7 +224,13 @@ pub struct PartialBatch {
 }
 
 impl PartialBatch {
-    fn new(bytes: Bytes, position: usize, base_offset: Option<i64>, needed: Option<usize>, opts: DecodeOptions) -> Self {
+    fn new(
+        bytes: Bytes,
+        position: usize,
+        base_offset: Option<i64>,
+        needed: Option<usize>,
+        opts: DecodeOptions,
+    ) -> Self {
         Self {
             bytes,
             position,

@@ -63,10 +63,16 @@ impl ControlRecord {
             section: Section::Batch,
             what,
         };
-        let key = record.key().ok_or_else(|| corrupt("control record has a null key"))?;
+        let key = record
+            .key()
+            .ok_or_else(|| corrupt("control record has a null key"))?;
         let mut r = Reader::new(key);
-        let version = r.i16().map_err(|_| corrupt("control record key is shorter than 4 bytes"))?;
-        let kind = r.i16().map_err(|_| corrupt("control record key is shorter than 4 bytes"))?;
+        let version = r
+            .i16()
+            .map_err(|_| corrupt("control record key is shorter than 4 bytes"))?;
+        let kind = r
+            .i16()
+            .map_err(|_| corrupt("control record key is shorter than 4 bytes"))?;
         Ok(ControlRecord {
             version,
             kind: ControlType::from_id(kind),

@@ -7,7 +7,10 @@ use bytes::Bytes;
 use crate::compression::{self, CompressOptions};
 use crate::header::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD, MAGIC};
 use crate::wire::{put_varint, put_varlong, varint_len};
-use crate::{Attributes, BatchHeader, Compression, ControlRecord, ControlType, Error, SnappyFraming, TimestampType};
+use crate::{
+    Attributes, BatchHeader, Compression, ControlRecord, ControlType, Error, SnappyFraming,
+    TimestampType,
+};
 
 /// A record to encode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -55,7 +58,9 @@ impl EncodedBatch {
     /// uncompressed: the byte count a fetch needs to get records `..=i`.
     pub fn record_end_in_batch(&self, i: usize) -> Option<usize> {
         let compressed = self.header.attributes.compression_id() != Compression::None.id();
-        (!compressed).then(|| self.record_ranges.get(i).map(|r| r.end)).flatten()
+        (!compressed)
+            .then(|| self.record_ranges.get(i).map(|r| r.end))
+            .flatten()
     }
 }
 
@@ -150,12 +155,19 @@ impl BatchBuilder {
 
     /// Encodes a transaction marker batch (a transactional control batch with
     /// one control record) for this builder's producer.
-    pub fn encode_marker(self, kind: ControlType, coordinator_epoch: i32, timestamp: i64) -> Result<EncodedBatch, Error> {
+    pub fn encode_marker(
+        self,
+        kind: ControlType,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> Result<EncodedBatch, Error> {
         let record = NewRecord {
             offset_delta: 0,
             timestamp,
             key: Some(Bytes::copy_from_slice(&ControlRecord::key(kind))),
-            value: Some(Bytes::copy_from_slice(&ControlRecord::marker_value(coordinator_epoch))),
+            value: Some(Bytes::copy_from_slice(&ControlRecord::marker_value(
+                coordinator_epoch,
+            ))),
             headers: Vec::new(),
         };
         self.transactional(true).control(true).encode(&[record])
@@ -170,14 +182,31 @@ impl BatchBuilder {
         if first.offset_delta < 0 {
             return invalid(format!("offset delta {} is negative", first.offset_delta));
         }
-        if let Some(w) = records.windows(2).find(|w| w[1].offset_delta <= w[0].offset_delta) {
+        if let Some(w) = records
+            .windows(2)
+            .find(|w| w[1].offset_delta <= w[0].offset_delta)
+        {
             return invalid(format!(
                 "offset deltas must increase: {} follows {}",
                 w[1].offset_delta, w[0].offset_delta
             ));
         }
+        if self
+            .base_offset
+            .checked_add(i64::from(last.offset_delta))
+            .is_none()
+        {
+            return invalid(format!(
+                "base offset {} plus offset delta {} overflows an i64",
+                self.base_offset, last.offset_delta
+            ));
+        }
         let base_timestamp = first.timestamp;
-        let max_timestamp = records.iter().map(|r| r.timestamp).max().unwrap_or(base_timestamp);
+        let max_timestamp = records
+            .iter()
+            .map(|r| r.timestamp)
+            .max()
+            .unwrap_or(base_timestamp);
 
         let mut body = Vec::with_capacity(records.iter().map(|r| r.encoded_len_hint()).sum());
         let mut record_ranges = Vec::with_capacity(records.len());
@@ -195,14 +224,18 @@ impl BatchBuilder {
             let opts = CompressOptions {
                 snappy_framing: self.snappy_framing,
             };
-            compression::compress(self.compression, &body, opts).map_err(|source| Error::Compress {
-                codec: self.compression,
-                source,
+            compression::compress(self.compression, &body, opts).map_err(|source| {
+                Error::Compress {
+                    codec: self.compression,
+                    source,
+                }
             })?
         };
-        let batch_length = i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload.len())
-            .map_err(|_| Error::InvalidInput {
-                what: format!("{} bytes of records do not fit a batch", payload.len()),
+        let batch_length =
+            i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload.len()).map_err(|_| {
+                Error::InvalidInput {
+                    what: format!("{} bytes of records do not fit a batch", payload.len()),
+                }
             })?;
         let record_count = i32::try_from(records.len()).map_err(|_| Error::InvalidInput {
             what: "too many records for one batch".into(),
@@ -213,7 +246,12 @@ impl BatchBuilder {
             partition_leader_epoch: self.partition_leader_epoch,
             magic: MAGIC,
             crc: 0,
-            attributes: Attributes::new(self.compression, self.timestamp_type, self.transactional, self.control),
+            attributes: Attributes::new(
+                self.compression,
+                self.timestamp_type,
+                self.transactional,
+                self.control,
+            ),
             last_offset_delta: last.offset_delta,
             base_timestamp,
             max_timestamp,
@@ -240,7 +278,11 @@ impl NewRecord {
         let field = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len) + 5;
         16 + field(&self.key)
             + field(&self.value)
-            + self.headers.iter().map(|(k, v)| k.len() + 5 + field(v)).sum::<usize>()
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + 5 + field(v))
+                .sum::<usize>()
     }
 }
 

@@ -49,7 +49,9 @@ pub enum Error {
         computed: u32,
     },
     /// The attributes name a compression codec this library does not know.
-    #[error("batch at offset {base_offset} (byte {position}) uses unknown compression codec id {codec}")]
+    #[error(
+        "batch at offset {base_offset} (byte {position}) uses unknown compression codec id {codec}"
+    )]
     UnknownCompression {
         /// Base offset of the batch.
         base_offset: i64,
@@ -59,7 +61,9 @@ pub enum Error {
         codec: u8,
     },
     /// The compressed records of a batch could not be decompressed.
-    #[error("batch at offset {base_offset} (byte {position}): {codec} decompression failed: {source}")]
+    #[error(
+        "batch at offset {base_offset} (byte {position}): {codec} decompression failed: {source}"
+    )]
     Decompress {
         /// Base offset of the batch.
         base_offset: i64,

@@ -99,7 +99,9 @@ impl std::str::FromStr for Compression {
         Compression::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown compression {s:?}: expected none, gzip, snappy, lz4 or zstd"))
+            .ok_or_else(|| {
+                format!("unknown compression {s:?}: expected none, gzip, snappy, lz4 or zstd")
+            })
     }
 }
 
@@ -229,7 +231,8 @@ impl BatchHeader {
 
     /// Offset of the last record the batch covers.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.saturating_add(i64::from(self.last_offset_delta))
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     /// Offset right after the batch: where a fetch for what follows starts.

@@ -13,7 +13,9 @@ use crate::compression::{self, Decompressed};
 use crate::header::HEADER_LEN;
 use crate::record::{describe, parse_prefix, parse_record, Prefix};
 use crate::wire::{ReadFault, Reader};
-use crate::{BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, Section, TimestampType};
+use crate::{
+    BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, Section, TimestampType,
+};
 
 /// First read size of a streaming decompression; it doubles up to [`MAX_CHUNK`].
 const FIRST_CHUNK: usize = 16 << 10;
@@ -31,14 +33,22 @@ enum Source {
         produced: usize,
         next_chunk: usize,
         eof: bool,
+        /// Expected decompressed size, for decompressing the rest at once.
+        len_hint: usize,
     },
 }
 
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Source::Whole { data, pos } => f.debug_struct("Whole").field("len", &data.len()).field("pos", pos).finish(),
-            Source::Stream { consumed, produced, .. } => f
+            Source::Whole { data, pos } => f
+                .debug_struct("Whole")
+                .field("len", &data.len())
+                .field("pos", pos)
+                .finish(),
+            Source::Stream {
+                consumed, produced, ..
+            } => f
                 .debug_struct("Stream")
                 .field("consumed", consumed)
                 .field("produced", produced)
@@ -74,7 +84,13 @@ pub struct Records {
 }
 
 impl Records {
-    fn with_source(header: &BatchHeader, source: Source, section: Section, start: i64, end: i64) -> Self {
+    fn with_source(
+        header: &BatchHeader,
+        source: Source,
+        section: Section,
+        start: i64,
+        end: i64,
+    ) -> Self {
         Self {
             base_offset: header.base_offset,
             base_timestamp: header.base_timestamp,
@@ -88,7 +104,11 @@ impl Records {
             end,
             source,
             section,
-            section_base: if section == Section::Batch { HEADER_LEN } else { 0 },
+            section_base: if section == Section::Batch {
+                HEADER_LEN
+            } else {
+                0
+            },
             truncated: false,
             done: false,
             codec: Compression::None,
@@ -98,7 +118,12 @@ impl Records {
     }
 
     /// The records of a complete batch, decompressing if needed.
-    pub(crate) fn complete(batch: &RecordBatch, start: i64, end: i64, opts: DecodeOptions) -> Result<Self, Error> {
+    pub(crate) fn complete(
+        batch: &RecordBatch,
+        start: i64,
+        end: i64,
+        opts: DecodeOptions,
+    ) -> Result<Self, Error> {
         let header = batch.header();
         let payload = batch.bytes().slice(HEADER_LEN..);
         let codec = batch.compression();
@@ -109,21 +134,30 @@ impl Records {
             source,
         };
         let (source, section) = match codec {
-            Compression::None => (Source::Whole { data: payload, pos: 0 }, Section::Batch),
+            Compression::None => (
+                Source::Whole {
+                    data: payload,
+                    pos: 0,
+                },
+                Section::Batch,
+            ),
             _ => {
-                let source = match compression::decompress(codec, payload, opts.max_decompressed_bytes)
-                    .map_err(decompress_error)?
-                {
-                    Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
-                    Decompressed::Stream(reader) => Source::Stream {
-                        reader,
-                        buf: BytesMut::new(),
-                        consumed: 0,
-                        produced: 0,
-                        next_chunk: FIRST_CHUNK,
-                        eof: false,
-                    },
-                };
+                let len_hint = compression::decompressed_len_hint(codec, &payload);
+                let source =
+                    match compression::decompress(codec, payload, opts.max_decompressed_bytes)
+                        .map_err(decompress_error)?
+                    {
+                        Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
+                        Decompressed::Stream(reader) => Source::Stream {
+                            reader,
+                            buf: BytesMut::new(),
+                            consumed: 0,
+                            produced: 0,
+                            next_chunk: FIRST_CHUNK,
+                            eof: false,
+                            len_hint,
+                        },
+                    };
                 (source, Section::DecompressedRecords)
             }
         };
@@ -141,7 +175,13 @@ impl Records {
     /// The complete records in the prefix of an uncompressed batch cut short.
     pub(crate) fn prefix(header: BatchHeader, bytes: Bytes, opts: DecodeOptions) -> Self {
         let data = bytes.slice(HEADER_LEN.min(bytes.len())..);
-        let mut records = Self::with_source(&header, Source::Whole { data, pos: 0 }, Section::Batch, i64::MIN, i64::MAX);
+        let mut records = Self::with_source(
+            &header,
+            Source::Whole { data, pos: 0 },
+            Section::Batch,
+            i64::MIN,
+            i64::MAX,
+        );
         records.truncated = true;
         records.limit = opts.max_decompressed_bytes;
         records
@@ -166,66 +206,112 @@ impl Records {
 
     /// Makes at least `n` bytes available at the source's front, if the
     /// source has them. Returns how many are available.
+    #[inline]
     fn fill(&mut self, n: usize) -> Result<usize, Error> {
-        let (codec, base_offset, position, limit) = (self.codec, self.base_offset, self.batch_position, self.limit);
-        match &mut self.source {
+        match &self.source {
             Source::Whole { data, pos } => Ok(data.len() - *pos),
-            Source::Stream {
-                reader,
-                buf,
-                produced,
-                next_chunk,
-                eof,
-                ..
-            } => {
-                while buf.len() < n && !*eof {
-                    let room = (limit + 1).saturating_sub(*produced);
-                    let want = (n - buf.len()).max(*next_chunk).min(room);
-                    if want == 0 {
-                        return Err(Error::DecompressedTooLarge {
-                            base_offset,
-                            position,
-                            codec,
-                            limit,
-                        });
+            Source::Stream { buf, eof, .. } if buf.len() >= n || *eof => Ok(buf.len()),
+            Source::Stream { .. } => self.fill_stream(n),
+        }
+    }
+
+    /// [`Records::fill`] when the decompressor has to run.
+    ///
+    /// When no offset bound can stop the iteration before the batch's last
+    /// record, everything left is decompressed at once with `read_to_end`
+    /// into one buffer sized from the codec's length hint (no regrowing and
+    /// re-zeroing chunk by chunk; the records then split off it with no
+    /// further bookkeeping). Otherwise chunks of doubling size are read, so a
+    /// bounded iteration stops decompressing early.
+    #[inline(never)]
+    fn fill_stream(&mut self, n: usize) -> Result<usize, Error> {
+        let (codec, base_offset, position, limit) = (
+            self.codec,
+            self.base_offset,
+            self.batch_position,
+            self.limit,
+        );
+        let unbounded = self.end
+            >= self
+                .base_offset
+                .saturating_add(i64::from(self.last_offset_delta));
+        let Source::Stream {
+            reader,
+            buf,
+            produced,
+            next_chunk,
+            eof,
+            len_hint,
+            ..
+        } = &mut self.source
+        else {
+            return Ok(self.front().len());
+        };
+        let too_large = || Error::DecompressedTooLarge {
+            base_offset,
+            position,
+            codec,
+            limit,
+        };
+        let decompress_error = |source| Error::Decompress {
+            base_offset,
+            position,
+            codec,
+            source,
+        };
+        if unbounded && *produced == 0 {
+            // One byte over the cap tells "exactly at the cap" from "over it".
+            let room = limit.saturating_add(1);
+            // The hint comes from the compressed bytes: capped (by the codec's
+            // ratio bound, and here by the cap), never trusted.
+            let mut out = Vec::with_capacity((*len_hint).min(room));
+            reader
+                .by_ref()
+                .take(room as u64)
+                .read_to_end(&mut out)
+                .map_err(decompress_error)?;
+            if out.len() > limit {
+                return Err(too_large());
+            }
+            let available = out.len();
+            // Nothing was handed out yet, so positions carry over unchanged.
+            self.source = Source::Whole {
+                data: Bytes::from(out),
+                pos: 0,
+            };
+            return Ok(available);
+        }
+        while buf.len() < n && !*eof {
+            let room = (limit + 1).saturating_sub(*produced);
+            let want = (n - buf.len()).max(*next_chunk).min(room);
+            if want == 0 {
+                return Err(too_large());
+            }
+            *next_chunk = (*next_chunk * 2).min(MAX_CHUNK);
+            let old = buf.len();
+            buf.resize(old + want, 0);
+            let mut filled = old;
+            while filled < old + want {
+                match reader.read(&mut buf[filled..old + want]) {
+                    Ok(0) => {
+                        *eof = true;
+                        break;
                     }
-                    *next_chunk = (*next_chunk * 2).min(MAX_CHUNK);
-                    let old = buf.len();
-                    buf.resize(old + want, 0);
-                    let mut filled = old;
-                    while filled < old + want {
-                        match reader.read(&mut buf[filled..old + want]) {
-                            Ok(0) => {
-                                *eof = true;
-                                break;
-                            }
-                            Ok(got) => filled += got,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(source) => {
-                                buf.truncate(filled);
-                                return Err(Error::Decompress {
-                                    base_offset,
-                                    position,
-                                    codec,
-                                    source,
-                                });
-                            }
-                        }
-                    }
-                    buf.truncate(filled);
-                    *produced += filled - old;
-                    if *produced > limit {
-                        return Err(Error::DecompressedTooLarge {
-                            base_offset,
-                            position,
-                            codec,
-                            limit,
-                        });
+                    Ok(got) => filled += got,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(source) => {
+                        buf.truncate(filled);
+                        return Err(decompress_error(source));
                     }
                 }
-                Ok(buf.len())
+            }
+            buf.truncate(filled);
+            *produced += filled - old;
+            if *produced > limit {
+                return Err(too_large());
             }
         }
+        Ok(buf.len())
     }
 
     /// The available bytes at the source's front.
@@ -306,7 +392,9 @@ impl Records {
             let len = match r.varint() {
                 Ok(len) => len,
                 Err(ReadFault::End) if self.truncated => return Ok(None),
-                Err(ReadFault::End) => return Err(self.corrupt(at, "the records end before the batch's record count")),
+                Err(ReadFault::End) => {
+                    return Err(self.corrupt(at, "the records end before the batch's record count"))
+                }
                 Err(f) => return Err(self.corrupt(at, describe(f))),
             };
             let head = r.position();
@@ -320,7 +408,8 @@ impl Records {
                 }
                 return Err(self.corrupt(at, "record length runs past the end of the records"));
             }
-            let prefix: Prefix = parse_prefix(&self.front()[head..wire_len]).map_err(|(p, w)| self.corrupt(at + head + p, w))?;
+            let prefix: Prefix = parse_prefix(&self.front()[head..wire_len])
+                .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             let delta = i64::from(prefix.offset_delta);
             if delta <= self.prev_delta || delta > i64::from(self.last_offset_delta) {
                 return Err(self.corrupt(
@@ -328,7 +417,9 @@ impl Records {
                     "offset delta is not above the previous record's or exceeds the batch's last offset delta",
                 ));
             }
-            let offset = self.base_offset + delta;
+            let Some(offset) = self.base_offset.checked_add(delta) else {
+                return Err(self.corrupt(at, "base offset plus offset delta overflows an i64"));
+            };
             if offset > self.end {
                 return Ok(None);
             }
@@ -341,8 +432,10 @@ impl Records {
             let timestamp = self
                 .log_append_time
                 .unwrap_or_else(|| self.base_timestamp.wrapping_add(prefix.timestamp_delta));
+            let batch_start =
+                (self.section == Section::Batch).then_some((self.section_base + at) as u32);
             let body = self.advance(head, len);
-            let record = parse_record(body, prefix, offset, timestamp, wire_len)
+            let record = parse_record(body, prefix, offset, timestamp, wire_len, batch_start)
                 .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             self.index += 1;
             return Ok(Some(record));

@@ -160,7 +160,13 @@ mod tests {
     #[test]
     fn known_encodings() {
         // Values from the protocol guide's zig-zag table.
-        for (v, bytes) in [(0, vec![0u8]), (-1, vec![1]), (1, vec![2]), (-64, vec![0x7f]), (64, vec![0x80, 0x01])] {
+        for (v, bytes) in [
+            (0, vec![0u8]),
+            (-1, vec![1]),
+            (1, vec![2]),
+            (-64, vec![0x7f]),
+            (64, vec![0x80, 0x01]),
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(out, bytes, "{v}");
@@ -169,8 +175,14 @@ mod tests {
 
     #[test]
     fn overlong_and_truncated_varints_are_errors() {
-        assert_eq!(Reader::new(&[0xff; 6]).varint(), Err(ReadFault::VarintTooLong));
-        assert_eq!(Reader::new(&[0xff; 11]).varlong(), Err(ReadFault::VarintTooLong));
+        assert_eq!(
+            Reader::new(&[0xff; 6]).varint(),
+            Err(ReadFault::VarintTooLong)
+        );
+        assert_eq!(
+            Reader::new(&[0xff; 11]).varlong(),
+            Err(ReadFault::VarintTooLong)
+        );
         assert_eq!(Reader::new(&[0x80]).varint(), Err(ReadFault::End));
         assert_eq!(Reader::new(&[]).i32(), Err(ReadFault::End));
     }

@@ -3,12 +3,14 @@
 
 use bytes::Bytes;
 use walfetch_codec::{
-    AbortedTransaction, BatchBuilder, Batches, Compression, ControlType, DecodeOptions, Error, NewRecord, RecordBatch,
-    TimestampType, TransactionFilter,
+    AbortedTransaction, BatchBuilder, Batches, Compression, ControlType, DecodeOptions, Error,
+    NewRecord, RecordBatch, TimestampType, TransactionFilter,
 };
 
 fn values(n: i32, size: usize) -> Vec<NewRecord> {
-    (0..n).map(|i| NewRecord::value(i, vec![b'a' + (i % 26) as u8; size])).collect()
+    (0..n)
+        .map(|i| NewRecord::value(i, vec![b'a' + (i % 26) as u8; size]))
+        .collect()
 }
 
 fn decode_all(buf: Bytes, opts: DecodeOptions) -> Result<Vec<RecordBatch>, Error> {
@@ -37,33 +39,53 @@ fn crc_mismatch_names_offset_and_position_and_can_be_turned_off() {
     let buf = Bytes::from(buf);
 
     let mut it = Batches::new(buf.clone(), DecodeOptions::default());
-    assert_eq!(it.next().unwrap().unwrap().base_offset(), 10, "the good batch before the bad one is yielded");
+    assert_eq!(
+        it.next().unwrap().unwrap().base_offset(),
+        10,
+        "the good batch before the bad one is yielded"
+    );
     let err = it.next().unwrap().unwrap_err();
-    assert!(matches!(err, Error::CrcMismatch { base_offset: 13, position, .. } if position == first.bytes.len()));
+    assert!(
+        matches!(err, Error::CrcMismatch { base_offset: 13, position, .. } if position == first.bytes.len())
+    );
     assert!(err.to_string().contains("offset 13"), "{err}");
     assert!(it.next().is_none(), "iteration ends after an error");
 
-    let off = DecodeOptions { verify_crc: false, ..DecodeOptions::default() };
+    let off = DecodeOptions {
+        verify_crc: false,
+        ..DecodeOptions::default()
+    };
     assert_eq!(decode_all(buf, off).unwrap().len(), 2);
 }
 
 #[test]
 fn legacy_magic_is_unsupported_with_offset() {
-    let mut buf = BatchBuilder::new(77).encode(&values(1, 4)).unwrap().bytes.to_vec();
+    let mut buf = BatchBuilder::new(77)
+        .encode(&values(1, 4))
+        .unwrap()
+        .bytes
+        .to_vec();
     for magic in [0u8, 1] {
         buf[16] = magic;
         let err = decode_all(Bytes::from(buf.clone()), DecodeOptions::default()).unwrap_err();
-        assert!(matches!(err, Error::UnsupportedMagic { base_offset: 77, magic: m, .. } if m as u8 == magic));
+        assert!(
+            matches!(err, Error::UnsupportedMagic { base_offset: 77, magic: m, .. } if m as u8 == magic)
+        );
         assert!(err.to_string().contains("offset 77"));
         // Even a short prefix that reaches the magic byte is refused, not reported partial.
-        let err = decode_all(Bytes::from(buf[..20].to_vec()), DecodeOptions::default()).unwrap_err();
+        let err =
+            decode_all(Bytes::from(buf[..20].to_vec()), DecodeOptions::default()).unwrap_err();
         assert!(matches!(err, Error::UnsupportedMagic { .. }));
     }
 }
 
 #[test]
 fn impossible_lengths_and_counts_are_corrupt() {
-    let good = BatchBuilder::new(0).encode(&values(3, 10)).unwrap().bytes.to_vec();
+    let good = BatchBuilder::new(0)
+        .encode(&values(3, 10))
+        .unwrap()
+        .bytes
+        .to_vec();
 
     let mut short = good.clone();
     short[8..12].copy_from_slice(&10i32.to_be_bytes());
@@ -77,7 +99,11 @@ fn impossible_lengths_and_counts_are_corrupt() {
     let batch = only_batch(Bytes::from(more));
     let results: Vec<_> = batch.records().unwrap().collect();
     assert_eq!(results.len(), 4);
-    assert!(matches!(results[3], Err(Error::CorruptRecord { index: 3, .. })), "{:?}", results[3]);
+    assert!(
+        matches!(results[3], Err(Error::CorruptRecord { index: 3, .. })),
+        "{:?}",
+        results[3]
+    );
 
     // A record count below the records present: the leftover bytes are an error.
     let mut fewer = good.clone();
@@ -85,7 +111,10 @@ fn impossible_lengths_and_counts_are_corrupt() {
     fix_crc(&mut fewer);
     let batch = only_batch(Bytes::from(fewer));
     let results: Vec<_> = batch.records().unwrap().collect();
-    assert!(matches!(results.last(), Some(Err(Error::CorruptBatch { .. }))), "{results:?}");
+    assert!(
+        matches!(results.last(), Some(Err(Error::CorruptBatch { .. }))),
+        "{results:?}"
+    );
 
     // A negative record count.
     let mut negative = good;
@@ -107,7 +136,10 @@ fn a_corrupt_record_names_its_index_and_byte() {
     let results: Vec<_> = batch.records().unwrap().collect();
     assert!(results[0].is_ok());
     let err = results[1].as_ref().unwrap_err();
-    assert!(matches!(err, Error::CorruptRecord { index: 1, .. }), "{err}");
+    assert!(
+        matches!(err, Error::CorruptRecord { index: 1, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("record #1"), "{err}");
 }
 
@@ -115,11 +147,30 @@ fn a_corrupt_record_names_its_index_and_byte() {
 fn decompression_bombs_hit_the_cap() {
     // 1 MiB of one byte compresses to almost nothing with every codec.
     let bomb = vec![NewRecord::value(0, vec![0u8; 1 << 20])];
-    let opts = DecodeOptions { max_decompressed_bytes: 64 << 10, ..DecodeOptions::default() };
-    for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
-        for framing in [walfetch_codec::SnappyFraming::Xerial, walfetch_codec::SnappyFraming::Raw] {
-            let encoded = BatchBuilder::new(5).compression(codec).snappy_framing(framing).encode(&bomb).unwrap();
-            assert!(encoded.bytes.len() < 64 << 10, "{codec}: {}", encoded.bytes.len());
+    let opts = DecodeOptions {
+        max_decompressed_bytes: 64 << 10,
+        ..DecodeOptions::default()
+    };
+    for codec in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        for framing in [
+            walfetch_codec::SnappyFraming::Xerial,
+            walfetch_codec::SnappyFraming::Raw,
+        ] {
+            let encoded = BatchBuilder::new(5)
+                .compression(codec)
+                .snappy_framing(framing)
+                .encode(&bomb)
+                .unwrap();
+            assert!(
+                encoded.bytes.len() < 64 << 10,
+                "{codec}: {}",
+                encoded.bytes.len()
+            );
             let batch = decode_all(encoded.bytes.clone(), opts).unwrap().remove(0);
             let err = match batch.records() {
                 Err(e) => e,
@@ -132,7 +183,18 @@ fn decompression_bombs_hit_the_cap() {
             );
             // Under the default cap the same batch decodes.
             let batch = only_batch(encoded.bytes);
-            assert_eq!(batch.records().unwrap().next().unwrap().unwrap().value().unwrap().len(), 1 << 20);
+            assert_eq!(
+                batch
+                    .records()
+                    .unwrap()
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .value()
+                    .unwrap()
+                    .len(),
+                1 << 20
+            );
         }
     }
 }
@@ -143,17 +205,32 @@ fn bounded_iteration_of_a_compressed_batch_stops_decompressing() {
     // checking off, as if the damage were undetected): reading all records
     // fails, reading only the first ones does not touch the damage.
     let records: Vec<_> = (0..2000)
-        .map(|i| NewRecord::value(i, format!("entry {i} {}", "x".repeat((i as usize * 7919) % 300))))
+        .map(|i| {
+            NewRecord::value(
+                i,
+                format!("entry {i} {}", "x".repeat((i as usize * 7919) % 300)),
+            )
+        })
         .collect();
-    let encoded = BatchBuilder::new(0).compression(Compression::Gzip).encode(&records).unwrap();
+    let encoded = BatchBuilder::new(0)
+        .compression(Compression::Gzip)
+        .encode(&records)
+        .unwrap();
     let mut buf = encoded.bytes.to_vec();
     let n = buf.len();
     for b in &mut buf[n - 40..n - 20] {
         *b ^= 0x5a;
     }
-    let opts = DecodeOptions { verify_crc: false, ..DecodeOptions::default() };
+    let opts = DecodeOptions {
+        verify_crc: false,
+        ..DecodeOptions::default()
+    };
     let batch = decode_all(Bytes::from(buf), opts).unwrap().remove(0);
-    let first: Vec<_> = batch.records_in(0..=10).unwrap().collect::<Result<_, _>>().unwrap();
+    let first: Vec<_> = batch
+        .records_in(0..=10)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(first.len(), 11);
     assert!(batch.records().unwrap().any(|r| r.is_err()));
 }
@@ -163,9 +240,20 @@ fn control_batches_and_read_committed() {
     let pid_committed = 1;
     let pid_aborted = 2;
     let data = |base, pid| {
-        BatchBuilder::new(base).producer(pid, 0, 0).transactional(true).encode(&values(2, 8)).unwrap().bytes
+        BatchBuilder::new(base)
+            .producer(pid, 0, 0)
+            .transactional(true)
+            .encode(&values(2, 8))
+            .unwrap()
+            .bytes
     };
-    let marker = |base, pid, kind| BatchBuilder::new(base).producer(pid, 0, 0).encode_marker(kind, 4, 0).unwrap().bytes;
+    let marker = |base, pid, kind| {
+        BatchBuilder::new(base)
+            .producer(pid, 0, 0)
+            .encode_marker(kind, 4, 0)
+            .unwrap()
+            .bytes
+    };
     let plain = BatchBuilder::new(6).encode(&values(1, 8)).unwrap().bytes;
     let buf = [
         data(0, pid_committed),
@@ -177,10 +265,26 @@ fn control_batches_and_read_committed() {
     ]
     .concat();
     let batches = decode_all(Bytes::from(buf), DecodeOptions::default()).unwrap();
-    let controls: Vec<_> = batches.iter().map(|b| b.control_record().unwrap().map(|c| c.kind)).collect();
-    assert_eq!(controls, [None, None, Some(ControlType::Commit), Some(ControlType::Abort), None, None]);
+    let controls: Vec<_> = batches
+        .iter()
+        .map(|b| b.control_record().unwrap().map(|c| c.kind))
+        .collect();
+    assert_eq!(
+        controls,
+        [
+            None,
+            None,
+            Some(ControlType::Commit),
+            Some(ControlType::Abort),
+            None,
+            None
+        ]
+    );
 
-    let mut filter = TransactionFilter::new([AbortedTransaction { producer_id: pid_aborted, first_offset: 2 }]);
+    let mut filter = TransactionFilter::new([AbortedTransaction {
+        producer_id: pid_aborted,
+        first_offset: 2,
+    }]);
     let kept: Vec<i64> = batches
         .iter()
         .filter(|b| filter.admit(b).unwrap())
@@ -196,12 +300,25 @@ fn control_batches_and_read_committed() {
 #[test]
 fn log_append_time_and_empty_batches() {
     let records = vec![
-        NewRecord { timestamp: 5, ..NewRecord::value(0, "a") },
-        NewRecord { timestamp: 9, ..NewRecord::value(1, "b") },
+        NewRecord {
+            timestamp: 5,
+            ..NewRecord::value(0, "a")
+        },
+        NewRecord {
+            timestamp: 9,
+            ..NewRecord::value(1, "b")
+        },
     ];
-    let encoded = BatchBuilder::new(0).timestamp_type(TimestampType::LogAppendTime).encode(&records).unwrap();
+    let encoded = BatchBuilder::new(0)
+        .timestamp_type(TimestampType::LogAppendTime)
+        .encode(&records)
+        .unwrap();
     let batch = only_batch(encoded.bytes);
-    let ts: Vec<_> = batch.records().unwrap().map(|r| r.unwrap().timestamp()).collect();
+    let ts: Vec<_> = batch
+        .records()
+        .unwrap()
+        .map(|r| r.unwrap().timestamp())
+        .collect();
     assert_eq!(ts, [9, 9]);
 
     // Compaction can leave a batch with no records but a last offset delta.
@@ -217,10 +334,18 @@ fn log_append_time_and_empty_batches() {
 
 #[test]
 fn encoder_rejects_what_kafka_cannot_hold() {
-    assert!(matches!(BatchBuilder::new(0).encode(&[]), Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        BatchBuilder::new(0).encode(&[]),
+        Err(Error::InvalidInput { .. })
+    ));
     let unordered = [NewRecord::value(1, "a"), NewRecord::value(1, "b")];
-    assert!(matches!(BatchBuilder::new(0).encode(&unordered), Err(Error::InvalidInput { .. })));
-    assert!(BatchBuilder::new(0).encode(&[NewRecord::value(-1, "a")]).is_err());
+    assert!(matches!(
+        BatchBuilder::new(0).encode(&unordered),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(BatchBuilder::new(0)
+        .encode(&[NewRecord::value(-1, "a")])
+        .is_err());
 }
 
 #[test]
@@ -238,7 +363,13 @@ fn record_ranges_point_at_each_record() {
         let got = it.partial().unwrap().records_unverified().unwrap().count();
         assert_eq!(got, i + 1);
     }
-    assert_eq!(encoded.record_ranges.last().unwrap().end, encoded.bytes.len());
-    let compressed = BatchBuilder::new(0).compression(Compression::Lz4).encode(&values(2, 3)).unwrap();
+    assert_eq!(
+        encoded.record_ranges.last().unwrap().end,
+        encoded.bytes.len()
+    );
+    let compressed = BatchBuilder::new(0)
+        .compression(Compression::Lz4)
+        .encode(&values(2, 3))
+        .unwrap();
     assert_eq!(compressed.record_end_in_batch(0), None);
 }

@@ -7,8 +7,8 @@ use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
-    Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType as KpTimestampType,
+    Compression as KpCompression, Record as KpRecord, RecordBatchDecoder, RecordBatchEncoder,
+    RecordEncodeOptions, TimestampType as KpTimestampType,
 };
 use proptest::prelude::*;
 use walfetch_codec::{BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming};
@@ -35,8 +35,15 @@ struct Sample {
 }
 
 fn samples() -> impl Strategy<Value = Vec<Sample>> {
-    let bytes = || prop::option::of(prop::collection::vec(any::<u8>(), 0..200).prop_map(Bytes::from));
-    let record = (1..3i32, 0i64..100_000, bytes(), bytes(), prop::collection::btree_map("[a-z]{1,8}", bytes(), 0..3));
+    let bytes =
+        || prop::option::of(prop::collection::vec(any::<u8>(), 0..200).prop_map(Bytes::from));
+    let record = (
+        1..3i32,
+        0i64..100_000,
+        bytes(),
+        bytes(),
+        prop::collection::btree_map("[a-z]{1,8}", bytes(), 0..3),
+    );
     prop::collection::vec(record, 1..30).prop_map(|rs| {
         let mut delta = -1;
         rs.into_iter()

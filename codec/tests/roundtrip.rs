@@ -4,7 +4,8 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use walfetch_codec::{
-    BatchBuilder, Batches, Compression, DecodeOptions, EncodedBatch, NewRecord, SnappyFraming, TimestampType,
+    BatchBuilder, Batches, Compression, DecodeOptions, EncodedBatch, NewRecord, SnappyFraming,
+    TimestampType,
 };
 
 fn bytes_field() -> impl Strategy<Value = Option<Bytes>> {
@@ -17,7 +18,13 @@ fn records() -> impl Strategy<Value = Vec<NewRecord>> {
         -1_000_000i64..1_000_000,
         bytes_field(),
         bytes_field(),
-        prop::collection::vec((prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from), bytes_field()), 0..3),
+        prop::collection::vec(
+            (
+                prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
+                bytes_field(),
+            ),
+            0..3,
+        ),
     );
     prop::collection::vec(record, 1..40).prop_map(|rs| {
         let mut delta = -1;
@@ -37,8 +44,20 @@ fn records() -> impl Strategy<Value = Vec<NewRecord>> {
 }
 
 fn compression() -> impl Strategy<Value = (Compression, SnappyFraming)> {
-    (prop::sample::select(Compression::ALL.to_vec()), any::<bool>())
-        .prop_map(|(c, raw)| (c, if raw { SnappyFraming::Raw } else { SnappyFraming::Xerial }))
+    (
+        prop::sample::select(Compression::ALL.to_vec()),
+        any::<bool>(),
+    )
+        .prop_map(|(c, raw)| {
+            (
+                c,
+                if raw {
+                    SnappyFraming::Raw
+                } else {
+                    SnappyFraming::Xerial
+                },
+            )
+        })
 }
 
 fn builder() -> impl Strategy<Value = BatchBuilder> {
@@ -49,15 +68,21 @@ fn builder() -> impl Strategy<Value = BatchBuilder> {
         any::<bool>(),
         any::<(i64, i16, i32, i32)>(),
     )
-        .prop_map(|(base, (codec, framing), log_append, transactional, (pid, epoch, seq, ple))| {
-            BatchBuilder::new(base)
-                .compression(codec)
-                .snappy_framing(framing)
-                .timestamp_type(if log_append { TimestampType::LogAppendTime } else { TimestampType::CreateTime })
-                .transactional(transactional)
-                .producer(pid, epoch, seq)
-                .partition_leader_epoch(ple)
-        })
+        .prop_map(
+            |(base, (codec, framing), log_append, transactional, (pid, epoch, seq, ple))| {
+                BatchBuilder::new(base)
+                    .compression(codec)
+                    .snappy_framing(framing)
+                    .timestamp_type(if log_append {
+                        TimestampType::LogAppendTime
+                    } else {
+                        TimestampType::CreateTime
+                    })
+                    .transactional(transactional)
+                    .producer(pid, epoch, seq)
+                    .partition_leader_epoch(ple)
+            },
+        )
 }
 
 fn assert_decodes_to(encoded: &EncodedBatch, records: &[NewRecord]) -> Result<(), TestCaseError> {
@@ -66,17 +91,31 @@ fn assert_decodes_to(encoded: &EncodedBatch, records: &[NewRecord]) -> Result<()
     prop_assert!(batches.next().is_none());
     prop_assert!(batches.partial().is_none());
     prop_assert_eq!(batch.header(), &encoded.header);
-    let decoded: Vec<_> = batch.records().expect("records").collect::<Result<_, _>>().expect("decode");
+    let decoded: Vec<_> = batch
+        .records()
+        .expect("records")
+        .collect::<Result<_, _>>()
+        .expect("decode");
     prop_assert_eq!(decoded.len(), records.len());
     let h = encoded.header;
-    for (got, want) in decoded.iter().zip(records) {
+    let uncompressed = h.compression() == Some(Compression::None);
+    for (i, (got, want)) in decoded.iter().zip(records).enumerate() {
+        let range = uncompressed.then(|| encoded.record_ranges[i].clone());
+        prop_assert_eq!(got.batch_range(), range);
         prop_assert_eq!(got.offset(), h.base_offset + i64::from(want.offset_delta));
-        let ts = if h.attributes.timestamp_type() == TimestampType::LogAppendTime { h.max_timestamp } else { want.timestamp };
+        let ts = if h.attributes.timestamp_type() == TimestampType::LogAppendTime {
+            h.max_timestamp
+        } else {
+            want.timestamp
+        };
         prop_assert_eq!(got.timestamp(), ts);
         prop_assert_eq!(got.key(), want.key.as_deref());
         prop_assert_eq!(got.value(), want.value.as_deref());
         prop_assert_eq!(got.key_bytes(), want.key.clone());
-        let headers: Vec<_> = got.headers().map(|h| (Bytes::copy_from_slice(h.key), h.value_bytes())).collect();
+        let headers: Vec<_> = got
+            .headers()
+            .map(|h| (Bytes::copy_from_slice(h.key), h.value_bytes()))
+            .collect();
         prop_assert_eq!(&headers, &want.headers);
     }
     Ok(())

@@ -54,7 +54,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         for batch in Batches::new(log.clone(), DecodeOptions::default()) {
             let batch = batch?;
             let last = batch.last_offset();
-            let Some(&&first_wanted) = wanted.peek() else { break };
+            let Some(&&first_wanted) = wanted.peek() else {
+                break;
+            };
             if first_wanted > last {
                 continue;
             }
@@ -75,7 +77,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         let bounded = started.elapsed();
-        anyhow::ensure!(found == offsets_of_region.len(), "region 3: found {found} of {}", offsets_of_region.len());
+        anyhow::ensure!(
+            found == offsets_of_region.len(),
+            "region 3: found {found} of {}",
+            offsets_of_region.len()
+        );
         println!(
             "{:<8} {:>10} {:>12} {:>10} {:>14.0} {:>12} {:>12.3}",
             codec.name(),
@@ -111,7 +117,11 @@ fn write_wal(codec: Compression, regions: u64, entries: u32) -> anyhow::Result<(
                     region3.push(offset + i64::from(i));
                 }
                 let size = 100 + (state >> 40) as usize % 900;
-                let value = format!("{{\"region\":{region},\"seq\":{},\"payload\":\"{}\"}}", offset + i64::from(i), "x".repeat(size));
+                let value = format!(
+                    "{{\"region\":{region},\"seq\":{},\"payload\":\"{}\"}}",
+                    offset + i64::from(i),
+                    "x".repeat(size)
+                );
                 NewRecord {
                     offset_delta: i,
                     timestamp: 1_700_000_000_000 + offset + i64::from(i),
@@ -121,7 +131,9 @@ fn write_wal(codec: Compression, regions: u64, entries: u32) -> anyhow::Result<(
                 }
             })
             .collect();
-        let batch = BatchBuilder::new(offset).compression(codec).encode(&records)?;
+        let batch = BatchBuilder::new(offset)
+            .compression(codec)
+            .encode(&records)?;
         log.extend_from_slice(&batch.bytes);
         offset += i64::from(n);
     }

@@ -26,7 +26,8 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let data = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let data =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let opts = DecodeOptions {
         verify_crc: !args.no_crc,
         ..DecodeOptions::default()
@@ -36,7 +37,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     match dump(Bytes::from(data), opts, &args, &mut out) {
         Ok(()) => {}
         // `walfetch dump x | head` closes the pipe early: not an error.
-        Err(DumpError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(DumpError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+            return Ok(ExitCode::SUCCESS)
+        }
         Err(DumpError::Io(e)) => return Err(e).context("writing to stdout"),
         Err(DumpError::Decode(e)) => {
             let _ = out.flush();
@@ -70,7 +73,12 @@ fn line(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(), DumpE
     Ok(())
 }
 
-fn dump(data: Bytes, opts: DecodeOptions, args: &Args, out: &mut impl Write) -> Result<(), DumpError> {
+fn dump(
+    data: Bytes,
+    opts: DecodeOptions,
+    args: &Args,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
     let mut batches = Batches::new(data, opts);
     for batch in &mut batches {
         let batch = batch?;
@@ -87,8 +95,12 @@ fn dump(data: Bytes, opts: DecodeOptions, args: &Args, out: &mut impl Write) -> 
         }
     }
     if let Some(partial) = batches.partial() {
-        let needed = partial.needed().map_or("unknown".to_string(), |n| n.to_string());
-        let offset = partial.base_offset().map_or("unknown".to_string(), |o| o.to_string());
+        let needed = partial
+            .needed()
+            .map_or("unknown".to_string(), |n| n.to_string());
+        let offset = partial
+            .base_offset()
+            .map_or("unknown".to_string(), |o| o.to_string());
         eprintln!(
             "walfetch: note: the file ends in a partial batch at byte {} (base offset {offset}): {} of {needed} bytes present; not decoded",
             partial.position(),

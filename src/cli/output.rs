@@ -25,7 +25,12 @@ impl RecordLine {
             value: record.value().map(|v| BASE64.encode(v)),
             headers: record
                 .headers()
-                .map(|h| (String::from_utf8_lossy(h.key).into_owned(), h.value.map(|v| BASE64.encode(v))))
+                .map(|h| {
+                    (
+                        String::from_utf8_lossy(h.key).into_owned(),
+                        h.value.map(|v| BASE64.encode(v)),
+                    )
+                })
                 .collect(),
         }
     }

@@ -32,7 +32,11 @@ pub(crate) enum Decompressed {
 
 /// Starts decompressing `data`, compressed with `codec`. `limit` is the
 /// decompressed-size cap, checked up front where the format states the size.
-pub(crate) fn decompress(codec: Compression, data: Bytes, limit: usize) -> io::Result<Decompressed> {
+pub(crate) fn decompress(
+    codec: Compression,
+    data: Bytes,
+    limit: usize,
+) -> io::Result<Decompressed> {
     match codec {
         Compression::None => Ok(Decompressed::Whole(data)),
         Compression::Gzip => Ok(Decompressed::Stream(gzip::reader(data))),
@@ -40,6 +44,26 @@ pub(crate) fn decompress(codec: Compression, data: Bytes, limit: usize) -> io::R
         Compression::Lz4 => Ok(Decompressed::Stream(lz4::reader(data))),
         Compression::Zstd => zstd::reader(data, limit).map(Decompressed::Stream),
     }
+}
+
+/// Largest decompressed-to-compressed ratio [`decompressed_len_hint`]
+/// believes: a forged length field costs at most this much memory up front.
+const MAX_HINT_RATIO: usize = 256;
+
+/// The size `data` will likely decompress to, to size the output buffer once:
+/// the length the format states where it states one (gzip's `ISIZE`, a zstd
+/// frame's content size, the xerial snappy blocks' lengths), else four times
+/// the compressed size. Only a hint: the caller still caps what it reads.
+pub(crate) fn decompressed_len_hint(codec: Compression, data: &[u8]) -> usize {
+    let stated = match codec {
+        Compression::Gzip => gzip::stated_len(data),
+        Compression::Snappy => snappy::stated_len(data),
+        Compression::Zstd => zstd::stated_len(data),
+        Compression::None | Compression::Lz4 => None,
+    };
+    stated
+        .unwrap_or(data.len().saturating_mul(4))
+        .min(data.len().saturating_mul(MAX_HINT_RATIO))
 }
 
 /// Options for compressing a batch.
@@ -50,7 +74,11 @@ pub(crate) struct CompressOptions {
 }
 
 /// Compresses the records section of a batch.
-pub(crate) fn compress(codec: Compression, data: &[u8], opts: CompressOptions) -> io::Result<Vec<u8>> {
+pub(crate) fn compress(
+    codec: Compression,
+    data: &[u8],
+    opts: CompressOptions,
+) -> io::Result<Vec<u8>> {
     match codec {
         Compression::None => Ok(data.to_vec()),
         Compression::Gzip => gzip::compress(data),

@@ -30,7 +30,10 @@ pub enum SnappyFraming {
 pub(super) fn decompress(data: Bytes, limit: usize) -> io::Result<Decompressed> {
     if data.starts_with(&XERIAL_HEADER[..8]) {
         if data.len() < XERIAL_HEADER.len() {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated xerial snappy header"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "truncated xerial snappy header",
+            ));
         }
         return Ok(Decompressed::Stream(Box::new(XerialReader {
             data,
@@ -43,6 +46,23 @@ pub(super) fn decompress(data: Bytes, limit: usize) -> io::Result<Decompressed> 
     Ok(Decompressed::Whole(Bytes::from(raw_block(&data, limit)?)))
 }
 
+/// For an xerial payload, the sum of its blocks' stated lengths (raw snappy
+/// is decompressed whole, so it needs no hint).
+pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
+    if !data.starts_with(&XERIAL_HEADER[..8]) {
+        return None;
+    }
+    let mut rest = data.get(XERIAL_HEADER.len()..)?;
+    let mut total = 0usize;
+    while let Some(len_bytes) = rest.get(..4) {
+        let len = u32::from_be_bytes(len_bytes.try_into().ok()?) as usize;
+        let block = rest.get(4..4 + len)?;
+        total = total.saturating_add(decompress_len(block).ok()?);
+        rest = &rest[4 + len..];
+    }
+    Some(total)
+}
+
 /// Decompresses one raw block, refusing before allocating when its stated
 /// length is over `limit`.
 fn raw_block(block: &[u8], limit: usize) -> io::Result<Vec<u8>> {
@@ -53,7 +73,9 @@ fn raw_block(block: &[u8], limit: usize) -> io::Result<Vec<u8>> {
             format!("snappy block states {len} decompressed bytes, over the {limit}-byte cap"),
         ));
     }
-    Decoder::new().decompress_vec(block).map_err(io::Error::other)
+    Decoder::new()
+        .decompress_vec(block)
+        .map_err(io::Error::other)
 }
 
 /// Streams an xerial-framed snappy payload one block at a time.
@@ -74,9 +96,13 @@ impl Read for XerialReader {
             }
             let rest = &self.data[self.pos..];
             let Some(len_bytes) = rest.get(..4) else {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated xerial block length"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "truncated xerial block length",
+                ));
             };
-            let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+            let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]])
+                as usize;
             let Some(block) = rest.get(4..4 + len) else {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -86,6 +112,17 @@ impl Read for XerialReader {
             // The caller checks the running total against the cap; checking
             // each block's stated size too keeps one block from allocating
             // past it.
+            let stated = decompress_len(block).map_err(io::Error::other)?;
+            if stated > 0 && stated <= self.limit && stated <= out.len() {
+                // The block fits the caller's buffer (as when the whole
+                // payload is read at once): decompress into it directly
+                // instead of through `self.block`.
+                let n = Decoder::new()
+                    .decompress(block, &mut out[..stated])
+                    .map_err(io::Error::other)?;
+                self.pos += 4 + len;
+                return Ok(n);
+            }
             self.block = raw_block(block, self.limit)?;
             self.block_pos = 0;
             self.pos += 4 + len;
@@ -108,7 +145,9 @@ pub(super) fn compress(data: &[u8], framing: SnappyFraming) -> io::Result<Vec<u8
                 let start = out.len();
                 out.extend_from_slice(&[0; 4]);
                 out.resize(start + 4 + max_compress_len(chunk.len()), 0);
-                let n = enc.compress(chunk, &mut out[start + 4..]).map_err(io::Error::other)?;
+                let n = enc
+                    .compress(chunk, &mut out[start + 4..])
+                    .map_err(io::Error::other)?;
                 out.truncate(start + 4 + n);
                 out[start..start + 4].copy_from_slice(&(n as u32).to_be_bytes());
             }

@@ -20,3 +20,9 @@ pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
     // Level 3 is zstd's default and what the Java client uses by default.
     zstd::bulk::compress(data, 3)
 }
+
+/// The content size the first frame's header states, when it states one.
+pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
+    let size = zstd::zstd_safe::get_frame_content_size(data).ok()??;
+    usize::try_from(size).ok()
+}

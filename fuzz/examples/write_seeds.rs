@@ -1,0 +1,131 @@
+//! Writes the seed corpora the fuzz targets start from, under `seeds/<target>/`:
+//! a few small encoded batches for the decode targets (every codec, a
+//! transaction with its markers, several batches in one buffer, a buffer cut
+//! short), and inputs for `encode_decode` that decode to non-empty batches.
+//!
+//! Run from `fuzz/`: `cargo +nightly run --example write_seeds`.
+
+use std::fs;
+use std::path::Path;
+
+use arbitrary::{Arbitrary, Unstructured};
+use bytes::Bytes;
+use walfetch_codec::{
+    BatchBuilder, Compression, ControlType, NewRecord, SnappyFraming, TimestampType,
+};
+use walfetch_codec_fuzz::roundtrip::Input;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn records(n: i32) -> Vec<NewRecord> {
+    (0..n)
+        .map(|i| NewRecord {
+            offset_delta: i * 2, // gaps, as after compaction
+            timestamp: 1_700_000_000_000 + i64::from(i),
+            key: (i % 3 != 0).then(|| Bytes::from(format!("key-{i}"))),
+            value: (i % 4 != 3).then(|| Bytes::from(format!("value {i} ").repeat(3))),
+            headers: (0..i % 3)
+                .map(|h| {
+                    (
+                        Bytes::from(format!("h{h}")),
+                        (h == 0).then(|| Bytes::from_static(b"hv")),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn decode_seeds() -> Result<Vec<(String, Vec<u8>)>> {
+    let mut seeds = Vec::new();
+    for codec in Compression::ALL {
+        let framings: &[SnappyFraming] = if codec == Compression::Snappy {
+            &[SnappyFraming::Xerial, SnappyFraming::Raw]
+        } else {
+            &[SnappyFraming::Xerial]
+        };
+        for &framing in framings {
+            let batch = BatchBuilder::new(100)
+                .compression(codec)
+                .snappy_framing(framing)
+                .encode(&records(5))?;
+            let name = match (codec, framing) {
+                (Compression::Snappy, SnappyFraming::Raw) => "snappy-raw".to_string(),
+                _ => codec.name().to_string(),
+            };
+            seeds.push((name, batch.bytes.to_vec()));
+        }
+    }
+
+    // A transaction: data, abort marker, data, commit marker.
+    let txn = BatchBuilder::new(0).producer(7, 1, 0).transactional(true);
+    let mut buf = Vec::new();
+    buf.extend_from_slice(&txn.encode(&records(2))?.bytes);
+    let abort = BatchBuilder::new(3).producer(7, 1, 2);
+    buf.extend_from_slice(&abort.encode_marker(ControlType::Abort, 5, 1)?.bytes);
+    let txn = BatchBuilder::new(4)
+        .producer(7, 1, 3)
+        .transactional(true)
+        .compression(Compression::Lz4);
+    buf.extend_from_slice(&txn.encode(&records(2))?.bytes);
+    let commit = BatchBuilder::new(7).producer(7, 1, 5);
+    buf.extend_from_slice(&commit.encode_marker(ControlType::Commit, 5, 2)?.bytes);
+    seeds.push(("transaction".into(), buf));
+
+    // Several batches (log-append time, zstd), the last cut short mid-record.
+    let mut buf = Vec::new();
+    buf.extend_from_slice(&BatchBuilder::new(10).encode(&records(3))?.bytes);
+    let log_append = BatchBuilder::new(15)
+        .timestamp_type(TimestampType::LogAppendTime)
+        .compression(Compression::Zstd);
+    buf.extend_from_slice(&log_append.encode(&records(3))?.bytes);
+    let last = BatchBuilder::new(20).encode(&records(4))?;
+    let cut = last.record_ranges[2].start + 3;
+    buf.extend_from_slice(&last.bytes[..cut]);
+    seeds.push(("multi-partial".into(), buf));
+    Ok(seeds)
+}
+
+/// Pseudo-random byte strings (xorshift64, fixed seed) that `arbitrary` turns
+/// into an input with at least two records.
+fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut seeds = Vec::new();
+    for size in [64usize, 128, 256, 512, 1024, 2048] {
+        loop {
+            let bytes: Vec<u8> = (0..size).map(|_| next() as u8).collect();
+            let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(&bytes)) else {
+                continue;
+            };
+            if input.records.len() >= 2 {
+                seeds.push((format!("random-{size}"), bytes));
+                break;
+            }
+        }
+    }
+    seeds
+}
+
+fn write(dir: &Path, seeds: &[(String, Vec<u8>)]) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    for (name, bytes) in seeds {
+        fs::write(dir.join(name), bytes)?;
+    }
+    println!("{}: {} seeds", dir.display(), seeds.len());
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
+    let decode = decode_seeds()?;
+    write(&root.join("decode_batches"), &decode)?;
+    write(&root.join("decode_batches_nocrc"), &decode)?;
+    write(&root.join("encode_decode"), &encode_decode_seeds())?;
+    Ok(())
+}

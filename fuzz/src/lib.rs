@@ -1,0 +1,125 @@
+//! Shared code of the fuzz targets: walking everything the decoder exposes
+//! (`decode`), and the encode → decode round trip (`roundtrip`).
+//!
+//! The decode walk asserts only what the codec's API promises for *any*
+//! input: no panic, offsets inside a batch strictly increasing and inside the
+//! batch's range, a bounded iteration yielding only offsets in its bound, and
+//! a record iterator ending after its first error. The round trip asserts
+//! that every field comes back exactly.
+
+#![forbid(unsafe_code)]
+
+pub mod roundtrip;
+
+use std::hint::black_box;
+
+use bytes::Bytes;
+use walfetch_codec::{AbortedTransaction, Batches, DecodeOptions, Records, TransactionFilter};
+
+/// Decodes `data` as the `records` bytes of a Fetch response partition:
+/// every complete batch (header, control record, `read_committed` filter,
+/// all records, a bounded slice of them), then the trailing partial batch
+/// and its unverified records.
+pub fn decode(data: &[u8], opts: DecodeOptions) {
+    let buf = Bytes::copy_from_slice(data);
+
+    // The aborted-transactions list comes from the input itself (every other
+    // transactional batch's producer and base offset), so the filter's abort
+    // path is reached without a separate input format.
+    let aborted: Vec<AbortedTransaction> = Batches::new(buf.clone(), opts)
+        .map_while(Result::ok)
+        .filter(|b| b.header().is_transactional())
+        .step_by(2)
+        .map(|b| AbortedTransaction {
+            first_offset: b.base_offset(),
+            producer_id: b.header().producer_id,
+        })
+        .collect();
+    let mut filter = TransactionFilter::new(aborted);
+
+    let mut batches = Batches::new(buf, opts);
+    for batch in batches.by_ref() {
+        let Ok(batch) = batch else { break };
+        let header = *batch.header();
+        black_box((
+            header,
+            batch.compression(),
+            batch.position(),
+            batch.bytes().len(),
+        ));
+        let _ = black_box(filter.admit(&batch));
+        let _ = black_box(batch.control_record());
+
+        let (first, last) = (batch.base_offset(), batch.last_offset());
+        if let Ok(records) = batch.records() {
+            walk(records, first, last);
+        }
+        // A bounded iteration: the middle of the batch's offset range.
+        let mid = first.saturating_add(i64::from(header.last_offset_delta / 2));
+        if let Ok(records) = batch.records_in(mid..=mid) {
+            walk(records, mid, mid);
+        }
+    }
+    black_box(batches.position());
+
+    if let Some(partial) = batches.partial() {
+        black_box((
+            partial.position(),
+            partial.present(),
+            partial.needed(),
+            partial.base_offset(),
+            partial.header(),
+        ));
+        if let Some(records) = partial.records_unverified() {
+            let (first, last) = match partial.header() {
+                Some(h) => (h.base_offset, h.last_offset()),
+                None => (i64::MIN, i64::MAX),
+            };
+            walk(records, first, last);
+        }
+    }
+}
+
+/// Touches every field of every record, checking that offsets increase
+/// strictly and stay in `first..=last`, and that nothing follows an error.
+fn walk(mut records: Records, first: i64, last: i64) {
+    let mut prev = None;
+    while let Some(record) = records.next() {
+        let record = match record {
+            Ok(record) => record,
+            Err(err) => {
+                black_box(err.to_string());
+                assert!(
+                    records.next().is_none(),
+                    "a record iterator yielded after an error"
+                );
+                return;
+            }
+        };
+        let offset = record.offset();
+        assert!(
+            (first..=last).contains(&offset),
+            "record offset {offset} outside {first}..={last}"
+        );
+        assert!(
+            prev < Some(offset),
+            "record offsets do not increase: {prev:?} then {offset}"
+        );
+        prev = Some(offset);
+
+        black_box((record.timestamp(), record.wire_len(), record.header_count()));
+        assert_eq!(record.key_bytes().as_deref(), record.key());
+        assert_eq!(record.value_bytes().as_deref(), record.value());
+        let mut headers = 0;
+        for header in record.headers() {
+            assert_eq!(header.value_bytes().as_deref(), header.value);
+            black_box(header.key);
+            headers += 1;
+        }
+        assert_eq!(
+            headers,
+            record.header_count(),
+            "headers iterated != header count"
+        );
+    }
+}

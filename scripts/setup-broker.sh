@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs Tansu 0.6.0, the Kafka-compatible broker the integration tests
+# start (tests/support/tansu.rs), unless that version is already installed.
+#
+#   scripts/setup-broker.sh
+#
+# Looks at $TANSU_BIN, `tansu` on PATH and ~/.cargo/bin/tansu. A cold install
+# takes about 10 minutes on 2 cores.
+set -euo pipefail
+
+version=0.6.0
+want="tansu ${version}"
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+
+for candidate in "${TANSU_BIN:-}" "$(command -v tansu || true)" "${cargo_bin}/tansu"; do
+    if [ -n "${candidate}" ] && [ -x "${candidate}" ]; then
+        found="$("${candidate}" --version 2>/dev/null || true)"
+        if [ "${found}" = "${want}" ]; then
+            echo "setup-broker: ${want} already installed at ${candidate}"
+            exit 0
+        fi
+        echo "setup-broker: ${candidate} is '${found}', not '${want}'"
+    fi
+done
+
+echo "setup-broker: installing ${want} into ${cargo_bin} (about 10 minutes cold on 2 cores)"
+cargo install tansu --version "${version}" --locked --features dynostore
+"${cargo_bin}/tansu" --version

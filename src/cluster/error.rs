@@ -1,0 +1,146 @@
+//! The cluster client's one error type.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+
+use crate::connection::ConnectionError;
+use crate::error_code::ErrorCode;
+
+/// Everything that can go wrong in a cluster operation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// A connection-level failure.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// The broker answered with a Kafka error code.
+    #[error(
+        "{api:?} {}on broker {broker} failed: {code}{}",
+        target(topic, *partition),
+        message.as_ref().map(|m| format!(": {m}")).unwrap_or_default()
+    )]
+    Kafka {
+        /// The request's API.
+        api: ApiKey,
+        /// The error code.
+        code: ErrorCode,
+        /// The topic, when the error is about one.
+        topic: Option<String>,
+        /// The partition, when the error is about one.
+        partition: Option<i32>,
+        /// The broker that answered.
+        broker: String,
+        /// The broker's error message, if it sent one.
+        message: Option<String>,
+    },
+    /// Metadata names a leader the client cannot reach: no leader, or a
+    /// leader id missing from the broker list.
+    #[error(
+        "topic {topic:?} partition {partition} has no reachable leader (leader id {leader_id})"
+    )]
+    NoLeader {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The leader id metadata gave (-1: none).
+        leader_id: i32,
+    },
+    /// A response lacks the topic or partition the request asked about.
+    #[error("{api:?} response from broker {broker} lacks topic {topic:?} partition {partition}")]
+    MissingInResponse {
+        /// The request's API.
+        api: ApiKey,
+        /// The broker that answered.
+        broker: String,
+        /// The topic asked about.
+        topic: String,
+        /// The partition asked about.
+        partition: i32,
+    },
+    /// No broker answered a Metadata request (bootstrap, or a refresh).
+    #[error("no broker answered Metadata (tried {}): {last}", addresses.join(", "))]
+    NoBrokerAnswered {
+        /// The addresses tried, in order.
+        addresses: Vec<String>,
+        /// The last failure.
+        #[source]
+        last: Box<ClientError>,
+    },
+    /// A retriable failure persisted until the operation's deadline.
+    #[error(
+        "gave up on {operation} after {attempts} attempt(s) in {elapsed:?} (deadline {deadline:?}){}",
+        last.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+    )]
+    RetriesExhausted {
+        /// What was attempted.
+        operation: String,
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent.
+        elapsed: Duration,
+        /// The deadline ([`super::RetryPolicy::deadline`]).
+        deadline: Duration,
+        /// The last failure, `None` when the deadline struck mid-attempt.
+        last: Option<Box<ClientError>>,
+    },
+    /// An argument was invalid.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+fn target(topic: &Option<String>, partition: Option<i32>) -> String {
+    match (topic, partition) {
+        (Some(t), Some(p)) => format!("for topic {t:?} partition {p} "),
+        (Some(t), None) => format!("for topic {t:?} "),
+        _ => String::new(),
+    }
+}
+
+impl ClientError {
+    /// Whether retrying the operation may succeed: a retriable Kafka error
+    /// code, a lost connection, or a leader that is not known yet.
+    /// `idempotent` is false for Produce: after a connection is lost
+    /// mid-request the batch may have been written, so only failures before
+    /// sending are retried.
+    pub fn is_retriable(&self, idempotent: bool) -> bool {
+        match self {
+            Self::Connection(e) => {
+                if idempotent {
+                    e.is_connection_lost()
+                } else {
+                    e.is_before_send()
+                }
+            }
+            Self::Kafka { code, .. } => code.is_retriable(),
+            Self::NoLeader { .. } => true,
+            Self::NoBrokerAnswered { last, .. } => last.is_retriable(idempotent),
+            _ => false,
+        }
+    }
+
+    /// Whether the client's metadata should be refreshed before retrying.
+    pub fn invalidates_metadata(&self) -> bool {
+        match self {
+            Self::Connection(e) => e.is_connection_lost(),
+            Self::Kafka { code, .. } => code.invalidates_metadata(),
+            Self::NoLeader { .. } => true,
+            Self::NoBrokerAnswered { last, .. } => last.invalidates_metadata(),
+            _ => false,
+        }
+    }
+
+    /// The Kafka error code, when the broker answered with one (also inside
+    /// [`ClientError::RetriesExhausted`] and [`ClientError::NoBrokerAnswered`]).
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Kafka { code, .. } => Some(*code),
+            Self::RetriesExhausted {
+                last: Some(last), ..
+            } => last.code(),
+            Self::NoBrokerAnswered { last, .. } => last.code(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The raw Fetch call: one partition, one request, the records buffer as
+//! the broker sent it.
+//!
+//! The request is a sessionless full fetch (session id 0, epoch -1) from a
+//! consumer (replica id -1). The response's `records` for the partition is a
+//! [`Bytes`] view of the response frame, handed on without a copy; the
+//! caller decodes it with [`walfetch_codec::Batches`]. The broker returns
+//! batches from the start of the batch that contains the fetch offset, so
+//! the buffer may start below it, may end with a partial batch, and may hold
+//! less than asked for.
+//!
+//! # References
+//! - Kafka protocol guide, "Fetch API":
+//!   <https://kafka.apache.org/protocol#The_Messages_Fetch>
+//! - KIP-74 (`max_bytes`, first batch returned whole), KIP-98
+//!   (`isolation_level`, `last_stable_offset`, aborted transactions),
+//!   KIP-227 (fetch sessions; not used), KIP-320 (`current_leader_epoch`),
+//!   KIP-516 (topic ids, Fetch v13+).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+use walfetch_codec::AbortedTransaction;
+
+use super::ClientError;
+use crate::connection::{Connection, RequestOptions, Response};
+use crate::error_code::ErrorCode;
+
+/// Which records a fetch may return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum IsolationLevel {
+    /// Everything up to the high watermark, aborted transactions included.
+    #[default]
+    ReadUncommitted,
+    /// Only up to the last stable offset; the response lists the aborted
+    /// transactions so the consumer can drop their records.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The wire value.
+    pub const fn as_i8(self) -> i8 {
+        match self {
+            Self::ReadUncommitted => 0,
+            Self::ReadCommitted => 1,
+        }
+    }
+}
+
+/// What to fetch: one partition from one offset, within byte limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchParams {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The fetch offset.
+    pub offset: i64,
+    /// The response-wide byte limit (`max_bytes`).
+    pub max_bytes: i32,
+    /// The partition's byte limit (`partition_max_bytes`).
+    pub partition_max_bytes: i32,
+    /// How many bytes the broker should wait for (`min_bytes`).
+    pub min_bytes: i32,
+    /// How long the broker may wait for `min_bytes` (`max_wait_ms`).
+    pub max_wait: Duration,
+    /// The isolation level.
+    pub isolation: IsolationLevel,
+}
+
+impl FetchParams {
+    /// Fetch `topic`/`partition` from `offset` with a consumer's defaults:
+    /// 50 MiB per response, 1 MiB for the partition, `min_bytes` 1, wait at
+    /// most 500 ms, `read_uncommitted`.
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+            offset,
+            max_bytes: 50 * 1024 * 1024,
+            partition_max_bytes: 1024 * 1024,
+            min_bytes: 1,
+            max_wait: Duration::from_millis(500),
+            isolation: IsolationLevel::ReadUncommitted,
+        }
+    }
+
+    /// Sets both byte limits to `bytes`.
+    pub fn with_max_bytes(mut self, bytes: i32) -> Self {
+        self.max_bytes = bytes;
+        self.partition_max_bytes = bytes;
+        self
+    }
+
+    /// Sets `min_bytes`.
+    pub fn with_min_bytes(mut self, bytes: i32) -> Self {
+        self.min_bytes = bytes;
+        self
+    }
+
+    /// Sets `max_wait`.
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Sets the isolation level.
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+}
+
+/// One partition's part of a Fetch response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPartition {
+    /// The record batches, a view of the response frame; possibly empty,
+    /// possibly starting below the fetch offset, possibly ending with a
+    /// partial batch.
+    pub records: Bytes,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset (-1 if unknown).
+    pub last_stable_offset: i64,
+    /// The log start offset (-1 if unknown).
+    pub log_start_offset: i64,
+    /// Aborted transactions overlapping the records (`read_committed` only),
+    /// for [`walfetch_codec::TransactionFilter`].
+    pub aborted_transactions: Vec<AbortedTransaction>,
+    /// The partition's error code as the broker sent it.
+    /// [`super::Cluster::fetch`] turns every code but `NONE` into an error
+    /// or a retry; [`fetch_on`] returns it as is.
+    pub error_code: ErrorCode,
+    /// Bytes the whole response took on the wire, length prefix included.
+    pub wire_bytes: usize,
+    /// The broker that answered.
+    pub broker: String,
+    /// The Fetch version used.
+    pub version: i16,
+    /// The broker's throttle time.
+    pub throttle_time_ms: i32,
+}
+
+/// The Fetch request for `params` in `version`. `leader_epoch` (-1 if
+/// unknown) lets the broker fence a stale leader (v9+); `topic_id` names the
+/// topic in v13+.
+pub fn fetch_request(
+    params: &FetchParams,
+    leader_epoch: i32,
+    topic_id: Uuid,
+    version: i16,
+) -> FetchRequest {
+    let partition = FetchPartition::default()
+        .with_partition(params.partition)
+        .with_current_leader_epoch(if version >= 9 { leader_epoch } else { -1 })
+        .with_fetch_offset(params.offset)
+        .with_log_start_offset(-1)
+        .with_partition_max_bytes(params.partition_max_bytes);
+    let mut topic = FetchTopic::default().with_partitions(vec![partition]);
+    if version >= 13 {
+        topic.topic_id = topic_id;
+    } else {
+        topic.topic = TopicName(StrBytes::from_string(params.topic.clone()));
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(i32::try_from(params.max_wait.as_millis()).unwrap_or(i32::MAX))
+        .with_min_bytes(params.min_bytes)
+        .with_max_bytes(params.max_bytes)
+        .with_isolation_level(params.isolation.as_i8())
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![topic])
+}
+
+/// Picks `params`' partition out of a Fetch response. A top-level error or
+/// a missing partition is an error; the partition's error code is returned
+/// in the result.
+pub fn read_fetch_response(
+    params: &FetchParams,
+    topic_id: Uuid,
+    broker: &str,
+    response: Response<FetchResponse>,
+) -> Result<FetchedPartition, ClientError> {
+    let Response {
+        body,
+        version,
+        wire_bytes,
+        ..
+    } = response;
+    let top = ErrorCode::from(body.error_code);
+    if !top.is_ok() {
+        return Err(ClientError::Kafka {
+            api: ApiKey::Fetch,
+            code: top,
+            topic: Some(params.topic.clone()),
+            partition: Some(params.partition),
+            broker: broker.to_owned(),
+            message: None,
+        });
+    }
+    let missing = || ClientError::MissingInResponse {
+        api: ApiKey::Fetch,
+        broker: broker.to_owned(),
+        topic: params.topic.clone(),
+        partition: params.partition,
+    };
+    let topic = body
+        .responses
+        .into_iter()
+        .find(|t| {
+            if version >= 13 {
+                t.topic_id == topic_id
+            } else {
+                t.topic.0.as_str() == params.topic
+            }
+        })
+        .ok_or_else(missing)?;
+    let partition = topic
+        .partitions
+        .into_iter()
+        .find(|p| p.partition_index == params.partition)
+        .ok_or_else(missing)?;
+    Ok(FetchedPartition {
+        records: partition.records.unwrap_or_default(),
+        high_watermark: partition.high_watermark,
+        last_stable_offset: partition.last_stable_offset,
+        log_start_offset: partition.log_start_offset,
+        aborted_transactions: partition
+            .aborted_transactions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| AbortedTransaction {
+                first_offset: a.first_offset,
+                producer_id: a.producer_id.0,
+            })
+            .collect(),
+        error_code: ErrorCode::from(partition.error_code),
+        wire_bytes,
+        broker: broker.to_owned(),
+        version,
+        throttle_time_ms: body.throttle_time_ms,
+    })
+}
+
+/// One Fetch request on `connection`, no retries: the building block of
+/// [`super::Cluster::fetch`], usable directly to pipeline fetches on one
+/// connection. `version` overrides the negotiated Fetch version. The
+/// request timeout is the connection's plus `max_wait`.
+pub async fn fetch_on(
+    connection: &Connection,
+    params: &FetchParams,
+    leader_epoch: i32,
+    topic_id: Uuid,
+    version: Option<i16>,
+) -> Result<FetchedPartition, ClientError> {
+    let version = match version {
+        Some(v) => v,
+        None => connection.version(ApiKey::Fetch)?,
+    };
+    if version >= 13 && topic_id.is_nil() {
+        return Err(ClientError::InvalidArgument(format!(
+            "Fetch v{version} addresses topics by id, and topic {:?} has none in metadata",
+            params.topic
+        )));
+    }
+    let request = fetch_request(params, leader_epoch, topic_id, version);
+    let options = RequestOptions {
+        version: Some(version),
+        timeout: Some(connection.request_timeout().saturating_add(params.max_wait)),
+    };
+    let response = connection.request_with(&request, options).await?;
+    read_fetch_response(params, topic_id, connection.broker(), response)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::fetch_response::{self, FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{FetchRequest, ProducerId};
+    use kafka_protocol::protocol::Encodable;
+
+    use super::*;
+    use crate::connection::guard::decode_response;
+
+    fn response(records: &'static [u8], error: i16) -> FetchResponse {
+        FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![PartitionData::default()
+                .with_partition_index(3)
+                .with_error_code(error)
+                .with_high_watermark(100)
+                .with_aborted_transactions(Some(vec![fetch_response::AbortedTransaction::default(
+                )
+                .with_producer_id(ProducerId(9))
+                .with_first_offset(40)]))
+                .with_records(Some(Bytes::from_static(records)))])])
+    }
+
+    #[test]
+    fn request_names_partition_and_limits() {
+        let params = FetchParams::new("t", 3, 42)
+            .with_max_bytes(300)
+            .with_isolation(IsolationLevel::ReadCommitted);
+        let r = fetch_request(&params, 5, Uuid::nil(), 11);
+        assert_eq!(
+            (r.max_bytes, r.isolation_level, r.session_epoch),
+            (300, 1, -1)
+        );
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(
+            (
+                p.partition,
+                p.fetch_offset,
+                p.partition_max_bytes,
+                p.current_leader_epoch
+            ),
+            (3, 42, 300, 5)
+        );
+        assert_eq!(
+            fetch_request(&params, 5, Uuid::nil(), 8).topics[0].partitions[0].current_leader_epoch,
+            -1
+        );
+        let id = Uuid::from_u128(7);
+        let r13 = fetch_request(&params, 5, id, 13);
+        assert_eq!(r13.topics[0].topic_id, id);
+    }
+
+    /// The records handed out are a view of the decoded frame, not a copy.
+    #[test]
+    fn records_are_a_view_of_the_frame() {
+        let mut buf = BytesMut::new();
+        response(b"batch bytes", 0)
+            .encode(&mut buf, 11)
+            .expect("encodes");
+        let frame = buf.freeze();
+        let range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let decoded = decode_response::<FetchRequest>(11, frame.clone()).expect("decodes");
+        let fetched = read_fetch_response(
+            &FetchParams::new("t", 3, 0),
+            Uuid::nil(),
+            "b:1",
+            Response {
+                body: decoded,
+                version: 11,
+                correlation_id: 1,
+                wire_bytes: frame.len() + 4,
+            },
+        )
+        .expect("partition");
+        assert_eq!(&fetched.records[..], b"batch bytes");
+        assert!(range.contains(&(fetched.records.as_ptr() as usize)));
+        assert_eq!(
+            fetched.aborted_transactions,
+            vec![AbortedTransaction {
+                first_offset: 40,
+                producer_id: 9
+            }]
+        );
+        assert_eq!(fetched.high_watermark, 100);
+    }
+
+    #[test]
+    fn missing_partition_and_errors() {
+        let wrap = |body| Response {
+            body,
+            version: 11,
+            correlation_id: 1,
+            wire_bytes: 0,
+        };
+        let err = read_fetch_response(
+            &FetchParams::new("t", 4, 0),
+            Uuid::nil(),
+            "b:1",
+            wrap(response(b"", 0)),
+        )
+        .expect_err("missing");
+        assert!(
+            matches!(err, ClientError::MissingInResponse { partition: 4, .. }),
+            "{err}"
+        );
+        let fetched = read_fetch_response(
+            &FetchParams::new("t", 3, 0),
+            Uuid::nil(),
+            "b:1",
+            wrap(response(b"", 1)),
+        )
+        .expect("partition");
+        assert_eq!(fetched.error_code, ErrorCode::OffsetOutOfRange);
+        let err = read_fetch_response(
+            &FetchParams::new("t", 3, 0),
+            Uuid::nil(),
+            "b:1",
+            wrap(response(b"", 0).with_error_code(70)),
+        )
+        .expect_err("top-level error");
+        assert_eq!(err.code(), Some(ErrorCode::FetchSessionIdNotFound));
+        assert!(err.to_string().contains("b:1"), "{err}");
+    }
+}

@@ -1,0 +1,256 @@
+//! Cluster metadata: brokers, topics, partition leaders and leader epochs.
+//!
+//! # References
+//! - Kafka protocol guide, "Metadata API":
+//!   <https://kafka.apache.org/protocol#The_Messages_Metadata>
+//! - KIP-320 (leader epoch in Metadata v7+), KIP-516 (topic ids, v10+).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::error_code::ErrorCode;
+
+/// One broker as metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInfo {
+    /// The broker id.
+    pub id: i32,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: i32,
+    /// The rack, if configured.
+    pub rack: Option<String>,
+}
+
+impl BrokerInfo {
+    /// `host:port`, with brackets around an IPv6 host.
+    pub fn address(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One partition as metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition index.
+    pub partition: i32,
+    /// The partition-level error code.
+    pub error: ErrorCode,
+    /// The leader's broker id, -1 when there is none.
+    pub leader_id: i32,
+    /// The leader epoch, -1 when unknown (Metadata before v7).
+    pub leader_epoch: i32,
+    /// The replicas' broker ids.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas' broker ids.
+    pub isr: Vec<i32>,
+}
+
+/// One topic as metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// The topic name.
+    pub name: String,
+    /// The topic id (nil before Metadata v10, or when the broker has none).
+    pub id: Uuid,
+    /// The topic-level error code.
+    pub error: ErrorCode,
+    /// Whether the topic is internal.
+    pub is_internal: bool,
+    /// The partitions, by index.
+    pub partitions: BTreeMap<i32, PartitionInfo>,
+}
+
+/// What one Metadata response said about the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterMetadata {
+    /// The cluster id, if the broker sent one.
+    pub cluster_id: Option<String>,
+    /// The controller's broker id, -1 when unknown.
+    pub controller_id: i32,
+    /// The brokers, by id.
+    pub brokers: BTreeMap<i32, BrokerInfo>,
+    /// The topics asked about (or all topics), by name.
+    pub topics: BTreeMap<String, TopicInfo>,
+}
+
+/// Where to send requests for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLeader {
+    /// The leader's broker id.
+    pub broker_id: i32,
+    /// The leader's address.
+    pub address: String,
+    /// The leader epoch, -1 when unknown.
+    pub leader_epoch: i32,
+    /// The topic id, nil when unknown.
+    pub topic_id: Uuid,
+}
+
+impl ClusterMetadata {
+    /// Reads a Metadata response.
+    pub fn from_response(response: &MetadataResponse) -> Self {
+        let brokers = response
+            .brokers
+            .iter()
+            .map(|b| {
+                let info = BrokerInfo {
+                    id: b.node_id.0,
+                    host: b.host.to_string(),
+                    port: b.port,
+                    rack: b.rack.as_ref().map(|r| r.to_string()),
+                };
+                (info.id, info)
+            })
+            .collect();
+        let topics = response
+            .topics
+            .iter()
+            .filter_map(|t| {
+                let name = t.name.as_ref()?.0.to_string();
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let info = PartitionInfo {
+                            partition: p.partition_index,
+                            error: ErrorCode::from(p.error_code),
+                            leader_id: p.leader_id.0,
+                            leader_epoch: p.leader_epoch,
+                            replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                            isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                        };
+                        (info.partition, info)
+                    })
+                    .collect();
+                let info = TopicInfo {
+                    name: name.clone(),
+                    id: t.topic_id,
+                    error: ErrorCode::from(t.error_code),
+                    is_internal: t.is_internal,
+                    partitions,
+                };
+                Some((name, info))
+            })
+            .collect();
+        Self {
+            cluster_id: response.cluster_id.as_ref().map(|c| c.to_string()),
+            controller_id: response.controller_id.0,
+            brokers,
+            topics,
+        }
+    }
+
+    /// Takes in a newer response: brokers and controller are replaced,
+    /// topics are replaced one by one (topics not in `newer` are kept).
+    pub fn merge(&mut self, newer: Self) {
+        if newer.cluster_id.is_some() {
+            self.cluster_id = newer.cluster_id;
+        }
+        self.controller_id = newer.controller_id;
+        if !newer.brokers.is_empty() {
+            self.brokers = newer.brokers;
+        }
+        self.topics.extend(newer.topics);
+    }
+
+    /// The leader of a partition, if metadata names a usable one.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<PartitionLeader> {
+        let t = self.topics.get(topic)?;
+        let p = t.partitions.get(&partition)?;
+        let broker = self.brokers.get(&p.leader_id)?;
+        Some(PartitionLeader {
+            broker_id: broker.id,
+            address: broker.address(),
+            leader_epoch: p.leader_epoch,
+            topic_id: t.id,
+        })
+    }
+}
+
+/// A Metadata request for `topics` (`None`: every topic) in `version`,
+/// never creating topics.
+pub fn metadata_request(topics: Option<&[&str]>, version: i16) -> MetadataRequest {
+    let topics = topics.map(|names| {
+        names
+            .iter()
+            .map(|name| {
+                MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_string((*name).to_owned()))))
+            })
+            .collect()
+    });
+    let mut request = MetadataRequest::default().with_topics(topics);
+    if version >= 4 {
+        request.allow_auto_topic_creation = false;
+    }
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::BrokerId;
+
+    use super::*;
+
+    #[test]
+    fn reads_leaders_and_epochs() {
+        let response = MetadataResponse::default()
+            .with_controller_id(BrokerId(1))
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(9092)])
+            .with_topics(vec![MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                .with_partitions(vec![
+                    MetadataResponsePartition::default()
+                        .with_partition_index(0)
+                        .with_leader_id(BrokerId(1))
+                        .with_leader_epoch(7),
+                    MetadataResponsePartition::default()
+                        .with_partition_index(1)
+                        .with_leader_id(BrokerId(-1))
+                        .with_error_code(5),
+                ])]);
+        let m = ClusterMetadata::from_response(&response);
+        let leader = m.leader("t", 0).expect("leader");
+        assert_eq!(
+            (
+                leader.broker_id,
+                leader.address.as_str(),
+                leader.leader_epoch
+            ),
+            (1, "127.0.0.1:9092", 7)
+        );
+        assert_eq!(m.leader("t", 1), None);
+        assert_eq!(
+            m.topics["t"].partitions[&1].error,
+            ErrorCode::LeaderNotAvailable
+        );
+        assert_eq!(m.leader("u", 0), None);
+    }
+
+    #[test]
+    fn ipv6_addresses_get_brackets() {
+        let b = BrokerInfo {
+            id: 1,
+            host: "::1".into(),
+            port: 9,
+            rack: None,
+        };
+        assert_eq!(b.address(), "[::1]:9");
+    }
+}

@@ -1,0 +1,752 @@
+//! The cluster client: metadata, leaders, a connection per broker, and the
+//! operations walfetch needs (ListOffsets, Fetch, Produce, CreateTopics),
+//! each retried under a deadline.
+//!
+//! A partition operation asks the cached metadata for the partition's
+//! leader (reading `Metadata` when it is not known), sends the request on
+//! the pooled connection to that broker, and reads the answer. When the
+//! answer is a retriable error (`NOT_LEADER_OR_FOLLOWER`,
+//! `FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`, `LEADER_NOT_AVAILABLE`,
+//! `UNKNOWN_TOPIC_OR_PARTITION`, ...) or the connection is lost, the
+//! partition's metadata is dropped (and a broken connection closed), and the
+//! operation is tried again after an exponential backoff with jitter
+//! ([`RetryPolicy`]), until the policy's deadline. Non-retriable errors are
+//! returned at once, naming the topic, partition and broker.
+//!
+//! # References
+//! - Kafka protocol guide: <https://kafka.apache.org/protocol> ("Partitioning
+//!   and bootstrapping": clients bootstrap from any broker, then send
+//!   partition requests to the leader from Metadata).
+//! - KIP-320 (leader epochs and fencing), KIP-580 (exponential backoff with
+//!   jitter for client retries).
+
+mod create_topics;
+mod error;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod pool;
+mod produce;
+mod retry;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, MetadataRequest};
+use tokio::time::Instant;
+
+pub use create_topics::{create_topics_request, read_create_topics_response, NewTopic};
+pub use error::ClientError;
+pub use fetch::{
+    fetch_on, fetch_request, read_fetch_response, FetchParams, FetchedPartition, IsolationLevel,
+};
+pub use list_offsets::{
+    list_offsets_request, read_list_offsets_response, ListedOffset, OffsetSpec,
+};
+pub use metadata::{
+    metadata_request, BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo,
+};
+use pool::Pool;
+pub use produce::{produce_request, read_produce_response, ACKS_ALL};
+pub use retry::RetryPolicy;
+
+use crate::connection::{Connection, ConnectionConfig, ConnectionStats, RequestOptions};
+use crate::error_code::ErrorCode;
+
+/// Settings of a [`Cluster`].
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// `host:port` of brokers to bootstrap from, tried in order.
+    pub bootstrap: Vec<String>,
+    /// Settings of every broker connection.
+    pub connection: ConnectionConfig,
+    /// Retry timing and the overall deadline of each operation.
+    pub retry: RetryPolicy,
+    /// How long the broker may wait for in-sync replicas on Produce.
+    pub produce_timeout: Duration,
+    /// How long the broker may take to create topics.
+    pub admin_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Defaults, bootstrapping from `bootstrap`.
+    pub fn new<S: Into<String>>(bootstrap: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            bootstrap: bootstrap.into_iter().map(Into::into).collect(),
+            connection: ConnectionConfig::default(),
+            retry: RetryPolicy::default(),
+            produce_timeout: Duration::from_secs(30),
+            admin_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A client of one Kafka cluster. Share it behind an [`Arc`]; every method
+/// takes `&self` and may run concurrently.
+#[derive(Debug)]
+pub struct Cluster {
+    config: ClusterConfig,
+    pool: Pool,
+    metadata: Mutex<ClusterMetadata>,
+    /// Serializes metadata refreshes so that concurrent failures cause one.
+    refresh: tokio::sync::Mutex<()>,
+}
+
+impl Cluster {
+    /// Bootstraps: reads `Metadata` (brokers only) from the first bootstrap
+    /// broker that answers, retrying under the deadline.
+    pub async fn connect(config: ClusterConfig) -> Result<Self, ClientError> {
+        if config.bootstrap.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "no bootstrap broker given".to_owned(),
+            ));
+        }
+        let cluster = Self {
+            pool: Pool::new(config.connection.clone()),
+            config,
+            metadata: Mutex::new(ClusterMetadata::default()),
+            refresh: tokio::sync::Mutex::new(()),
+        };
+        cluster
+            .retrying(
+                || "bootstrap".to_owned(),
+                true,
+                None,
+                || cluster.read_metadata(Some(&[])),
+            )
+            .await?;
+        Ok(cluster)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    fn cache(&self) -> MutexGuard<'_, ClusterMetadata> {
+        self.metadata
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The metadata cached so far.
+    pub fn cached_metadata(&self) -> ClusterMetadata {
+        self.cache().clone()
+    }
+
+    /// Reads `Metadata` for `topics` (`None`: every topic), retrying lost
+    /// connections, and merges it into the cache.
+    pub async fn metadata(&self, topics: Option<&[&str]>) -> Result<ClusterMetadata, ClientError> {
+        let (metadata, _) = self
+            .retrying(
+                || "Metadata".to_owned(),
+                true,
+                None,
+                || self.read_metadata(topics),
+            )
+            .await?;
+        Ok(metadata)
+    }
+
+    /// One Metadata round trip to any reachable broker (open connections
+    /// first, then known brokers, then the bootstrap list); returns what it
+    /// said and who said it.
+    async fn read_metadata(
+        &self,
+        topics: Option<&[&str]>,
+    ) -> Result<(ClusterMetadata, String), ClientError> {
+        let mut candidates = self.pool.open_addresses();
+        candidates.extend(self.cache().brokers.values().map(BrokerInfo::address));
+        candidates.extend(self.config.bootstrap.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        candidates.retain(|a| seen.insert(a.clone()));
+        let mut last = None;
+        for address in &candidates {
+            match self.read_metadata_from(address, topics).await {
+                Ok(metadata) => {
+                    self.cache().merge(metadata.clone());
+                    return Ok((metadata, address.clone()));
+                }
+                Err(e) => {
+                    tracing::debug!(%address, error = %e, "metadata request failed");
+                    let retriable = e.is_retriable(true);
+                    last = Some(e);
+                    if !retriable {
+                        break;
+                    }
+                }
+            }
+        }
+        let last = last.unwrap_or_else(|| {
+            ClientError::InvalidArgument("no broker to ask for metadata".to_owned())
+        });
+        Err(ClientError::NoBrokerAnswered {
+            addresses: candidates,
+            last: Box::new(last),
+        })
+    }
+
+    async fn read_metadata_from(
+        &self,
+        address: &str,
+        topics: Option<&[&str]>,
+    ) -> Result<ClusterMetadata, ClientError> {
+        let connection = self.pool.get(address).await?;
+        let version = connection.version(ApiKey::Metadata)?;
+        let request: MetadataRequest = metadata_request(topics, version);
+        match connection.request(&request).await {
+            Ok(response) => {
+                let code = ErrorCode::from(response.body.error_code);
+                if !code.is_ok() {
+                    return Err(ClientError::Kafka {
+                        api: ApiKey::Metadata,
+                        code,
+                        topic: None,
+                        partition: None,
+                        broker: address.to_owned(),
+                        message: None,
+                    });
+                }
+                Ok(ClusterMetadata::from_response(&response.body))
+            }
+            Err(e) => {
+                if e.is_connection_lost() {
+                    self.pool.evict(&connection);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Forgets what metadata said about `topic`, so the next operation on
+    /// it reads `Metadata` again.
+    pub fn invalidate(&self, topic: &str) {
+        self.cache().topics.remove(topic);
+    }
+
+    /// The leader of a partition: from the cache, or after one Metadata
+    /// read. Errors (unknown topic, no leader) are the retriable ones the
+    /// operations retry on.
+    pub async fn leader(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<PartitionLeader, ClientError> {
+        if let Some(leader) = self.cache().leader(topic, partition) {
+            return Ok(leader);
+        }
+        let answered_by = {
+            let _single = self.refresh.lock().await;
+            // Another task may have refreshed while this one waited.
+            if let Some(leader) = self.cache().leader(topic, partition) {
+                return Ok(leader);
+            }
+            self.read_metadata(Some(&[topic])).await?.1
+        };
+        let cache = self.cache();
+        if let Some(leader) = cache.leader(topic, partition) {
+            return Ok(leader);
+        }
+        let kafka = |code: ErrorCode| ClientError::Kafka {
+            api: ApiKey::Metadata,
+            code,
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            broker: answered_by.clone(),
+            message: None,
+        };
+        let Some(t) = cache.topics.get(topic) else {
+            return Err(kafka(ErrorCode::UnknownTopicOrPartition));
+        };
+        if !t.error.is_ok() {
+            return Err(kafka(t.error));
+        }
+        match t.partitions.get(&partition) {
+            None => Err(kafka(ErrorCode::UnknownTopicOrPartition)),
+            Some(p) if !p.error.is_ok() && p.leader_id < 0 => Err(kafka(p.error)),
+            Some(p) => Err(ClientError::NoLeader {
+                topic: topic.to_owned(),
+                partition,
+                leader_id: p.leader_id,
+            }),
+        }
+    }
+
+    /// The pooled connection to `address`, opened if needed.
+    pub async fn connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
+        Ok(self.pool.get(address).await?)
+    }
+
+    /// The partition's leader and the pooled connection to it.
+    pub async fn leader_connection(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(Arc<Connection>, PartitionLeader), ClientError> {
+        let leader = self.leader(topic, partition).await?;
+        let connection = self.pool.get(&leader.address).await?;
+        Ok((connection, leader))
+    }
+
+    /// Counters of every pooled connection, by address.
+    pub fn stats(&self) -> Vec<(String, ConnectionStats)> {
+        self.pool.stats()
+    }
+
+    /// Looks up an offset of a partition.
+    pub async fn list_offsets(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let describe =
+            || format!("ListOffsets ({spec:?}) of topic {topic:?} partition {partition}");
+        self.retrying(describe, true, Some(topic), || {
+            self.list_offsets_once(topic, partition, spec, isolation)
+        })
+        .await
+    }
+
+    async fn list_offsets_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let (connection, leader) = self.leader_connection(topic, partition).await?;
+        let result = async {
+            let version = connection.version(ApiKey::ListOffsets)?;
+            let request = list_offsets_request(
+                topic,
+                partition,
+                spec,
+                isolation,
+                leader.leader_epoch,
+                version,
+            );
+            let response = connection.request(&request).await?;
+            read_list_offsets_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
+
+    /// Fetches one partition from its leader. Every partition error code
+    /// other than `NONE` is retried (if retriable) or returned as an error.
+    pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
+        let describe = || {
+            format!(
+                "Fetch of topic {:?} partition {} at offset {}",
+                params.topic, params.partition, params.offset
+            )
+        };
+        self.retrying(describe, true, Some(&params.topic), || {
+            self.fetch_once(params)
+        })
+        .await
+    }
+
+    async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
+        let (connection, leader) = self
+            .leader_connection(&params.topic, params.partition)
+            .await?;
+        let result = fetch_on(
+            &connection,
+            params,
+            leader.leader_epoch,
+            leader.topic_id,
+            None,
+        )
+        .await;
+        self.evict_if_lost(&connection, &result);
+        let fetched = result?;
+        if !fetched.error_code.is_ok() {
+            return Err(ClientError::Kafka {
+                api: ApiKey::Fetch,
+                code: fetched.error_code,
+                topic: Some(params.topic.clone()),
+                partition: Some(params.partition),
+                broker: fetched.broker,
+                message: Some(format!("fetch offset {}", params.offset)),
+            });
+        }
+        Ok(fetched)
+    }
+
+    /// Appends `records` (record batches, e.g. from
+    /// [`walfetch_codec::BatchBuilder`]) to a partition with `acks = all`;
+    /// returns the base offset the broker assigned.
+    ///
+    /// Produce is not idempotent here: it is retried after retriable error
+    /// codes (the batch was not written) and failures to connect, but not
+    /// after a connection lost mid-request, when the batch may have been
+    /// written; that error is returned.
+    pub async fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let describe = || format!("Produce to topic {topic:?} partition {partition}");
+        self.retrying(describe, false, Some(topic), || {
+            self.produce_once(topic, partition, records.clone())
+        })
+        .await
+    }
+
+    async fn produce_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let (connection, _leader) = self.leader_connection(topic, partition).await?;
+        let timeout = self.config.produce_timeout;
+        let result = async {
+            let request = produce_request(topic, partition, records, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let response = connection.request_with(&request, options).await?;
+            read_produce_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
+
+    /// Creates topics on the controller (any broker when none is known).
+    pub async fn create_topics(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
+        let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+        let describe = || format!("CreateTopics {names:?}");
+        let result = self
+            .retrying(describe, false, None, || self.create_topics_once(topics))
+            .await;
+        for name in &names {
+            self.invalidate(name);
+        }
+        result
+    }
+
+    async fn create_topics_once(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
+        let address = {
+            let cache = self.cache();
+            cache
+                .brokers
+                .get(&cache.controller_id)
+                .or_else(|| cache.brokers.values().next())
+                .map(BrokerInfo::address)
+        };
+        let address = match address {
+            Some(a) => a,
+            None => self.config.bootstrap.first().cloned().unwrap_or_default(),
+        };
+        let connection = self.pool.get(&address).await?;
+        let timeout = self.config.admin_timeout;
+        let result = async {
+            let request = create_topics_request(topics, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let response = connection.request_with(&request, options).await?;
+            read_create_topics_response(topics, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        if matches!(&result, Err(e) if e.code() == Some(ErrorCode::NotController)) {
+            self.read_metadata(Some(&[])).await?;
+        }
+        result
+    }
+
+    /// Closes and forgets `connection` after an error that says it is gone.
+    fn evict_if_lost<T>(&self, connection: &Arc<Connection>, result: &Result<T, ClientError>) {
+        if let Err(ClientError::Connection(e)) = result {
+            if e.is_connection_lost() {
+                self.pool.evict(connection);
+            }
+        }
+    }
+
+    /// Runs `attempt` until it succeeds, fails with a non-retriable error,
+    /// or the deadline passes. `topic`'s metadata is dropped after failures
+    /// that say it is stale.
+    async fn retrying<T, F, A>(
+        &self,
+        describe: impl Fn() -> String,
+        idempotent: bool,
+        topic: Option<&str>,
+        mut attempt: F,
+    ) -> Result<T, ClientError>
+    where
+        F: FnMut() -> A,
+        A: Future<Output = Result<T, ClientError>>,
+    {
+        let policy = self.config.retry;
+        let started = Instant::now();
+        // A deadline too far to represent is no deadline at all.
+        let far = Duration::from_secs(100 * 365 * 24 * 3600);
+        let deadline = started
+            .checked_add(policy.deadline)
+            .unwrap_or_else(|| started + far);
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let error = match tokio::time::timeout_at(deadline, attempt()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    return Err(ClientError::RetriesExhausted {
+                        operation: describe(),
+                        attempts,
+                        elapsed: started.elapsed(),
+                        deadline: policy.deadline,
+                        last: None,
+                    })
+                }
+            };
+            if !error.is_retriable(idempotent) {
+                return Err(error);
+            }
+            if error.invalidates_metadata() {
+                if let Some(topic) = topic {
+                    self.invalidate(topic);
+                }
+            }
+            let delay = policy.random_backoff(attempts);
+            if Instant::now()
+                .checked_add(delay)
+                .is_none_or(|at| at >= deadline)
+            {
+                return Err(ClientError::RetriesExhausted {
+                    operation: describe(),
+                    attempts,
+                    elapsed: started.elapsed(),
+                    deadline: policy.deadline,
+                    last: Some(Box::new(error)),
+                });
+            }
+            tracing::debug!(operation = %describe(), attempts, ?delay, %error, "retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+
+    use super::*;
+
+    type SendFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+    fn offline_cluster(retry: RetryPolicy) -> Cluster {
+        let mut config = ClusterConfig::new(["127.0.0.1:1"]);
+        config.retry = retry;
+        Cluster {
+            pool: Pool::new(config.connection.clone()),
+            config,
+            metadata: Mutex::new(ClusterMetadata::default()),
+            refresh: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn kafka(code: ErrorCode) -> ClientError {
+        ClientError::Kafka {
+            api: ApiKey::Fetch,
+            code,
+            topic: Some("t".into()),
+            partition: Some(0),
+            broker: "127.0.0.1:1".into(),
+            message: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retriable_errors_are_retried_with_backoff_until_the_deadline() {
+        let policy = RetryPolicy {
+            jitter: 0.0,
+            deadline: Duration::from_secs(1),
+            ..RetryPolicy::default()
+        };
+        let cluster = offline_cluster(policy);
+        let started = Instant::now();
+        let mut calls = 0;
+        let err = cluster
+            .retrying(
+                || "op".into(),
+                true,
+                Some("t"),
+                || {
+                    calls += 1;
+                    async { Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower)) }
+                },
+            )
+            .await
+            .expect_err("gives up");
+        // Delays 50, 100, 200, 400 ms (750 ms); the next (800 ms) would pass the deadline.
+        assert_eq!(calls, 5);
+        assert_eq!(started.elapsed(), Duration::from_millis(750));
+        match &err {
+            ClientError::RetriesExhausted {
+                attempts,
+                last: Some(last),
+                ..
+            } => {
+                assert_eq!(*attempts, 5);
+                assert_eq!(last.code(), Some(ErrorCode::NotLeaderOrFollower));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            err.to_string().contains("gave up on op after 5 attempt(s)"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn non_retriable_errors_surface_at_once_and_success_ends_retries() {
+        let cluster = offline_cluster(RetryPolicy::default());
+        let mut calls = 0;
+        let err = cluster
+            .retrying(
+                || "op".into(),
+                true,
+                None,
+                || {
+                    calls += 1;
+                    async { Err::<(), _>(kafka(ErrorCode::OffsetOutOfRange)) }
+                },
+            )
+            .await
+            .expect_err("fatal");
+        assert_eq!((calls, err.code()), (1, Some(ErrorCode::OffsetOutOfRange)));
+
+        let mut calls = 0;
+        let value = cluster
+            .retrying(
+                || "op".into(),
+                true,
+                None,
+                || {
+                    calls += 1;
+                    let n = calls;
+                    async move {
+                        if n < 3 {
+                            Err(kafka(ErrorCode::LeaderNotAvailable))
+                        } else {
+                            Ok(n)
+                        }
+                    }
+                },
+            )
+            .await
+            .expect("third attempt succeeds");
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_attempt_is_cut_at_the_deadline() {
+        let cluster = offline_cluster(RetryPolicy {
+            deadline: Duration::from_millis(300),
+            ..RetryPolicy::default()
+        });
+        let err = cluster
+            .retrying(
+                || "op".into(),
+                true,
+                None,
+                || std::future::pending::<Result<(), ClientError>>(),
+            )
+            .await
+            .expect_err("deadline");
+        assert!(
+            matches!(
+                err,
+                ClientError::RetriesExhausted {
+                    last: None,
+                    attempts: 1,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn produce_is_not_resent_after_a_connection_lost_mid_request() {
+        let cluster = offline_cluster(RetryPolicy::default());
+        let lost = || {
+            ClientError::Connection(crate::connection::ConnectionError::ClosedByPeer {
+                broker: "127.0.0.1:1".into(),
+            })
+        };
+        let mut calls = 0;
+        let err = cluster
+            .retrying(
+                || "produce".into(),
+                false,
+                None,
+                || {
+                    calls += 1;
+                    async { Err::<(), _>(lost()) }
+                },
+            )
+            .await
+            .expect_err("not retried");
+        assert_eq!(calls, 1);
+        assert!(matches!(err, ClientError::Connection(_)), "{err:?}");
+        // The same failure is retried for an idempotent operation.
+        assert!(lost().is_retriable(true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bootstrap_without_a_broker_gives_up_with_the_connect_error() {
+        let mut config = ClusterConfig::new(["127.0.0.1:1"]);
+        config.retry.deadline = Duration::from_millis(500);
+        let err = Cluster::connect(config).await.expect_err("no broker");
+        let msg = err.to_string();
+        assert!(msg.contains("gave up on bootstrap"), "{msg}");
+        assert!(msg.contains("127.0.0.1:1"), "{msg}");
+        let err = Cluster::connect(ClusterConfig::new(Vec::<String>::new()))
+            .await
+            .expect_err("no bootstrap list");
+        assert!(matches!(err, ClientError::InvalidArgument(_)), "{err:?}");
+    }
+
+    /// The operations' futures are `Send` even when boxed generically (as a
+    /// consumer keeping several fetches in flight does), so they can be
+    /// spawned and stored. A compile-time check.
+    #[allow(dead_code)]
+    fn operations_are_send(cluster: Arc<Cluster>, params: FetchParams) -> Vec<SendFuture<()>> {
+        let c = Arc::clone(&cluster);
+        let fetch: SendFuture<()> = Box::pin(async move {
+            let _ = c.fetch(&params).await;
+        });
+        let c = Arc::clone(&cluster);
+        let list: SendFuture<()> = Box::pin(async move {
+            let _ = c
+                .list_offsets("t", 0, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
+                .await;
+        });
+        let c = Arc::clone(&cluster);
+        let produce: SendFuture<()> = Box::pin(async move {
+            let _ = c.produce("t", 0, Bytes::new()).await;
+        });
+        let admin: SendFuture<()> = Box::pin(async move {
+            let _ = cluster.create_topics(&[NewTopic::new("t", 1)]).await;
+            let _ = cluster.metadata(None).await;
+            let _ = cluster.leader_connection("t", 0).await;
+            let _ = Cluster::connect(ClusterConfig::new(["127.0.0.1:1"])).await;
+        });
+        vec![fetch, list, produce, admin]
+    }
+}

@@ -1,0 +1,124 @@
+//! Produce: appending codec-encoded record batches to one partition with
+//! `acks = all`.
+//!
+//! The batches are sent as they are (`walfetch_codec::BatchBuilder` output,
+//! base offset 0); the broker assigns offsets and returns the first one.
+//!
+//! # References
+//! - Kafka protocol guide, "Produce API":
+//!   <https://kafka.apache.org/protocol#The_Messages_Produce>
+//! - KIP-98 (record batches, Produce v3+), KIP-467 (per-record errors, v8+).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::ClientError;
+use crate::error_code::ErrorCode;
+
+/// `acks = all`: the leader answers once every in-sync replica has the batch.
+pub const ACKS_ALL: i16 = -1;
+
+/// The Produce request for one partition (topic by name: v3–v12).
+pub fn produce_request(
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    timeout: Duration,
+) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_transactional_id(None)
+        .with_acks(ACKS_ALL)
+        .with_timeout_ms(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX))
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+/// The base offset the broker assigned, or its error with the broker's
+/// messages.
+pub fn read_produce_response(
+    topic: &str,
+    partition: i32,
+    broker: &str,
+    response: &ProduceResponse,
+) -> Result<i64, ClientError> {
+    let p = response
+        .responses
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partition_responses.iter())
+        .find(|p| p.index == partition)
+        .ok_or_else(|| ClientError::MissingInResponse {
+            api: ApiKey::Produce,
+            broker: broker.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+        })?;
+    let code = ErrorCode::from(p.error_code);
+    if !code.is_ok() {
+        let mut messages: Vec<String> = p.error_message.iter().map(|m| m.to_string()).collect();
+        messages.extend(p.record_errors.iter().map(|e| {
+            format!(
+                "record {}: {}",
+                e.batch_index,
+                e.batch_index_error_message
+                    .as_deref()
+                    .unwrap_or("(no message)")
+            )
+        }));
+        return Err(ClientError::Kafka {
+            api: ApiKey::Produce,
+            code,
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            broker: broker.to_owned(),
+            message: (!messages.is_empty()).then(|| messages.join("; ")),
+        });
+    }
+    Ok(p.base_offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+
+    use super::*;
+
+    #[test]
+    fn request_and_response() {
+        let r = produce_request("t", 1, Bytes::from_static(b"batch"), Duration::from_secs(5));
+        assert_eq!((r.acks, r.timeout_ms), (-1, 5000));
+        assert_eq!(
+            r.topic_data[0].partition_data[0].records.as_deref(),
+            Some(&b"batch"[..])
+        );
+        let response = |code: i16| {
+            ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_responses(vec![PartitionProduceResponse::default()
+                    .with_index(1)
+                    .with_error_code(code)
+                    .with_base_offset(77)
+                    .with_error_message(Some(StrBytes::from_static_str("too big")))])])
+        };
+        assert_eq!(
+            read_produce_response("t", 1, "b:1", &response(0)).expect("offset"),
+            77
+        );
+        let err = read_produce_response("t", 1, "b:1", &response(10)).expect_err("error");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("MESSAGE_TOO_LARGE (10)") && msg.contains("too big"),
+            "{msg}"
+        );
+        assert!(read_produce_response("t", 2, "b:1", &response(0)).is_err());
+    }
+}

@@ -1,0 +1,667 @@
+//! One TCP connection to one Kafka broker.
+//!
+//! A [`Connection`] owns a socket split in two halves. A writer task sends
+//! request frames in the order they are queued; a reader task reads response
+//! frames ([`frame::FrameReader`]) and hands each, by its correlation id, to
+//! the request waiting for it. Any number of requests can be in flight at
+//! once (pipelining); each waits on its own channel, so a response can only
+//! reach the request that carries its correlation id, whatever the order
+//! responses arrive in.
+//!
+//! When the connection breaks (the peer closes, an I/O error, a malformed
+//! frame, a correlation id that was never sent), every request in flight
+//! fails at once with that error, and so does every later request.
+//!
+//! On connect the client negotiates versions with `ApiVersions`
+//! ([`versions`]); requests then use the highest version both sides support
+//! unless the caller names one. Responses are bounds-checked ([`guard`])
+//! before they are decoded.
+//!
+//! # References
+//! - Kafka protocol guide, "Network" and "Common Request and Response
+//!   Structure": <https://kafka.apache.org/protocol#protocol_network>
+//!   (correlation ids, in-order responses per connection, pipelining).
+//! - KIP-35 / KIP-511 (ApiVersions), KIP-482 (request/response header
+//!   versions of flexible messages).
+
+mod error;
+pub mod frame;
+pub mod guard;
+pub mod versions;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use error::ConnectionError;
+use frame::FrameReader;
+pub use versions::{NegotiatedVersions, VersionPolicy, VersionRange};
+
+use crate::error_code::ErrorCode;
+
+/// Settings of one connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// The client id sent in every request header.
+    pub client_id: String,
+    /// How long establishing the TCP connection may take.
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its response (Fetch adds its
+    /// `max_wait` to this).
+    pub request_timeout: Duration,
+    /// The largest response frame accepted; a larger length prefix breaks
+    /// the connection with [`ConnectionError::FrameTooLarge`].
+    pub max_frame_bytes: usize,
+    /// The API versions walfetch may use.
+    pub versions: VersionPolicy,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            client_id: "walfetch".to_owned(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
+            versions: VersionPolicy::default(),
+        }
+    }
+}
+
+/// Per-request settings that differ from the connection's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestOptions {
+    /// Use this API version instead of the negotiated one.
+    pub version: Option<i16>,
+    /// Use this timeout instead of [`ConnectionConfig::request_timeout`].
+    pub timeout: Option<Duration>,
+}
+
+/// A decoded response.
+#[derive(Debug, Clone)]
+pub struct Response<T> {
+    /// The response message.
+    pub body: T,
+    /// The API version of request and response.
+    pub version: i16,
+    /// The correlation id the request carried.
+    pub correlation_id: i32,
+    /// Bytes the response took on the wire, length prefix included.
+    pub wire_bytes: usize,
+}
+
+/// Counters of one connection, since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Bytes written to the socket (request frames, length prefixes included).
+    pub bytes_sent: u64,
+    /// Bytes read from the socket (response frames, length prefixes included).
+    pub bytes_received: u64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Responses received.
+    pub responses: u64,
+    /// Requests waiting for their response right now.
+    pub in_flight: usize,
+}
+
+/// One TCP connection to one broker, shared by any number of concurrent
+/// requests. Dropping it closes the socket.
+#[derive(Debug)]
+pub struct Connection {
+    shared: Arc<Shared>,
+    outgoing: mpsc::UnboundedSender<Bytes>,
+    versions: NegotiatedVersions,
+    client_id: StrBytes,
+    request_timeout: Duration,
+    reader: JoinHandle<()>,
+}
+
+impl Connection {
+    /// Connects to `broker` (`host:port`), sets `TCP_NODELAY`, starts the
+    /// reader and writer tasks and negotiates API versions.
+    pub async fn connect(
+        broker: impl Into<String>,
+        config: ConnectionConfig,
+    ) -> Result<Self, ConnectionError> {
+        let broker = broker.into();
+        let stream =
+            match tokio::time::timeout(config.connect_timeout, TcpStream::connect(broker.as_str()))
+                .await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    return Err(ConnectionError::Connect {
+                        broker,
+                        source: e.into(),
+                    })
+                }
+                Err(_) => {
+                    return Err(ConnectionError::ConnectTimeout {
+                        broker,
+                        timeout: config.connect_timeout,
+                    })
+                }
+            };
+        stream
+            .set_nodelay(true)
+            .map_err(|e| ConnectionError::Connect {
+                broker: broker.clone(),
+                source: e.into(),
+            })?;
+        let mut connection = Self::start(stream, broker, &config);
+        connection.versions = connection.handshake(&config.versions).await?;
+        Ok(connection)
+    }
+
+    fn start(stream: TcpStream, broker: String, config: &ConnectionConfig) -> Self {
+        let (read, write) = stream.into_split();
+        let shared = Arc::new(Shared {
+            broker: broker.clone(),
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            responses: AtomicU64::new(0),
+        });
+        let (outgoing, queue) = mpsc::unbounded_channel();
+        let frames = FrameReader::new(read, broker.clone(), config.max_frame_bytes);
+        let reader = tokio::spawn(read_loop(frames, Arc::clone(&shared)));
+        tokio::spawn(write_loop(queue, write, Arc::clone(&shared)));
+        Self {
+            shared,
+            outgoing,
+            versions: config
+                .versions
+                .negotiate(&broker, &ApiVersionsResponse::default()),
+            client_id: StrBytes::from_string(config.client_id.clone()),
+            request_timeout: config.request_timeout,
+            reader,
+        }
+    }
+
+    /// Sends `ApiVersions` and negotiates. Per KIP-511 a broker that does
+    /// not know the version sent answers with a v0 body holding error
+    /// `UNSUPPORTED_VERSION` and its own range, and the request is retried
+    /// once with the highest common version.
+    async fn handshake(
+        &self,
+        policy: &VersionPolicy,
+    ) -> Result<NegotiatedVersions, ConnectionError> {
+        let ours = policy
+            .range(ApiKey::ApiVersions)
+            .unwrap_or_else(|| VersionRange::of_message_types(ApiKey::ApiVersions));
+        let mut version = ours.max;
+        for _ in 0..2 {
+            let response = self.api_versions(version).await?;
+            let code = ErrorCode::from(response.error_code);
+            if code == ErrorCode::UnsupportedVersion {
+                let theirs = response
+                    .api_keys
+                    .iter()
+                    .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+                    .map(|k| VersionRange::new(k.min_version, k.max_version));
+                let common = theirs.map(|t| t.intersect(ours)).filter(|r| !r.is_empty());
+                match common {
+                    Some(common) if common.max < version => {
+                        version = common.max;
+                        continue;
+                    }
+                    _ => {
+                        return Err(ConnectionError::NoCommonVersion {
+                            broker: self.shared.broker.clone(),
+                            api: ApiKey::ApiVersions,
+                            client: ours,
+                            broker_versions: theirs,
+                        })
+                    }
+                }
+            }
+            if !code.is_ok() {
+                return Err(ConnectionError::Handshake {
+                    broker: self.shared.broker.clone(),
+                    version,
+                    code,
+                });
+            }
+            return Ok(policy.negotiate(&self.shared.broker, &response));
+        }
+        Err(ConnectionError::Handshake {
+            broker: self.shared.broker.clone(),
+            version,
+            code: ErrorCode::UnsupportedVersion,
+        })
+    }
+
+    /// One `ApiVersions` round trip; a body that does not decode in
+    /// `version` is tried as v0 (the KIP-511 fallback answer).
+    async fn api_versions(&self, version: i16) -> Result<ApiVersionsResponse, ConnectionError> {
+        let mut request = ApiVersionsRequest::default();
+        if version >= 3 {
+            request.client_software_name = StrBytes::from_static_str("walfetch");
+            request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
+        }
+        let raw = self
+            .round_trip(ApiKey::ApiVersions, version, &request, self.request_timeout)
+            .await?;
+        match guard::decode_response::<ApiVersionsRequest>(version, raw.body.clone()) {
+            Ok(response) => Ok(response),
+            Err(first) => guard::decode_response::<ApiVersionsRequest>(0, raw.body)
+                .ok()
+                .filter(|r| r.error_code == ErrorCode::UnsupportedVersion.code())
+                .ok_or_else(|| ConnectionError::Decode {
+                    broker: self.shared.broker.clone(),
+                    api: ApiKey::ApiVersions,
+                    version,
+                    message: first.to_string(),
+                }),
+        }
+    }
+
+    /// The broker address this connection was opened to.
+    pub fn broker(&self) -> &str {
+        &self.shared.broker
+    }
+
+    /// The outcome of version negotiation.
+    pub fn versions(&self) -> &NegotiatedVersions {
+        &self.versions
+    }
+
+    /// The negotiated version of `api`, or the error naming both ranges.
+    pub fn version(&self, api: ApiKey) -> Result<i16, ConnectionError> {
+        self.versions.version(api)
+    }
+
+    /// The default request timeout of this connection.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ConnectionStats {
+        ConnectionStats {
+            bytes_sent: self.shared.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.shared.bytes_received.load(Ordering::Relaxed),
+            requests: self.shared.requests.load(Ordering::Relaxed),
+            responses: self.shared.responses.load(Ordering::Relaxed),
+            in_flight: self.shared.lock().pending.len(),
+        }
+    }
+
+    /// The error that broke the connection, `None` while it is usable.
+    pub fn failure(&self) -> Option<ConnectionError> {
+        self.shared.lock().failed.clone()
+    }
+
+    /// Whether the connection is broken or shut down.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().failed.is_some() || self.outgoing.is_closed()
+    }
+
+    /// Shuts the connection down: requests in flight and later ones fail
+    /// with [`ConnectionError::Shutdown`].
+    pub fn close(&self) {
+        self.shared.fail(ConnectionError::Shutdown {
+            broker: self.shared.broker.clone(),
+        });
+        self.reader.abort();
+    }
+
+    /// Sends `request` in the negotiated version and waits for its response.
+    pub async fn request<R: Request>(
+        &self,
+        request: &R,
+    ) -> Result<Response<R::Response>, ConnectionError> {
+        self.request_with(request, RequestOptions::default()).await
+    }
+
+    /// Sends `request` with per-request options and waits for its response.
+    pub async fn request_with<R: Request>(
+        &self,
+        request: &R,
+        options: RequestOptions,
+    ) -> Result<Response<R::Response>, ConnectionError> {
+        let broker = || self.shared.broker.clone();
+        let api = ApiKey::try_from(R::KEY).map_err(|()| ConnectionError::Decode {
+            broker: broker(),
+            api: ApiKey::ApiVersions,
+            version: 0,
+            message: format!("unknown API key {}", R::KEY),
+        })?;
+        if !guard::is_checked(api) {
+            return Err(ConnectionError::UnsupportedApi {
+                broker: broker(),
+                api,
+            });
+        }
+        let version = match options.version {
+            Some(version) => version,
+            None => self.versions.version(api)?,
+        };
+        let supported = VersionRange::new(R::VERSIONS.min, R::VERSIONS.max);
+        if !supported.contains(version) {
+            return Err(ConnectionError::VersionOutOfRange {
+                broker: broker(),
+                api,
+                version,
+                supported,
+            });
+        }
+        let timeout = options.timeout.unwrap_or(self.request_timeout);
+        let raw = self.round_trip(api, version, request, timeout).await?;
+        let body = guard::decode_response::<R>(version, raw.body).map_err(|e| {
+            ConnectionError::Decode {
+                broker: broker(),
+                api,
+                version,
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Response {
+            body,
+            version,
+            correlation_id: raw.correlation_id,
+            wire_bytes: raw.wire_bytes,
+        })
+    }
+
+    /// Sends one request frame and waits for the matching response frame.
+    async fn round_trip<T: Encodable>(
+        &self,
+        api: ApiKey,
+        version: i16,
+        body: &T,
+        timeout: Duration,
+    ) -> Result<RawResponse, ConnectionError> {
+        let correlation_id = self.shared.next_correlation_id();
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        let frame =
+            frame::encode_request(&header, api.request_header_version(version), body, version)
+                .map_err(|message| ConnectionError::Encode {
+                    broker: self.shared.broker.clone(),
+                    api,
+                    version,
+                    message,
+                })?;
+        let (reply, response) = oneshot::channel();
+        self.shared.register(
+            correlation_id,
+            Pending {
+                api,
+                version,
+                response_header_version: api.response_header_version(version),
+                reply,
+            },
+        )?;
+        // Removes the entry however this future ends (timeout, cancellation).
+        let _entry = PendingEntry {
+            shared: &self.shared,
+            correlation_id,
+        };
+        let frame_len = frame.len();
+        if self.outgoing.send(frame).is_err() {
+            return Err(self.shared.failure_or_shutdown());
+        }
+        self.shared.requests.fetch_add(1, Ordering::Relaxed);
+        tracing::trace!(broker = %self.shared.broker, ?api, version, correlation_id, frame_len, "request queued");
+        match tokio::time::timeout(timeout, response).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(self.shared.failure_or_shutdown()),
+            Err(_) => Err(ConnectionError::RequestTimeout {
+                broker: self.shared.broker.clone(),
+                api,
+                version,
+                correlation_id,
+                timeout,
+            }),
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.shared.fail(ConnectionError::Shutdown {
+            broker: self.shared.broker.clone(),
+        });
+        // Dropping `outgoing` ends the writer task, which closes the socket.
+    }
+}
+
+/// A response frame for one request, before decoding.
+#[derive(Debug)]
+struct RawResponse {
+    body: Bytes,
+    correlation_id: i32,
+    wire_bytes: usize,
+}
+
+/// A request waiting for its response.
+#[derive(Debug)]
+struct Pending {
+    api: ApiKey,
+    version: i16,
+    response_header_version: i16,
+    reply: oneshot::Sender<Result<RawResponse, ConnectionError>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pending: HashMap<i32, Pending>,
+    failed: Option<ConnectionError>,
+}
+
+/// What the connection handle and its two tasks share.
+#[derive(Debug)]
+struct Shared {
+    broker: String,
+    state: Mutex<State>,
+    /// Correlation ids issued so far; the id is this count modulo 2^31.
+    next_id: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+    requests: AtomicU64,
+    responses: AtomicU64,
+}
+
+const CORRELATION_ID_SPACE: u64 = 1 << 31;
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent even if a holder panicked: every
+        // critical section is a single map operation.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn next_correlation_id(&self) -> i32 {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // In range by construction: n % 2^31 < 2^31.
+        i32::try_from(n % CORRELATION_ID_SPACE).unwrap_or(0)
+    }
+
+    /// Whether `id` was handed out on this connection.
+    fn was_issued(&self, id: i32) -> bool {
+        let issued = self.next_id.load(Ordering::Relaxed);
+        id >= 0 && (issued >= CORRELATION_ID_SPACE || (id as u64) < issued)
+    }
+
+    fn register(&self, correlation_id: i32, pending: Pending) -> Result<(), ConnectionError> {
+        let mut state = self.lock();
+        if let Some(error) = &state.failed {
+            return Err(error.clone());
+        }
+        state.pending.insert(correlation_id, pending);
+        Ok(())
+    }
+
+    fn failure_or_shutdown(&self) -> ConnectionError {
+        self.lock()
+            .failed
+            .clone()
+            .unwrap_or_else(|| ConnectionError::Shutdown {
+                broker: self.broker.clone(),
+            })
+    }
+
+    /// Marks the connection broken (the first error wins) and fails every
+    /// request in flight with the error.
+    fn fail(&self, error: ConnectionError) {
+        let pending = {
+            let mut state = self.lock();
+            if state.failed.is_none() {
+                tracing::debug!(broker = %self.broker, %error, "connection failed");
+                state.failed = Some(error);
+            }
+            std::mem::take(&mut state.pending)
+        };
+        let error = self.failure_or_shutdown();
+        for (_, request) in pending {
+            let _ = request.reply.send(Err(error.clone()));
+        }
+    }
+
+    /// Routes one response frame to its request. An error breaks the
+    /// connection.
+    fn dispatch(&self, payload: Bytes) -> Result<(), ConnectionError> {
+        let wire_bytes = frame::LENGTH_PREFIX + payload.len();
+        self.bytes_received
+            .fetch_add(wire_bytes as u64, Ordering::Relaxed);
+        let Some(correlation_id) = frame::peek_correlation_id(&payload) else {
+            return Err(ConnectionError::FrameTooShort {
+                broker: self.broker.clone(),
+                length: payload.len(),
+            });
+        };
+        let pending = self.lock().pending.remove(&correlation_id);
+        let Some(pending) = pending else {
+            if self.was_issued(correlation_id) {
+                // The request timed out or was cancelled; its late answer is
+                // dropped.
+                tracing::debug!(broker = %self.broker, correlation_id, "dropping response to abandoned request");
+                return Ok(());
+            }
+            return Err(ConnectionError::UnexpectedCorrelationId {
+                broker: self.broker.clone(),
+                correlation_id,
+            });
+        };
+        self.responses.fetch_add(1, Ordering::Relaxed);
+        let result = frame::split_response(payload, pending.response_header_version)
+            .map(|(_, body)| RawResponse {
+                body,
+                correlation_id,
+                wire_bytes,
+            })
+            .map_err(|message| ConnectionError::Decode {
+                broker: self.broker.clone(),
+                api: pending.api,
+                version: pending.version,
+                message: format!("response header: {message}"),
+            });
+        let _ = pending.reply.send(result);
+        Ok(())
+    }
+}
+
+/// Removes a pending request's entry when its future ends.
+struct PendingEntry<'a> {
+    shared: &'a Shared,
+    correlation_id: i32,
+}
+
+impl Drop for PendingEntry<'_> {
+    fn drop(&mut self) {
+        self.shared.lock().pending.remove(&self.correlation_id);
+    }
+}
+
+async fn read_loop(mut frames: FrameReader<OwnedReadHalf>, shared: Arc<Shared>) {
+    let error = loop {
+        match frames.read_frame().await {
+            Ok(Some(payload)) => {
+                if let Err(error) = shared.dispatch(payload) {
+                    break error;
+                }
+            }
+            Ok(None) => {
+                break ConnectionError::ClosedByPeer {
+                    broker: shared.broker.clone(),
+                }
+            }
+            Err(error) => break error,
+        }
+    };
+    shared.fail(error);
+}
+
+async fn write_loop(
+    mut queue: mpsc::UnboundedReceiver<Bytes>,
+    write: OwnedWriteHalf,
+    shared: Arc<Shared>,
+) {
+    let mut writer = BufWriter::new(write);
+    while let Some(frame) = queue.recv().await {
+        let mut result = write_counted(&mut writer, &frame, &shared).await;
+        // Coalesce whatever else is queued into the same flush.
+        while result.is_ok() {
+            match queue.try_recv() {
+                Ok(frame) => result = write_counted(&mut writer, &frame, &shared).await,
+                Err(_) => break,
+            }
+        }
+        if result.is_ok() {
+            result = writer.flush().await;
+        }
+        if let Err(e) = result {
+            shared.fail(ConnectionError::Io {
+                broker: shared.broker.clone(),
+                source: e.into(),
+            });
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn write_counted(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    frame: &[u8],
+    shared: &Shared,
+) -> std::io::Result<()> {
+    writer.write_all(frame).await?;
+    shared
+        .bytes_sent
+        .fetch_add(frame.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Decodes a response frame's payload (after the length prefix) for
+/// request type `R` in `version`: the response header, then the
+/// bounds-checked body. Returns the correlation id and the message.
+pub fn decode_response_frame<R: Request>(
+    version: i16,
+    payload: Bytes,
+) -> Result<(i32, R::Response), String> {
+    let header_version = <R::Response as HeaderVersion>::header_version(version);
+    let (header, body) = frame::split_response(payload, header_version)?;
+    let message = guard::decode_response::<R>(version, body).map_err(|e| e.to_string())?;
+    Ok((header.correlation_id, message))
+}

@@ -1,0 +1,217 @@
+//! Checking one fetch response against what was asked, and taking from it
+//! exactly the wanted records. Pure: bytes and plan in, decisions out.
+//!
+//! Nothing here trusts the plan's hints or the broker's habits:
+//! - the response must cover the first wanted offset (Kafka answers from the
+//!   batch containing the fetch offset; some brokers skip that batch);
+//! - a wanted offset inside a batch or prefix the response carried whole,
+//!   yet absent from it, no longer exists (compaction, an aborted
+//!   transaction): it is reported lost, never silently dropped;
+//! - wanted offsets past what the response covered go back to the planner.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use walfetch_codec::{
+    AbortedTransaction, Batches, DecodeOptions, Error as CodecError, Record, TransactionFilter,
+};
+
+use crate::plan::{FetchKind, FetchStrategy, PlannedFetch};
+
+/// One partition's part of a Fetch response, as absorb needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Response<'a> {
+    pub(crate) records: Bytes,
+    pub(crate) aborted: &'a [AbortedTransaction],
+}
+
+/// How to read responses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AbsorbOptions {
+    pub(crate) decode: DecodeOptions,
+    pub(crate) read_committed: bool,
+    /// Take complete records from the uncompressed prefix of a batch the
+    /// broker cut (their CRC cannot be checked).
+    pub(crate) partial_records: bool,
+    /// Tail records at or above this offset are not wanted.
+    pub(crate) tail_end: i64,
+}
+
+/// What one response gave and taught.
+#[derive(Debug, Default)]
+pub(crate) struct Absorbed {
+    /// Wanted entries found: (entry index, record).
+    pub(crate) delivered: Vec<(usize, Record)>,
+    /// Tail records, in offset order.
+    pub(crate) tail: Vec<Record>,
+    /// Entry indices the response shows no longer exist.
+    pub(crate) lost: Vec<usize>,
+    /// Entries to fetch again.
+    pub(crate) requeue: Option<Range<usize>>,
+    /// For a tail fetch: where the next one starts.
+    pub(crate) tail_next: Option<i64>,
+    /// The response did not cover the first wanted offset.
+    pub(crate) misaligned: bool,
+}
+
+/// Reads `response` to `fetch`, reporting batch extents to `strategy`.
+pub(crate) fn absorb(
+    strategy: &mut dyn FetchStrategy,
+    fetch: &PlannedFetch,
+    response: &Response<'_>,
+    opts: &AbsorbOptions,
+) -> Result<Absorbed, CodecError> {
+    let (range, wanted): (Range<usize>, Vec<i64>) = match &fetch.kind {
+        FetchKind::Indexed { entries } => (
+            entries.clone(),
+            strategy.entries()[entries.clone()]
+                .iter()
+                .map(|e| e.offset)
+                .collect(),
+        ),
+        FetchKind::Tail { .. } => (0..0, Vec::new()),
+    };
+    let tail_from = match fetch.kind {
+        FetchKind::Tail { from } => Some(from),
+        FetchKind::Indexed { .. } => None,
+    };
+    let first_wanted = wanted
+        .first()
+        .copied()
+        .or(tail_from)
+        .unwrap_or(fetch.offset);
+
+    let mut out = Absorbed::default();
+    let mut filter = opts
+        .read_committed
+        .then(|| TransactionFilter::new(response.aborted.iter().copied()));
+    // Every offset up to `covered` is accounted for: delivered or absent.
+    let mut covered = first_wanted - 1;
+    let mut cursor = 0usize;
+    let mut at_or_above = 0usize;
+    let mut batches = Batches::new(response.records.clone(), opts.decode);
+    let mut first = true;
+
+    for batch in &mut batches {
+        let batch = batch?;
+        let h = *batch.header();
+        strategy.observe_batch(h.base_offset, h.last_offset(), h.total_len() as u32);
+        at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
+        if first {
+            first = false;
+            if h.base_offset > first_wanted {
+                out.misaligned = true;
+                break;
+            }
+        }
+        if h.last_offset() < first_wanted {
+            continue;
+        }
+        let admitted = match filter.as_mut() {
+            Some(f) => f.admit(&batch)?,
+            None => !h.is_control(),
+        };
+        if admitted {
+            if let Some(from) = tail_from {
+                let end = opts.tail_end;
+                for record in batch.records_in(from..end)? {
+                    out.tail.push(record?);
+                }
+            } else {
+                let lo = wanted[cursor.min(wanted.len().saturating_sub(1))];
+                let hi_index = wanted.partition_point(|&o| o <= h.last_offset());
+                if cursor < hi_index {
+                    let hi = wanted[hi_index - 1];
+                    for record in batch.records_in(lo..=hi)? {
+                        let record = record?;
+                        take(&wanted, &range, &mut cursor, &mut out, record);
+                    }
+                }
+            }
+        }
+        covered = covered.max(h.last_offset());
+        mark_lost(&wanted, &range, &mut cursor, covered, &mut out);
+    }
+
+    // A batch the broker cut at the byte limit: its header still teaches the
+    // layout, and its complete uncompressed records can be used.
+    if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
+        if let Some(h) = partial.header() {
+            strategy.observe_batch(h.base_offset, h.last_offset(), h.total_len() as u32);
+            if first && h.base_offset > first_wanted {
+                out.misaligned = true;
+            }
+            let usable = opts.partial_records
+                && !out.misaligned
+                && !h.is_control()
+                && (!opts.read_committed || !h.is_transactional())
+                && h.base_offset <= first_wanted.max(covered + 1);
+            if let (true, Some(records)) = (usable, partial.records_unverified()) {
+                let mut last_seen = None;
+                for record in records {
+                    let record = record?;
+                    last_seen = Some(record.offset());
+                    if let Some(from) = tail_from {
+                        if record.offset() >= from && record.offset() < opts.tail_end {
+                            out.tail.push(record);
+                        }
+                    } else if cursor < wanted.len() && record.offset() >= wanted[cursor] {
+                        take(&wanted, &range, &mut cursor, &mut out, record);
+                    }
+                }
+                if let Some(last) = last_seen {
+                    covered = covered.max(last);
+                    mark_lost(&wanted, &range, &mut cursor, covered, &mut out);
+                }
+            }
+        }
+    }
+
+    strategy.observe_response(fetch, response.records.len(), at_or_above);
+    if out.misaligned {
+        out.delivered.clear();
+        out.tail.clear();
+        out.lost.clear();
+        cursor = 0;
+        covered = first_wanted - 1;
+    }
+    if cursor < wanted.len() {
+        out.requeue = Some(range.start + cursor..range.end);
+    }
+    if tail_from.is_some() {
+        out.tail_next = Some((covered + 1).max(first_wanted));
+    }
+    Ok(out)
+}
+
+/// Delivers `record` if it is the entry at `cursor`; entries it passed are lost.
+fn take(
+    wanted: &[i64],
+    range: &Range<usize>,
+    cursor: &mut usize,
+    out: &mut Absorbed,
+    record: Record,
+) {
+    while *cursor < wanted.len() && wanted[*cursor] < record.offset() {
+        out.lost.push(range.start + *cursor);
+        *cursor += 1;
+    }
+    if *cursor < wanted.len() && wanted[*cursor] == record.offset() {
+        out.delivered.push((range.start + *cursor, record));
+        *cursor += 1;
+    }
+}
+
+/// Entries at or below `covered` that were not delivered are lost.
+fn mark_lost(
+    wanted: &[i64],
+    range: &Range<usize>,
+    cursor: &mut usize,
+    covered: i64,
+    out: &mut Absorbed,
+) {
+    while *cursor < wanted.len() && wanted[*cursor] <= covered {
+        out.lost.push(range.start + *cursor);
+        *cursor += 1;
+    }
+}

@@ -1,0 +1,36 @@
+//! What a replay cost.
+
+use std::time::Duration;
+
+/// Counters of one replay, readable at any time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayStats {
+    /// Fetch requests answered.
+    pub fetches: u64,
+    /// Bytes of Fetch responses on the wire (frames, length prefixes included).
+    pub wire_bytes: u64,
+    /// Bytes of the `records` fields of those responses.
+    pub records_bytes: u64,
+    /// Indexed entries yielded.
+    pub entries: u64,
+    /// Records yielded by the scan past `last_index`.
+    pub tail_records: u64,
+    /// Encoded bytes of the records yielded (their size inside batches).
+    pub yielded_bytes: u64,
+    /// Indexed offsets that no longer exist (skipped under
+    /// [`super::LostPolicy::Skip`]).
+    pub lost: Vec<i64>,
+    /// Time from the start of the replay to the first record yielded.
+    pub time_to_first: Option<Duration>,
+    /// The most bytes held at once: buffered records plus the byte limits
+    /// of fetches in flight.
+    pub peak_buffered_bytes: u64,
+}
+
+impl ReplayStats {
+    /// Wire bytes per byte of records yielded: how much more was read than
+    /// the region's own records. `None` before anything was yielded.
+    pub fn read_amplification(&self) -> Option<f64> {
+        (self.yielded_bytes > 0).then(|| self.wire_bytes as f64 / self.yielded_bytes as f64)
+    }
+}

@@ -1,0 +1,128 @@
+//! Import of GreptimeDB's WAL index file (`__wal/<location>/index.json`).
+//!
+//! The file maps a topic name to `{"regions": {"<region id>": [offsets]},
+//! "last_index": N}`, with each region's offsets delta-encoded: the first
+//! value absolute, then differences. It carries offsets only, no hints.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{IndexEntry, IndexError, WalIndex};
+
+#[derive(Debug, Deserialize)]
+struct TopicIndex {
+    regions: BTreeMap<String, Vec<u64>>,
+    last_index: u64,
+}
+
+/// Reads a GreptimeDB `index.json` and returns the index of every topic in
+/// it, by topic name. `path` only names the file in errors.
+pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIndex>, IndexError> {
+    let corrupt = |what: String| IndexError::Corrupt {
+        path: path.to_string(),
+        what,
+    };
+    let topics: BTreeMap<String, TopicIndex> = serde_json::from_slice(json)
+        .map_err(|e| corrupt(format!("not a GreptimeDB index file: {e}")))?;
+    let mut out = BTreeMap::new();
+    for (topic, t) in topics {
+        let mut index = WalIndex::new();
+        let last = i64::try_from(t.last_index).map_err(|_| {
+            corrupt(format!(
+                "topic {topic}: last_index {} is out of range",
+                t.last_index
+            ))
+        })?;
+        index.set_last_index(last);
+        for (region, deltas) in t.regions {
+            let id: u64 = region.parse().map_err(|_| {
+                corrupt(format!(
+                    "topic {topic}: region id {region:?} is not a decimal u64"
+                ))
+            })?;
+            let mut offset: u64 = 0;
+            for (i, delta) in deltas.into_iter().enumerate() {
+                offset = if i == 0 {
+                    delta
+                } else if delta == 0 {
+                    return Err(corrupt(format!(
+                        "topic {topic}, region {id}: entry {i} repeats offset {offset}"
+                    )));
+                } else {
+                    offset.checked_add(delta).ok_or_else(|| {
+                        corrupt(format!(
+                            "topic {topic}, region {id}: offset overflows at entry {i}"
+                        ))
+                    })?
+                };
+                let offset = i64::try_from(offset).map_err(|_| {
+                    corrupt(format!(
+                        "topic {topic}, region {id}: offset {offset} is out of range"
+                    ))
+                })?;
+                index.push(id, IndexEntry::offset_only(offset))?;
+            }
+        }
+        out.insert(topic, index);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_delta_encoded_offsets_per_topic() {
+        let json = br#"{
+            "wal_topic_0": {"regions": {"4398046511104": [3, 2, 10], "17": [0]}, "last_index": 20},
+            "wal_topic_1": {"regions": {}, "last_index": 0}
+        }"#;
+        let topics = import_greptime(json, "index.json").unwrap();
+        let t0 = &topics["wal_topic_0"];
+        assert_eq!(t0.last_index(), Some(20));
+        let offsets: Vec<i64> = t0
+            .region(4398046511104)
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| e.offset)
+            .collect();
+        assert_eq!(offsets, [3, 5, 15]);
+        assert!(t0
+            .region(4398046511104)
+            .unwrap()
+            .entries()
+            .iter()
+            .all(|e| e.hint.is_none()));
+        assert_eq!(t0.region(17).unwrap().len(), 1);
+        assert!(topics["wal_topic_1"].is_empty());
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        for (json, needle) in [
+            (
+                &br#"{"t": {"regions": {"x": [1]}, "last_index": 1}}"#[..],
+                "not a decimal u64",
+            ),
+            (
+                br#"{"t": {"regions": {"1": [1, 0]}, "last_index": 1}}"#,
+                "repeats offset",
+            ),
+            (
+                br#"{"t": {"regions": {"1": [18446744073709551615]}, "last_index": 1}}"#,
+                "out of range",
+            ),
+            (
+                br#"{"t": {"regions": {"1": [1]}}}"#,
+                "not a GreptimeDB index file",
+            ),
+            (b"[]", "not a GreptimeDB index file"),
+        ] {
+            let err = import_greptime(json, "idx.json").unwrap_err().to_string();
+            assert!(err.contains(needle) && err.contains("idx.json"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The WAL index: per region, the offsets of its entries, optionally with
+//! hints the writer knew exactly, plus `last_index`, the offset up to which
+//! the index is complete.
+//!
+//! The index is what lets a replay skip other regions' data: the planner
+//! starts fetches at the region's offsets and sizes them from the hints.
+//! Hints only ever save bytes; a wrong or stale hint costs bytes or a round
+//! trip, never a record, because the consumer checks what the broker sent.
+
+mod file;
+mod greptime;
+
+use std::collections::BTreeMap;
+
+pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
+pub use greptime::import_greptime;
+
+/// A region (shard) of the database: entries are grouped by it.
+pub type RegionId = u64;
+
+/// What the writer knew exactly about an entry when it produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hint {
+    /// Base offset of the batch holding the entry.
+    pub batch_base: i64,
+    /// The batch's whole encoded length in bytes.
+    pub batch_len: u32,
+    /// Where the entry's record ends inside the batch, in bytes from the
+    /// batch's first byte (for a compressed batch, the batch length: a
+    /// compressed batch cannot be read in part).
+    pub record_end: u32,
+}
+
+/// One indexed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IndexEntry {
+    /// The entry's offset in the partition.
+    pub offset: i64,
+    /// Exact hints, when the writer recorded them.
+    pub hint: Option<Hint>,
+}
+
+impl IndexEntry {
+    /// An entry with no hints (as from a GreptimeDB index file).
+    pub fn offset_only(offset: i64) -> Self {
+        Self { offset, hint: None }
+    }
+}
+
+/// Why an index could not be built, read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// Offsets must be added in strictly increasing order.
+    #[error("region {region}: offset {offset} is not above the previous offset {previous}")]
+    OutOfOrder {
+        /// The region.
+        region: RegionId,
+        /// The offset that was added.
+        offset: i64,
+        /// The last offset already indexed.
+        previous: i64,
+    },
+    /// An offset or hint is impossible (negative, or a hint that does not
+    /// contain its entry).
+    #[error("region {region}: invalid entry at offset {offset}: {what}")]
+    InvalidEntry {
+        /// The region.
+        region: RegionId,
+        /// The entry's offset.
+        offset: i64,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// An index file is damaged, truncated or of an unknown format.
+    #[error("corrupt index file {path}: {what}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What was wrong, with the byte position where known.
+        what: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One region's sorted entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegionIndex {
+    entries: Vec<IndexEntry>,
+}
+
+impl RegionIndex {
+    /// The entries, in offset order.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the region has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries with offsets in `from..to`.
+    pub fn range(&self, from: i64, to: i64) -> &[IndexEntry] {
+        let lo = self.entries.partition_point(|e| e.offset < from);
+        let hi = self.entries.partition_point(|e| e.offset < to).max(lo);
+        &self.entries[lo..hi]
+    }
+
+    fn push(&mut self, region: RegionId, entry: IndexEntry) -> Result<(), IndexError> {
+        let invalid = |what| IndexError::InvalidEntry {
+            region,
+            offset: entry.offset,
+            what,
+        };
+        if entry.offset < 0 {
+            return Err(invalid("negative offset"));
+        }
+        if let Some(h) = entry.hint {
+            if h.batch_base > entry.offset || h.batch_base < 0 {
+                return Err(invalid("the hinted batch starts after the entry"));
+            }
+            if h.record_end > h.batch_len || (h.record_end as usize) < walfetch_codec::HEADER_LEN {
+                return Err(invalid("the hinted record end is outside the batch"));
+            }
+        }
+        if let Some(last) = self.entries.last() {
+            if entry.offset <= last.offset {
+                return Err(IndexError::OutOfOrder {
+                    region,
+                    offset: entry.offset,
+                    previous: last.offset,
+                });
+            }
+        }
+        self.entries.push(entry);
+        Ok(())
+    }
+}
+
+/// The index of one topic partition: every region's entries plus
+/// `last_index`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalIndex {
+    regions: BTreeMap<RegionId, RegionIndex>,
+    last_index: Option<i64>,
+}
+
+impl WalIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an entry of `region`; offsets of a region must increase.
+    pub fn push(&mut self, region: RegionId, entry: IndexEntry) -> Result<(), IndexError> {
+        self.regions
+            .entry(region)
+            .or_default()
+            .push(region, entry)?;
+        Ok(())
+    }
+
+    /// The last offset the index covers (inclusive): every entry of every
+    /// region at or below it is indexed. Past it, a replay must scan.
+    pub fn last_index(&self) -> Option<i64> {
+        self.last_index
+    }
+
+    /// Sets `last_index`. It never moves backwards.
+    pub fn set_last_index(&mut self, offset: i64) {
+        self.last_index = Some(self.last_index.map_or(offset, |l| l.max(offset)));
+    }
+
+    /// The region's entries, if it has any.
+    pub fn region(&self, region: RegionId) -> Option<&RegionIndex> {
+        self.regions.get(&region)
+    }
+
+    /// Every region, in id order.
+    pub fn regions(&self) -> impl Iterator<Item = (RegionId, &RegionIndex)> {
+        self.regions.iter().map(|(id, r)| (*id, r))
+    }
+
+    /// Drops every entry below `checkpoint` (what regions have already
+    /// flushed), and regions left empty.
+    pub fn truncate_below(&mut self, checkpoint: i64) {
+        for region in self.regions.values_mut() {
+            let keep = region.entries.partition_point(|e| e.offset < checkpoint);
+            region.entries.drain(..keep);
+        }
+        self.regions.retain(|_, r| !r.is_empty());
+    }
+
+    /// Every distinct batch the hints describe, by base offset: `(base, len)`.
+    /// Together they map part of the log's byte layout, across regions.
+    pub fn hinted_batches(&self) -> BTreeMap<i64, u32> {
+        self.regions
+            .values()
+            .flat_map(|r| r.entries.iter().filter_map(|e| e.hint))
+            .map(|h| (h.batch_base, h.batch_len))
+            .collect()
+    }
+
+    /// Joins the index of another writer of the same partition: entries of
+    /// both, and a `last_index` up to which both are complete (the lower).
+    pub fn merge(&mut self, other: &WalIndex) -> Result<(), IndexError> {
+        for (id, region) in other.regions() {
+            let mine = self.regions.entry(id).or_default();
+            let mut merged = Vec::with_capacity(mine.len() + region.len());
+            let (mut a, mut b) = (
+                mine.entries.iter().peekable(),
+                region.entries.iter().peekable(),
+            );
+            loop {
+                let next = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) if x.offset <= y.offset => a.next(),
+                    (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+                    (Some(_), None) => a.next(),
+                    (None, None) => break,
+                };
+                if let Some(&e) = next {
+                    if merged
+                        .last()
+                        .is_some_and(|l: &IndexEntry| l.offset == e.offset)
+                    {
+                        return Err(IndexError::OutOfOrder {
+                            region: id,
+                            offset: e.offset,
+                            previous: e.offset,
+                        });
+                    }
+                    merged.push(e);
+                }
+            }
+            mine.entries = merged;
+        }
+        self.last_index = match (self.last_index, other.last_index) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(())
+    }
+
+    /// Total number of entries.
+    pub fn len(&self) -> usize {
+        self.regions.values().map(RegionIndex::len).sum()
+    }
+
+    /// Whether no region has entries.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hinted(offset: i64, base: i64) -> IndexEntry {
+        IndexEntry {
+            offset,
+            hint: Some(Hint {
+                batch_base: base,
+                batch_len: 500,
+                record_end: 100,
+            }),
+        }
+    }
+
+    #[test]
+    fn offsets_must_increase_and_hints_must_hold_their_entry() {
+        let mut index = WalIndex::new();
+        index.push(1, IndexEntry::offset_only(5)).unwrap();
+        assert!(matches!(
+            index.push(1, IndexEntry::offset_only(5)),
+            Err(IndexError::OutOfOrder {
+                region: 1,
+                offset: 5,
+                previous: 5
+            })
+        ));
+        index.push(2, IndexEntry::offset_only(1)).unwrap();
+        assert!(
+            index.push(1, hinted(9, 10)).is_err(),
+            "batch after the entry"
+        );
+        assert!(index.push(1, IndexEntry::offset_only(-1)).is_err());
+        let bad_end = IndexEntry {
+            offset: 20,
+            hint: Some(Hint {
+                batch_base: 20,
+                batch_len: 100,
+                record_end: 101,
+            }),
+        };
+        assert!(index.push(1, bad_end).is_err());
+    }
+
+    #[test]
+    fn merging_two_writers() {
+        let mut a = WalIndex::new();
+        let mut b = WalIndex::new();
+        for o in [1, 5, 9] {
+            a.push(1, IndexEntry::offset_only(o)).unwrap();
+        }
+        for o in [2, 6] {
+            b.push(1, IndexEntry::offset_only(o)).unwrap();
+            b.push(2, IndexEntry::offset_only(o + 1)).unwrap();
+        }
+        a.set_last_index(9);
+        b.set_last_index(7);
+        a.merge(&b).unwrap();
+        let offsets: Vec<i64> = a
+            .region(1)
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| e.offset)
+            .collect();
+        assert_eq!(offsets, [1, 2, 5, 6, 9]);
+        assert_eq!(a.region(2).unwrap().len(), 2);
+        assert_eq!(a.last_index(), Some(7));
+        assert!(a.clone().merge(&b).is_err(), "the same entry twice");
+    }
+
+    #[test]
+    fn range_and_truncation() {
+        let mut index = WalIndex::new();
+        for o in [1, 4, 9, 16] {
+            index.push(7, IndexEntry::offset_only(o)).unwrap();
+        }
+        index.push(8, IndexEntry::offset_only(2)).unwrap();
+        let r = index.region(7).unwrap();
+        let offsets = |s: &[IndexEntry]| s.iter().map(|e| e.offset).collect::<Vec<_>>();
+        assert_eq!(offsets(r.range(4, 16)), [4, 9]);
+        assert_eq!(offsets(r.range(0, 100)), [1, 4, 9, 16]);
+        assert!(r.range(10, 5).is_empty());
+        index.truncate_below(5);
+        assert_eq!(offsets(index.region(7).unwrap().entries()), [9, 16]);
+        assert!(index.region(8).is_none());
+        index.set_last_index(20);
+        index.set_last_index(10);
+        assert_eq!(index.last_index(), Some(20));
+    }
+}

@@ -1,0 +1,62 @@
+//! The cost model the planner trades bytes against round trips with.
+
+use std::time::Duration;
+
+/// How expensive a round trip is compared with moving bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostModel {
+    /// Time a fetch costs beyond its bytes: the round trip and the broker's
+    /// per-request work.
+    pub round_trip: Duration,
+    /// Bytes per second the connection delivers.
+    pub bytes_per_second: f64,
+    /// Fetches kept in flight at once; pipelining hides part of each round
+    /// trip, so an extra fetch costs `round_trip / in_flight`.
+    pub in_flight: usize,
+}
+
+impl Default for CostModel {
+    /// Loopback-like defaults: a 150 µs round trip, 1.5 GB/s, 4 in flight.
+    fn default() -> Self {
+        Self {
+            round_trip: Duration::from_micros(150),
+            bytes_per_second: 1.5e9,
+            in_flight: 4,
+        }
+    }
+}
+
+impl CostModel {
+    /// Bytes worth reading to save one fetch: two runs merge into one fetch
+    /// when the bytes between them are fewer.
+    pub fn merge_gap_bytes(&self) -> u64 {
+        let per_fetch = self.round_trip.as_secs_f64() / self.in_flight.max(1) as f64;
+        (per_fetch * self.bytes_per_second).max(0.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_grows_with_round_trip_and_shrinks_with_pipelining() {
+        let base = CostModel::default();
+        assert!((56_000..=56_250).contains(&base.merge_gap_bytes()));
+        let slow = CostModel {
+            round_trip: Duration::from_millis(2),
+            ..base
+        };
+        assert!(slow.merge_gap_bytes() > base.merge_gap_bytes());
+        let serial = CostModel {
+            in_flight: 1,
+            ..base
+        };
+        assert!(
+            serial
+                .merge_gap_bytes()
+                .abs_diff(4 * base.merge_gap_bytes())
+                <= 4
+        );
+    }
+}

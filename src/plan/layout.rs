@@ -1,0 +1,116 @@
+//! What is known of the log's byte layout: batches by base offset, with
+//! their lengths and the offsets they are known to hold.
+//!
+//! Two sources fill it: the index's hints (every region's, so batches that
+//! hold none of the replayed region's entries are known too), and the
+//! batches each fetch response actually carried. What a response showed
+//! replaces what a hint claimed.
+
+use std::collections::BTreeMap;
+
+use crate::index::WalIndex;
+
+/// One batch as far as it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Encoded length in bytes.
+    pub len: u32,
+    /// The highest offset known to be in the batch.
+    pub last_known: i64,
+    /// Whether `last_known` is the batch's real last offset (seen in a
+    /// response) rather than the highest indexed entry in it.
+    pub exact: bool,
+}
+
+/// Known batches of one partition, by base offset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layout {
+    batches: BTreeMap<i64, Extent>,
+}
+
+impl Layout {
+    /// An empty layout: nothing known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The batches the index's hints describe, across all regions.
+    pub fn from_index(index: &WalIndex) -> Self {
+        let mut layout = Self::new();
+        for (_, region) in index.regions() {
+            for entry in region.entries() {
+                if let Some(h) = entry.hint {
+                    let e = layout.batches.entry(h.batch_base).or_insert(Extent {
+                        len: h.batch_len,
+                        last_known: entry.offset,
+                        exact: false,
+                    });
+                    if !e.exact {
+                        e.last_known = e.last_known.max(entry.offset);
+                    }
+                }
+            }
+        }
+        layout
+    }
+
+    /// Records a batch a response carried: its real extent.
+    pub fn observe(&mut self, base: i64, last: i64, len: u32) {
+        // A batch seen on the wire overrides hints overlapping it.
+        let stale: Vec<i64> = self
+            .batches
+            .range(base..=last)
+            .filter(|(&b, e)| b != base && !e.exact)
+            .map(|(&b, _)| b)
+            .collect();
+        for b in stale {
+            self.batches.remove(&b);
+        }
+        self.batches.insert(
+            base,
+            Extent {
+                len,
+                last_known: last,
+                exact: true,
+            },
+        );
+    }
+
+    /// The known batch that holds `offset`, as `(base, extent)`.
+    pub fn containing(&self, offset: i64) -> Option<(i64, Extent)> {
+        // Past the highest offset known in a batch, the offset may be in a
+        // batch nobody described (another writer's): unknown.
+        let (&base, &e) = self.batches.range(..=offset).next_back()?;
+        (offset <= e.last_known).then_some((base, e))
+    }
+
+    /// The batch known to start right after the batch at `base` ends.
+    pub fn next_adjacent(&self, base: i64) -> Option<(i64, Extent)> {
+        let e = self.batches.get(&base)?;
+        let next = e.last_known.checked_add(1)?;
+        self.batches.get(&next).map(|n| (next, *n))
+    }
+
+    /// Batch boundaries known at or below `offset`: the highest offset at
+    /// or below it where a batch is known to start.
+    pub fn boundary_at_or_below(&self, offset: i64) -> Option<i64> {
+        let below = self.batches.range(..=offset).next_back();
+        below.map(|(&base, e)| {
+            if e.exact && e.last_known < offset {
+                e.last_known + 1
+            } else {
+                base
+            }
+        })
+    }
+
+    /// Number of known batches.
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+}

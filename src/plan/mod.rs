@@ -1,0 +1,27 @@
+//! The fetch planner: pure, no IO. It turns a region's index entries into
+//! Fetch requests — start offset and byte limit — that move as few bytes as
+//! Kafka's fetch rules allow, and re-plans from what responses showed.
+//!
+//! # Kafka rules it plans for
+//! - A fetch names an offset; the broker answers from the start of the batch
+//!   containing it, so starting at a batch's base costs nothing extra.
+//! - The answer is cut at the byte limit (possibly mid-batch), except that
+//!   the first batch comes whole (KIP-74). A limit ending right after the
+//!   last wanted record saves the rest of that batch and everything after.
+//! - Nothing here is trusted for correctness: the consumer checks each
+//!   response and hands back what a fetch did not deliver.
+//!
+//! # References
+//! - Kafka protocol guide, Fetch API; KIP-74 (fetch `max_bytes`).
+
+mod cost;
+mod estimate;
+mod layout;
+mod planner;
+mod strategy;
+
+pub use cost::CostModel;
+pub use estimate::EstimatePlanner;
+pub use layout::{Extent, Layout};
+pub use planner::{FetchKind, PlanConfig, PlannedFetch, Planner};
+pub use strategy::FetchStrategy;

@@ -1,0 +1,871 @@
+//! Planning fetches for one region's replay.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::{CostModel, Layout};
+use crate::index::IndexEntry;
+
+/// Limits and defaults for planning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanConfig {
+    /// The cost model for merging runs.
+    pub cost: CostModel,
+    /// Largest byte limit of one fetch (bounds one response's memory).
+    pub max_fetch_bytes: u32,
+    /// Byte limit of a fetch with nothing to size it from (no hints, no
+    /// observed batches yet), and of each fetch of a tail scan.
+    pub probe_bytes: u32,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            cost: CostModel::default(),
+            max_fetch_bytes: 8 << 20,
+            probe_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What a planned fetch is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchKind {
+    /// Indexed entries: `entries` indexes the planner's entry list.
+    Indexed {
+        /// The entries this fetch is meant to deliver.
+        entries: Range<usize>,
+    },
+    /// A scan past `last_index`: every record from `from` on is wanted (the
+    /// fetch itself may start lower, at a known batch boundary).
+    Tail {
+        /// The first offset wanted.
+        from: i64,
+    },
+}
+
+/// One Fetch request to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFetch {
+    /// The fetch offset.
+    pub offset: i64,
+    /// The partition byte limit.
+    pub max_bytes: u32,
+    /// What it is for.
+    pub kind: FetchKind,
+}
+
+/// Tail scan state: `next..to` remains.
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    next: i64,
+    to: i64,
+    in_flight: bool,
+    /// Tail fetches in a row that made no progress.
+    attempts: u32,
+}
+
+/// Plans the fetches of one region's replay; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    entries: Vec<IndexEntry>,
+    layout: Layout,
+    config: PlanConfig,
+    /// `entries[next..]` have not been planned yet.
+    next: usize,
+    /// Entry ranges handed back by the consumer, by start: planned first.
+    requeued: BTreeMap<usize, usize>,
+    tail: Option<Tail>,
+    /// Observed bytes and offsets, for estimates without hints.
+    seen_bytes: u64,
+    seen_offsets: u64,
+    /// Set once the broker answered a mid-batch fetch offset without the
+    /// batch containing it: from then on, fetches start at known batch
+    /// boundaries, or at `log_start`.
+    aligned_from: Option<i64>,
+    /// How often a run starting at an entry was handed back.
+    attempts: BTreeMap<usize, u32>,
+}
+
+impl Planner {
+    /// A planner for `entries` (sorted, the region's indexed entries in the
+    /// replay range), then a scan of `tail` (offsets past `last_index`), if
+    /// any, with what is known of the log's layout.
+    pub fn new(
+        entries: &[IndexEntry],
+        tail: Option<Range<i64>>,
+        layout: Layout,
+        config: PlanConfig,
+    ) -> Self {
+        Self {
+            entries: entries.to_vec(),
+            layout,
+            config,
+            next: 0,
+            requeued: BTreeMap::new(),
+            tail: tail.filter(|t| t.start < t.end).map(|t| Tail {
+                next: t.start,
+                to: t.end,
+                in_flight: false,
+                attempts: 0,
+            }),
+            seen_bytes: 0,
+            seen_offsets: 0,
+            aligned_from: None,
+            attempts: BTreeMap::new(),
+        }
+    }
+
+    /// The broker skipped the batch containing a mid-batch fetch offset (a
+    /// habit of some Kafka-compatible brokers). Fetches for entries whose
+    /// batch is unknown then start at the nearest known batch boundary
+    /// below them, or at `log_start` (the response's log start offset),
+    /// which costs bytes but never records.
+    pub fn note_misaligned(&mut self, log_start: i64) {
+        self.aligned_from = Some(log_start);
+    }
+
+    /// The entries being replayed.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// The layout as currently known.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Whether nothing is left to plan (fetches may still be in flight).
+    pub fn is_exhausted(&self) -> bool {
+        self.requeued.is_empty()
+            && self.next == self.entries.len()
+            && self.tail.is_none_or(|t| t.in_flight)
+    }
+
+    /// Whether the indexed entries are all planned and none handed back:
+    /// the tail scan may start.
+    fn indexed_done(&self) -> bool {
+        self.requeued.is_empty() && self.next == self.entries.len()
+    }
+
+    /// The next fetch to send, if any can be planned now. A tail fetch is
+    /// planned only after every indexed entry, one at a time.
+    pub fn next_fetch(&mut self) -> Option<PlannedFetch> {
+        if let Some((&start, &end)) = self.requeued.iter().next() {
+            self.requeued.remove(&start);
+            let fetch = self.plan_run(start, end);
+            if let FetchKind::Indexed { entries } = &fetch.kind {
+                if entries.end < end {
+                    self.requeued.insert(entries.end, end);
+                }
+            }
+            return Some(fetch);
+        }
+        if self.next < self.entries.len() {
+            let fetch = self.plan_run(self.next, self.entries.len());
+            if let FetchKind::Indexed { entries } = &fetch.kind {
+                self.next = entries.end;
+            }
+            return Some(fetch);
+        }
+        let probe = self.config.probe_bytes;
+        let tail = self.tail?;
+        if tail.in_flight {
+            return None;
+        }
+        // Starting at the batch boundary below costs nothing under Kafka's
+        // rules and is safe on brokers that skip a containing batch.
+        let offset = match self.layout.containing(tail.next) {
+            Some((base, _)) => base,
+            None if self.aligned_from.is_some() => self.backed_off(tail.next, tail.attempts),
+            None => tail.next,
+        };
+        self.tail = Some(Tail {
+            in_flight: true,
+            ..tail
+        });
+        Some(PlannedFetch {
+            offset,
+            max_bytes: probe,
+            kind: FetchKind::Tail { from: tail.next },
+        })
+    }
+
+    /// Learns a batch a response carried (complete batches only).
+    pub fn observe_batch(&mut self, base: i64, last: i64, len: u32) {
+        self.layout.observe(base, last, len);
+        self.seen_bytes += u64::from(len);
+        self.seen_offsets += (last - base + 1).max(1) as u64;
+    }
+
+    /// Hands back entries a fetch did not deliver; they are planned again
+    /// before anything new.
+    pub fn requeue(&mut self, entries: Range<usize>) {
+        if entries.start < entries.end {
+            *self.attempts.entry(entries.start).or_default() += 1;
+            let end = self.requeued.entry(entries.start).or_insert(entries.end);
+            *end = (*end).max(entries.end);
+        }
+    }
+
+    /// A tail fetch came back having read up to `next` (exclusive). The scan
+    /// ends when it reaches its end.
+    pub fn tail_progress(&mut self, next: i64) {
+        if let Some(tail) = self.tail.as_mut() {
+            tail.in_flight = false;
+            tail.attempts = if next > tail.next {
+                0
+            } else {
+                tail.attempts + 1
+            };
+            tail.next = tail.next.max(next);
+            if tail.next >= tail.to {
+                self.tail = None;
+            }
+        }
+    }
+
+    /// The tail scan's remaining range, if any.
+    pub fn tail_remaining(&self) -> Option<Range<i64>> {
+        self.tail.map(|t| t.next..t.to)
+    }
+
+    /// Whether the tail may be planned now (used by the consumer to order
+    /// output: tail records come after every indexed entry).
+    pub fn tail_ready(&self) -> bool {
+        self.indexed_done()
+    }
+
+    /// Average encoded bytes per offset seen so far.
+    fn bytes_per_offset(&self) -> Option<f64> {
+        (self.seen_offsets > 0).then(|| self.seen_bytes as f64 / self.seen_offsets as f64)
+    }
+
+    /// Where entry `i` is known to sit: (batch base, batch length, end of
+    /// its record in the batch).
+    fn locate(&self, i: usize) -> Option<(i64, u32, u32)> {
+        let entry = self.entries[i];
+        if let Some((base, extent)) = self.layout.containing(entry.offset) {
+            // A hint for this very batch also knows where the record ends;
+            // a compressed batch or an observed-only one is read whole.
+            let end = entry
+                .hint
+                .filter(|h| h.batch_base == base && h.batch_len == extent.len)
+                .map_or(extent.len, |h| h.record_end.min(extent.len));
+            return Some((base, extent.len, end));
+        }
+        None
+    }
+
+    /// Plans one fetch for entries from `start`, extending it over following
+    /// entries (below `end`) while that is cheaper than another fetch.
+    fn plan_run(&self, start: usize, end: usize) -> PlannedFetch {
+        match self.locate(start) {
+            Some(first) => self.plan_located(start, end, first),
+            None => self.plan_estimated(start, end),
+        }
+    }
+
+    /// A run whose first entry's batch is known: byte positions are exact
+    /// as long as the following batches are known to be adjacent.
+    fn plan_located(&self, start: usize, end: usize, first: (i64, u32, u32)) -> PlannedFetch {
+        let (base, len, record_end) = first;
+        let gap_limit = self.config.cost.merge_gap_bytes();
+        let max = u64::from(self.config.max_fetch_bytes);
+        // Position of the current batch's start, relative to the fetch start.
+        let (mut cur_base, mut cur_pos) = (base, 0u64);
+        // Bytes needed so far: the first batch comes whole regardless.
+        let mut needed = u64::from(len);
+        let mut wanted_end = u64::from(record_end);
+        let mut last = start;
+        for i in start + 1..end {
+            let Some((b, blen, rend)) = self.locate(i) else {
+                break;
+            };
+            let pos = if b == cur_base {
+                cur_pos
+            } else {
+                match self.walk(cur_base, cur_pos, b, wanted_end + gap_limit) {
+                    Some(pos) => pos,
+                    None => break,
+                }
+            };
+            let gap = pos.saturating_sub(wanted_end);
+            let this_end = pos + u64::from(rend.min(blen));
+            if (b != cur_base && gap > gap_limit) || this_end > max {
+                break;
+            }
+            cur_base = b;
+            cur_pos = pos;
+            wanted_end = wanted_end.max(this_end);
+            needed = needed.max(this_end);
+            last = i;
+        }
+        PlannedFetch {
+            offset: base,
+            max_bytes: needed.min(u64::from(u32::MAX)) as u32,
+            kind: FetchKind::Indexed {
+                entries: start..last + 1,
+            },
+        }
+    }
+
+    /// Follows known adjacent batches from `from` (at byte `pos`) to the
+    /// batch at `to`; its position, unless the chain breaks or passes `limit`.
+    fn walk(&self, from: i64, mut pos: u64, to: i64, limit: u64) -> Option<u64> {
+        let mut base = from;
+        let mut len = u64::from(self.layout.containing(from)?.1.len);
+        while base < to {
+            let (next, extent) = self.layout.next_adjacent(base)?;
+            pos += len;
+            if pos > limit {
+                return None;
+            }
+            base = next;
+            len = u64::from(extent.len);
+        }
+        (base == to).then_some(pos)
+    }
+
+    /// A run with nothing known of where its first entry sits: start at the
+    /// entry's offset and size the limit from the bytes per offset seen so
+    /// far (or a probe's size when nothing was seen).
+    fn plan_estimated(&self, start: usize, end: usize) -> PlannedFetch {
+        let wanted = self.entries[start].offset;
+        // On a broker that skips the containing batch, start where a batch
+        // is known to start.
+        let first = match self.aligned_from {
+            None => wanted,
+            Some(_) => self.backed_off(wanted, self.attempts.get(&start).copied().unwrap_or(0)),
+        };
+        let Some(per_offset) = self.bytes_per_offset() else {
+            return PlannedFetch {
+                offset: first,
+                max_bytes: self.config.probe_bytes,
+                kind: FetchKind::Indexed {
+                    entries: start
+                        ..self.entries_within(start, end, u64::from(self.config.probe_bytes), 1.0),
+                },
+            };
+        };
+        let gap_offsets = (self.config.cost.merge_gap_bytes() as f64 / per_offset).max(1.0) as i64;
+        let mut last = start;
+        for i in start + 1..end {
+            let o = self.entries[i].offset;
+            let span_bytes = (o - first + 1) as f64 * per_offset;
+            if o - self.entries[last].offset > gap_offsets
+                || span_bytes > f64::from(self.config.max_fetch_bytes)
+            {
+                break;
+            }
+            last = i;
+        }
+        // The response starts at the batch holding `first`, on average half
+        // a batch earlier; one average batch of slack covers that.
+        let batch = self.seen_bytes as f64 / self.layout.len().max(1) as f64;
+        let span = (self.entries[last].offset - first + 1) as f64 * per_offset + batch;
+        PlannedFetch {
+            offset: first,
+            max_bytes: span.clamp(1.0, f64::from(self.config.max_fetch_bytes)) as u32,
+            kind: FetchKind::Indexed {
+                entries: start..last + 1,
+            },
+        }
+    }
+
+    /// A fetch offset below `offset` likely to land in the batch before the
+    /// one holding it, on a broker that skips the batch containing a
+    /// mid-batch offset: about one batch's worth of offsets back, doubling
+    /// with each failed attempt, never below a known boundary or the log
+    /// start.
+    fn backed_off(&self, offset: i64, attempt: u32) -> i64 {
+        let per_batch = if self.layout.is_empty() {
+            1
+        } else {
+            (self.seen_offsets / self.layout.len() as u64).max(1) as i64
+        };
+        let back = per_batch.saturating_mul(1 << attempt.min(20));
+        let floor = self
+            .layout
+            .boundary_at_or_below(offset)
+            .or(self.aligned_from)
+            .unwrap_or(0)
+            .min(offset);
+        offset.saturating_sub(back).max(floor)
+    }
+
+    /// How many entries from `start` a fetch of `bytes` might reach, given
+    /// `per_offset` bytes per offset; at least one.
+    fn entries_within(&self, start: usize, end: usize, bytes: u64, per_offset: f64) -> usize {
+        let first = self.entries[start].offset;
+        let reach = first.saturating_add((bytes as f64 / per_offset.max(1.0)) as i64);
+        let n = self.entries[start..end].partition_point(|e| e.offset <= reach);
+        start + n.max(1)
+    }
+}
+
+impl super::FetchStrategy for Planner {
+    fn entries(&self) -> &[IndexEntry] {
+        Planner::entries(self)
+    }
+    fn next_fetch(&mut self) -> Option<PlannedFetch> {
+        Planner::next_fetch(self)
+    }
+    fn observe_batch(&mut self, base: i64, last: i64, len: u32) {
+        Planner::observe_batch(self, base, last, len);
+    }
+    fn requeue(&mut self, entries: Range<usize>) {
+        Planner::requeue(self, entries);
+    }
+    fn tail_progress(&mut self, next: i64) {
+        Planner::tail_progress(self, next);
+    }
+    fn note_misaligned(&mut self, log_start: i64) {
+        Planner::note_misaligned(self, log_start);
+    }
+    fn name(&self) -> &'static str {
+        "walfetch"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Table-driven tests: a model log (batches with per-record byte ends),
+    //! a model broker following Kafka's fetch rules (or a habit), and a model
+    //! consumer that checks responses and hands back what was not delivered.
+
+    use super::*;
+    use crate::index::{Hint, IndexEntry, WalIndex};
+
+    #[derive(Debug, Clone)]
+    struct Batch {
+        base: i64,
+        /// Byte end of each record inside the batch, by offset delta.
+        ends: Vec<u32>,
+        len: u32,
+        compressed: bool,
+        writer: u8,
+    }
+
+    impl Batch {
+        fn last(&self) -> i64 {
+            self.base + self.ends.len() as i64 - 1
+        }
+    }
+
+    /// A log of batches with `sizes[i]` records of `record` bytes each.
+    fn log(sizes: &[usize], record: u32) -> Vec<Batch> {
+        let mut base = 0;
+        sizes
+            .iter()
+            .map(|&n| {
+                let ends: Vec<u32> = (1..=n as u32).map(|i| 61 + i * record).collect();
+                let b = Batch {
+                    base,
+                    len: *ends.last().unwrap(),
+                    ends,
+                    compressed: false,
+                    writer: 0,
+                };
+                base += n as i64;
+                b
+            })
+            .collect()
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Habit {
+        Kafka,
+        NeverCut,
+        SkipContaining,
+    }
+
+    /// What a broker sends for `fetch(offset, max)`: complete batches and,
+    /// where it cuts, the bytes of a partial one.
+    fn broker(
+        log: &[Batch],
+        offset: i64,
+        max: u32,
+        habit: Habit,
+    ) -> (Vec<&Batch>, Option<(&Batch, u32)>) {
+        let mut i = log
+            .iter()
+            .position(|b| b.last() >= offset)
+            .unwrap_or(log.len());
+        if habit == Habit::SkipContaining && i < log.len() && log[i].base != offset {
+            i += 1;
+        }
+        let (mut whole, mut used) = (Vec::new(), 0u32);
+        for (k, b) in log[i..].iter().enumerate() {
+            if k == 0 || used + b.len <= max {
+                used += b.len;
+                whole.push(b);
+            } else {
+                let left = max.saturating_sub(used);
+                let partial = (habit == Habit::Kafka && left > 0).then_some((b, left));
+                return (whole, partial);
+            }
+        }
+        (whole, None)
+    }
+
+    struct Outcome {
+        delivered: Vec<i64>,
+        fetches: usize,
+        bytes: u64,
+    }
+
+    /// Replays `entries` against the model broker, as the consumer does.
+    fn replay(log: &[Batch], entries: &[IndexEntry], layout: Layout, habit: Habit) -> Outcome {
+        let mut planner = Planner::new(entries, None, layout, PlanConfig::default());
+        let mut delivered = vec![false; entries.len()];
+        let (mut fetches, mut bytes) = (0, 0u64);
+        while let Some(fetch) = planner.next_fetch() {
+            fetches += 1;
+            assert!(fetches < 10_000, "no progress");
+            let FetchKind::Indexed { entries: range } = fetch.kind.clone() else {
+                panic!("no tail here")
+            };
+            let (whole, partial) = broker(log, fetch.offset, fetch.max_bytes, habit);
+            let mut present: Vec<i64> = Vec::new();
+            for b in &whole {
+                bytes += u64::from(b.len);
+                planner.observe_batch(b.base, b.last(), b.len);
+                present.extend(b.base..=b.last());
+            }
+            if let Some((b, cut)) = partial {
+                bytes += u64::from(cut);
+                if !b.compressed {
+                    present.extend(
+                        b.ends
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, &e)| e <= cut)
+                            .map(|(d, _)| b.base + d as i64),
+                    );
+                }
+            }
+            // The consumer checks the first batch covers the fetch offset;
+            // it delivers in order and hands back from the first miss.
+            let covers = whole.first().is_some_and(|b| b.base <= fetch.offset);
+            if !covers {
+                planner.note_misaligned(0);
+            }
+            let mut i = range.start;
+            while covers && i < range.end && present.contains(&entries[i].offset) {
+                delivered[i] = true;
+                i += 1;
+            }
+            if i < range.end {
+                planner.requeue(i..range.end);
+            }
+        }
+        assert!(delivered.iter().all(|&d| d), "every entry is delivered");
+        Outcome {
+            delivered: entries.iter().map(|e| e.offset).collect(),
+            fetches,
+            bytes,
+        }
+    }
+
+    /// Index entries for `offsets`, with the writer's exact hints.
+    fn hinted(log: &[Batch], offsets: &[i64]) -> Vec<IndexEntry> {
+        offsets
+            .iter()
+            .map(|&o| {
+                let b = log.iter().find(|b| b.base <= o && o <= b.last()).unwrap();
+                let end = if b.compressed {
+                    b.len
+                } else {
+                    b.ends[(o - b.base) as usize]
+                };
+                IndexEntry {
+                    offset: o,
+                    hint: Some(Hint {
+                        batch_base: b.base,
+                        batch_len: b.len,
+                        record_end: end,
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// The index of every record of a log: what the writer knows.
+    fn full_index(log: &[Batch], writer: u8) -> WalIndex {
+        let mut index = WalIndex::new();
+        for b in log.iter().filter(|b| b.writer == writer) {
+            let offsets: Vec<i64> = (b.base..=b.last()).collect();
+            for e in hinted(log, &offsets) {
+                index.push(1000, e).unwrap();
+            }
+        }
+        index
+    }
+
+    /// Bytes Kafka must send at the least to deliver `offsets`: each run of
+    /// wanted batches read from its first batch's start to its last record,
+    /// the first batch whole. (Exact for the shapes here, where merging
+    /// across unwanted batches never saves bytes.)
+    fn floor(log: &[Batch], offsets: &[i64]) -> u64 {
+        let mut total = 0u64;
+        let mut run: Option<(usize, u32)> = None; // (first batch index, byte position of current batch start)
+        let wanted: Vec<usize> = log
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| offsets.iter().any(|&o| b.base <= o && o <= b.last()))
+            .map(|(i, _)| i)
+            .collect();
+        for (k, &i) in wanted.iter().enumerate() {
+            let b = &log[i];
+            let last_wanted = offsets
+                .iter()
+                .filter(|&&o| b.base <= o && o <= b.last())
+                .max()
+                .unwrap();
+            let end = if b.compressed {
+                b.len
+            } else {
+                b.ends[(last_wanted - b.base) as usize]
+            };
+            let continues = k > 0 && wanted[k - 1] + 1 == i;
+            if !continues {
+                if let Some((_, pos)) = run {
+                    let _ = pos;
+                }
+                total += u64::from(b.len);
+                run = Some((i, 0));
+            } else {
+                let prev = &log[wanted[k - 1]];
+                // The previous batch was counted up to its last wanted record
+                // (or whole, if it started the run): top it up, add this one's prefix.
+                let prev_wanted = offsets
+                    .iter()
+                    .filter(|&&o| prev.base <= o && o <= prev.last())
+                    .max()
+                    .unwrap();
+                let prev_end = if prev.compressed {
+                    prev.len
+                } else {
+                    prev.ends[(prev_wanted - prev.base) as usize]
+                };
+                let started_run = run.is_some_and(|(s, _)| s == wanted[k - 1]);
+                if !started_run {
+                    total += u64::from(prev.len - prev_end);
+                }
+                total += u64::from(end);
+            }
+        }
+        total
+    }
+
+    fn offsets(o: impl IntoIterator<Item = i64>) -> Vec<i64> {
+        o.into_iter().collect()
+    }
+
+    #[test]
+    fn table() {
+        // (name, log, region offsets, max fetches, max bytes / floor)
+        let dense = log(&[10; 10], 100);
+        let big = log(&[100; 20], 1000);
+        let huge = log(&[3, 2000, 3], 10_000);
+        let cases: Vec<(&str, Vec<Batch>, Vec<i64>, usize, f64)> = vec![
+            (
+                "dense: the whole log",
+                dense.clone(),
+                offsets(0..100),
+                1,
+                1.0,
+            ),
+            (
+                "one entry per batch, batches adjacent",
+                dense.clone(),
+                offsets((0..10).map(|b| b * 10 + 5)),
+                1,
+                1.0,
+            ),
+            (
+                "a run spanning batches",
+                dense.clone(),
+                offsets(15..47),
+                1,
+                1.0,
+            ),
+            (
+                "sparse in big batches",
+                big.clone(),
+                offsets([5, 950, 1901]),
+                3,
+                1.0,
+            ),
+            (
+                "two far runs",
+                big.clone(),
+                offsets([100, 101, 150, 1500, 1550]),
+                2,
+                1.0,
+            ),
+            // The 8 MiB cap on one fetch splits the run: a batch more than the floor.
+            (
+                "a huge batch between small ones",
+                huge.clone(),
+                offsets([1, 1000, 2004]),
+                3,
+                1.001,
+            ),
+            ("a single entry", dense.clone(), offsets([42]), 1, 1.0),
+        ];
+        for (name, log, wanted, max_fetches, max_ratio) in cases {
+            let layout = Layout::from_index(&full_index(&log, 0));
+            let out = replay(&log, &hinted(&log, &wanted), layout, Habit::Kafka);
+            let f = floor(&log, &wanted);
+            assert_eq!(out.delivered, wanted, "{name}");
+            assert!(
+                out.fetches <= max_fetches,
+                "{name}: {} fetches",
+                out.fetches
+            );
+            assert!(
+                out.bytes as f64 <= f as f64 * max_ratio,
+                "{name}: {} bytes, floor {f}",
+                out.bytes
+            );
+        }
+    }
+
+    #[test]
+    fn a_precise_limit_stops_mid_batch() {
+        let log = log(&[10, 10, 10], 100);
+        let wanted = [5, 12];
+        let layout = Layout::from_index(&full_index(&log, 0));
+        let mut planner = Planner::new(&hinted(&log, &wanted), None, layout, PlanConfig::default());
+        let fetch = planner.next_fetch().unwrap();
+        // From batch 0's start to the end of offset 12's record in batch 1.
+        assert_eq!(
+            fetch,
+            PlannedFetch {
+                offset: 0,
+                max_bytes: log[0].len + log[1].ends[2],
+                kind: FetchKind::Indexed { entries: 0..2 }
+            }
+        );
+        assert!(planner.next_fetch().is_none());
+    }
+
+    #[test]
+    fn other_writers_batches_break_runs_but_lose_nothing() {
+        // Writers 0 and 1 alternate batches; the index knows writer 0's only.
+        let mut log = log(&[10; 12], 100);
+        for (i, b) in log.iter_mut().enumerate() {
+            b.writer = (i % 2) as u8;
+        }
+        let wanted: Vec<i64> = (0..12).filter(|b| b % 2 == 0).map(|b| b * 10 + 3).collect();
+        let layout = Layout::from_index(&full_index(&log, 0));
+        let out = replay(&log, &hinted(&log, &wanted), layout, Habit::Kafka);
+        assert_eq!(out.delivered, wanted);
+        assert_eq!(out.fetches, 6, "one fetch per run: the gaps are unknown");
+        assert_eq!(out.bytes, 6 * u64::from(log[0].len));
+    }
+
+    #[test]
+    fn offsets_only_learns_the_layout() {
+        let log = log(&[50; 40], 200);
+        let wanted: Vec<i64> = (0..40).map(|b| b * 50 + 7).collect();
+        let entries: Vec<IndexEntry> = wanted.iter().map(|&o| IndexEntry::offset_only(o)).collect();
+        let out = replay(&log, &entries, Layout::new(), Habit::Kafka);
+        assert_eq!(out.delivered, wanted);
+        let total: u64 = log.iter().map(|b| u64::from(b.len)).sum();
+        assert!(
+            out.bytes <= total + u64::from(PlanConfig::default().probe_bytes),
+            "{}",
+            out.bytes
+        );
+    }
+
+    #[test]
+    fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
+        let log = log(&[50; 40], 200);
+        let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();
+        let entries: Vec<IndexEntry> = wanted.iter().map(|&o| IndexEntry::offset_only(o)).collect();
+        let out = replay(&log, &entries, Layout::new(), Habit::SkipContaining);
+        assert_eq!(out.delivered, wanted);
+    }
+
+    #[test]
+    fn wrong_and_stale_hints_cost_fetches_never_records() {
+        let log = log(&[10; 10], 100);
+        let wanted: Vec<i64> = vec![3, 33, 34, 71, 99];
+        for damage in 0..4 {
+            let mut entries = hinted(&log, &wanted);
+            for e in &mut entries {
+                let h = e.hint.as_mut().unwrap();
+                match damage {
+                    0 => {
+                        // too short
+                        h.batch_len /= 2;
+                        h.record_end = h.record_end.min(h.batch_len);
+                    }
+                    1 => h.record_end = 61, // ends too early
+                    2 => h.batch_base = (h.batch_base - 5).max(0), // wrong batch
+                    _ => h.batch_len *= 3,  // too long
+                }
+            }
+            let mut index = WalIndex::new();
+            for e in &entries {
+                index.push(1, *e).unwrap();
+            }
+            for habit in [Habit::Kafka, Habit::NeverCut, Habit::SkipContaining] {
+                let out = replay(&log, &entries, Layout::from_index(&index), habit);
+                assert_eq!(out.delivered, wanted, "damage {damage} {habit:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn brokers_that_never_cut_or_skip_the_containing_batch() {
+        let log = log(&[10; 10], 100);
+        let wanted = offsets([3, 15, 55, 56, 90]);
+        let layout = Layout::from_index(&full_index(&log, 0));
+        for habit in [Habit::NeverCut, Habit::SkipContaining] {
+            let out = replay(&log, &hinted(&log, &wanted), layout.clone(), habit);
+            assert_eq!(out.delivered, wanted, "{habit:?}");
+        }
+    }
+
+    #[test]
+    fn compressed_batches_are_read_whole() {
+        let mut log = log(&[10; 4], 100);
+        for b in &mut log {
+            b.compressed = true;
+        }
+        let wanted = offsets([2, 12]);
+        let layout = Layout::from_index(&full_index(&log, 0));
+        let out = replay(&log, &hinted(&log, &wanted), layout, Habit::Kafka);
+        assert_eq!(out.delivered, wanted);
+        assert_eq!((out.fetches, out.bytes), (1, 2 * u64::from(log[0].len)));
+    }
+
+    #[test]
+    fn the_tail_is_scanned_after_the_index_one_fetch_at_a_time() {
+        let entries = [IndexEntry::offset_only(5)];
+        let mut planner = Planner::new(
+            &entries,
+            Some(100..300),
+            Layout::new(),
+            PlanConfig::default(),
+        );
+        let first = planner.next_fetch().unwrap();
+        assert!(matches!(first.kind, FetchKind::Indexed { .. }));
+        let tail = planner.next_fetch().unwrap();
+        assert_eq!(
+            (tail.offset, tail.kind),
+            (100, FetchKind::Tail { from: 100 })
+        );
+        assert!(planner.next_fetch().is_none(), "one tail fetch in flight");
+        planner.tail_progress(180);
+        assert_eq!(planner.next_fetch().unwrap().offset, 180);
+        planner.tail_progress(300);
+        assert!(planner.next_fetch().is_none());
+        assert!(planner.is_exhausted());
+    }
+}

@@ -1,0 +1,558 @@
+//! Kafka's fetch rules as pure functions: which bytes of a partition log a
+//! broker returns for a fetch offset and a byte limit.
+//!
+//! No IO and no clock: the scripted broker serves Fetch through
+//! [`read`], and the replay benchmark uses [`kafka_fetch`] to compute the
+//! *floor*, the fewest bytes Kafka must send for a range of records.
+//!
+//! The rules, as the broker's log read path applies them:
+//! - the read starts at the batch that *contains* the fetch offset (the first
+//!   batch whose last offset is at or past it), from that batch's first byte;
+//! - it is cut at exactly the byte limit, so the last batch may be partial;
+//! - with "min one batch" (the first partition of a response that returns
+//!   data, KIP-74) the first batch is returned whole even when it is larger
+//!   than the limit;
+//! - nothing at or past the upper bound (the high watermark, or the last
+//!   stable offset for `read_committed`) is returned; a fetch offset at the
+//!   bound gets no bytes, one outside `[log start, log end]` is
+//!   `OFFSET_OUT_OF_RANGE`.
+//!
+//! Brokers seen in the wild bend these rules; [`Habits`] reproduces two of
+//! those habits.
+//!
+//! # References
+//! - Kafka protocol guide, Fetch API ("the server may return a partial
+//!   message at the end of the message set").
+//! - KIP-74, "Add Fetch Response Size Limit in Bytes" (partitions in request
+//!   order, the first batch of the first non-empty partition returned whole).
+//! - Apache Kafka `LogSegment.read` / `ReplicaManager.readFromLog` (the start
+//!   position, `minOneMessage`, `maxPosition` bounded by the high watermark).
+
+use std::ops::Range;
+
+use walfetch_codec::{BatchHeader, LOG_OVERHEAD};
+
+/// Where one batch lies in a partition log: its offsets and its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchExtent {
+    /// Offset of the batch's first record (`baseOffset`).
+    pub base_offset: i64,
+    /// Offset of the batch's last record (`baseOffset + lastOffsetDelta`).
+    pub last_offset: i64,
+    /// Byte position of the batch's first byte in the log.
+    pub position: usize,
+    /// Whole size of the batch, header included.
+    pub len: usize,
+}
+
+impl BatchExtent {
+    /// The extent of a batch with `header`, stored at `position`.
+    pub fn from_header(header: &BatchHeader, position: usize) -> Self {
+        Self {
+            base_offset: header.base_offset,
+            last_offset: header.last_offset(),
+            position,
+            len: header.total_len(),
+        }
+    }
+
+    /// Byte position right after the batch.
+    pub fn end(&self) -> usize {
+        self.position + self.len
+    }
+
+    /// Offset right after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset.saturating_add(1)
+    }
+
+    /// Whether the batch covers `offset`.
+    pub fn contains(&self, offset: i64) -> bool {
+        self.base_offset <= offset && offset <= self.last_offset
+    }
+}
+
+/// Lays out the batches of a contiguous log buffer (batches back to back, as
+/// in a segment file or a Fetch response's `records`), reading only their
+/// headers. Stops at the first incomplete or unreadable header; a trailing
+/// partial batch is not included.
+pub fn extents_of(log: &[u8]) -> Vec<BatchExtent> {
+    let mut extents = Vec::new();
+    let mut position = 0;
+    while let Some(header) = log.get(position..).and_then(BatchHeader::parse) {
+        let len = header.total_len();
+        if header.batch_length < 0 || len <= LOG_OVERHEAD || position + len > log.len() {
+            break;
+        }
+        extents.push(BatchExtent::from_header(&header, position));
+        position += len;
+    }
+    extents
+}
+
+/// Ways in which a broker departs from Kafka's fetch rules. The default is
+/// none: Kafka's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Habits {
+    /// Return whole batches only: stop before a batch that would not fit the
+    /// limit, but always return at least one batch (Tansu 0.6).
+    pub never_cut: bool,
+    /// A fetch offset in the middle of a batch starts the read at the *next*
+    /// batch, skipping the rest of the containing one (Tansu 0.6; wrong, but
+    /// seen).
+    pub skip_containing_batch: bool,
+}
+
+impl Habits {
+    /// Kafka's own rules.
+    pub const KAFKA: Habits = Habits {
+        never_cut: false,
+        skip_containing_batch: false,
+    };
+    /// Both habits observed on Tansu 0.6.
+    pub const TANSU_0_6: Habits = Habits {
+        never_cut: true,
+        skip_containing_batch: true,
+    };
+}
+
+/// The offsets that bound a read of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadBounds {
+    /// The log start offset: fetch offsets below it are out of range.
+    pub log_start_offset: i64,
+    /// The log end offset: fetch offsets above it are out of range.
+    pub log_end_offset: i64,
+    /// Nothing at or past this offset is returned: the high watermark, or
+    /// the last stable offset for `read_committed`. A batch boundary.
+    pub upper_bound: i64,
+}
+
+impl ReadBounds {
+    /// The bounds of a log that holds exactly `log`'s batches, all committed:
+    /// from the first batch's base offset to the last batch's next offset
+    /// (`0..0` for an empty log).
+    pub fn of(log: &[BatchExtent]) -> Self {
+        let start = log.first().map_or(0, |b| b.base_offset);
+        let end = log.last().map_or(start, BatchExtent::next_offset);
+        Self {
+            log_start_offset: start,
+            log_end_offset: end,
+            upper_bound: end,
+        }
+    }
+}
+
+/// One partition's part of a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadRequest {
+    /// The fetch offset.
+    pub offset: i64,
+    /// The byte limit: `min(partition_max_bytes, what is left of the
+    /// request's max_bytes)`.
+    pub max_bytes: usize,
+    /// Return the first batch whole even when it exceeds `max_bytes`: true
+    /// for the first partition of a response that returns data (KIP-74).
+    pub min_one_batch: bool,
+    /// How the broker departs from Kafka's rules.
+    pub habits: Habits,
+}
+
+impl ReadRequest {
+    /// A read under Kafka's rules of a single-partition fetch.
+    pub fn kafka(offset: i64, max_bytes: usize) -> Self {
+        Self {
+            offset,
+            max_bytes,
+            min_one_batch: true,
+            habits: Habits::KAFKA,
+        }
+    }
+}
+
+/// What a read returns: a byte range of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReadSlice {
+    /// The log bytes returned (empty when nothing is).
+    pub bytes: Range<usize>,
+    /// Indexes of the batches the bytes touch, the partial one included.
+    pub batches: Range<usize>,
+    /// Whether the last batch is cut short.
+    pub partial: bool,
+    /// The first offset past the returned bytes: the base offset of the
+    /// first batch not touched, or the upper bound. Aborted transactions
+    /// that start before it overlap the response.
+    pub upper_offset: i64,
+}
+
+impl ReadSlice {
+    /// How many bytes are returned.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether no bytes are returned.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// The fetch offset lies outside `[log start, log end]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("fetch offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+pub struct OffsetOutOfRange {
+    /// The fetch offset asked for.
+    pub offset: i64,
+    /// The log start offset.
+    pub log_start_offset: i64,
+    /// The log end offset.
+    pub log_end_offset: i64,
+}
+
+/// Reads one partition: the bytes of `log` a broker returns for `request`.
+///
+/// `log` holds the partition's batches in offset order, laid out back to back
+/// (each batch's position is the previous one's end).
+pub fn read(
+    log: &[BatchExtent],
+    bounds: ReadBounds,
+    request: ReadRequest,
+) -> Result<ReadSlice, OffsetOutOfRange> {
+    let offset = request.offset;
+    if offset < bounds.log_start_offset || offset > bounds.log_end_offset {
+        return Err(OffsetOutOfRange {
+            offset,
+            log_start_offset: bounds.log_start_offset,
+            log_end_offset: bounds.log_end_offset,
+        });
+    }
+    let log_end_position = log.last().map_or(0, BatchExtent::end);
+    // The first batch not below the upper bound: the read stops at its start.
+    let bound_index = log.partition_point(|b| b.base_offset < bounds.upper_bound);
+    let max_position = log
+        .get(bound_index)
+        .map_or(log_end_position, |b| b.position);
+
+    // The batch that contains the offset, or the first one after it.
+    let mut start = log.partition_point(|b| b.last_offset < offset);
+    if request.habits.skip_containing_batch
+        && log.get(start).is_some_and(|b| b.base_offset < offset)
+    {
+        start += 1;
+    }
+    let empty = |index: usize| {
+        let position = log.get(index).map_or(log_end_position, |b| b.position);
+        ReadSlice {
+            bytes: position..position,
+            batches: index..index,
+            partial: false,
+            upper_offset: log.get(index).map_or(bounds.upper_bound, |b| {
+                b.base_offset.min(bounds.upper_bound)
+            }),
+        }
+    };
+    let Some(first) = log.get(start) else {
+        return Ok(empty(start));
+    };
+    if offset >= bounds.upper_bound || start >= bound_index {
+        return Ok(empty(start));
+    }
+
+    let end = if request.habits.never_cut {
+        // Whole batches only, at least one.
+        let mut end = first.end();
+        for batch in &log[start + 1..bound_index] {
+            if batch.end() - first.position > request.max_bytes {
+                break;
+            }
+            end = batch.end();
+        }
+        end
+    } else {
+        let limit = if request.min_one_batch {
+            request.max_bytes.max(first.len)
+        } else {
+            request.max_bytes
+        };
+        first.position + limit.min(max_position - first.position)
+    };
+    if end == first.position {
+        return Ok(empty(start));
+    }
+    // The batches touched: up to the one holding the last byte.
+    let last = start + log[start..bound_index].partition_point(|b| b.position < end);
+    let partial = log.get(last - 1).is_some_and(|b| b.end() > end);
+    Ok(ReadSlice {
+        bytes: first.position..end,
+        batches: start..last,
+        partial,
+        upper_offset: log.get(last).map_or(bounds.upper_bound, |b| {
+            b.base_offset.min(bounds.upper_bound)
+        }),
+    })
+}
+
+/// The bytes Kafka returns for a single-partition fetch at `offset` with the
+/// byte limit `max_bytes`, from a log holding exactly `log`'s batches (all
+/// committed): a byte range of the log.
+///
+/// ```
+/// use walfetch_testkit::fetch_rules::{kafka_fetch, BatchExtent};
+///
+/// // Two batches: offsets 0..=9 in bytes 0..100, offsets 10..=19 in 100..250.
+/// let log = [
+///     BatchExtent { base_offset: 0, last_offset: 9, position: 0, len: 100 },
+///     BatchExtent { base_offset: 10, last_offset: 19, position: 100, len: 150 },
+/// ];
+/// // Offset 5 is inside the first batch: the read starts at its first byte
+/// // and is cut inside the second batch.
+/// assert_eq!(kafka_fetch(&log, 5, 120), Ok(0..120));
+/// // The first batch is returned whole even over the limit.
+/// assert_eq!(kafka_fetch(&log, 12, 10), Ok(100..250));
+/// ```
+pub fn kafka_fetch(
+    log: &[BatchExtent],
+    offset: i64,
+    max_bytes: usize,
+) -> Result<Range<usize>, OffsetOutOfRange> {
+    read(
+        log,
+        ReadBounds::of(log),
+        ReadRequest::kafka(offset, max_bytes),
+    )
+    .map(|slice| slice.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Batches of `(base, last, len)` laid out back to back.
+    fn layout(batches: &[(i64, i64, usize)]) -> Vec<BatchExtent> {
+        let mut position = 0;
+        batches
+            .iter()
+            .map(|&(base_offset, last_offset, len)| {
+                let extent = BatchExtent {
+                    base_offset,
+                    last_offset,
+                    position,
+                    len,
+                };
+                position += len;
+                extent
+            })
+            .collect()
+    }
+
+    /// Offsets 0..=9 (100 bytes), 10..=19 (150 bytes), 20..=24 (50 bytes),
+    /// then a gap (compaction) and 30..=39 (200 bytes).
+    fn sample() -> Vec<BatchExtent> {
+        layout(&[(0, 9, 100), (10, 19, 150), (20, 24, 50), (30, 39, 200)])
+    }
+
+    struct Case {
+        name: &'static str,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        upper_bound: Option<i64>,
+        habits: Habits,
+        expect: Result<(Range<usize>, Range<usize>, bool), ()>,
+    }
+
+    fn case(name: &'static str, offset: i64, max_bytes: usize) -> Case {
+        Case {
+            name,
+            offset,
+            max_bytes,
+            min_one_batch: true,
+            upper_bound: None,
+            habits: Habits::KAFKA,
+            expect: Err(()),
+        }
+    }
+
+    impl Case {
+        fn ok(mut self, bytes: Range<usize>, batches: Range<usize>, partial: bool) -> Self {
+            self.expect = Ok((bytes, batches, partial));
+            self
+        }
+        fn out_of_range(mut self) -> Self {
+            self.expect = Err(());
+            self
+        }
+        fn not_first(mut self) -> Self {
+            self.min_one_batch = false;
+            self
+        }
+        fn upper(mut self, bound: i64) -> Self {
+            self.upper_bound = Some(bound);
+            self
+        }
+        fn habits(mut self, habits: Habits) -> Self {
+            self.habits = habits;
+            self
+        }
+    }
+
+    #[test]
+    fn kafka_rules_table() {
+        let never_cut = Habits {
+            never_cut: true,
+            ..Habits::KAFKA
+        };
+        let skip = Habits {
+            skip_containing_batch: true,
+            ..Habits::KAFKA
+        };
+        let cases = [
+            case("offset at batch start, limit covers all", 0, 10_000).ok(0..500, 0..4, false),
+            case("offset at second batch start", 10, 10_000).ok(100..500, 1..4, false),
+            case("mid-batch offset starts at the containing batch", 5, 10_000).ok(
+                0..500,
+                0..4,
+                false,
+            ),
+            case("last offset of a batch", 19, 10_000).ok(100..500, 1..4, false),
+            case(
+                "limit inside the second batch leaves a partial batch",
+                0,
+                120,
+            )
+            .ok(0..120, 0..2, true),
+            case("limit at a batch boundary", 0, 250).ok(0..250, 0..2, false),
+            case("limit one byte into the third batch", 0, 251).ok(0..251, 0..3, true),
+            case("first batch larger than the limit comes whole", 10, 20).ok(100..250, 1..2, false),
+            case("limit zero still returns the first batch", 0, 0).ok(0..100, 0..1, false),
+            case("not the first partition: zero limit, nothing", 0, 0)
+                .not_first()
+                .ok(0..0, 0..0, false),
+            case("not the first partition: first batch cut", 10, 20)
+                .not_first()
+                .ok(100..120, 1..2, true),
+            case(
+                "offset in a compaction gap starts at the next batch",
+                26,
+                10_000,
+            )
+            .ok(300..500, 3..4, false),
+            case("offset == high watermark: empty", 40, 10_000).ok(500..500, 4..4, false),
+            case("offset past the high watermark", 41, 10_000).out_of_range(),
+            case("offset below the log start", -1, 10_000).out_of_range(),
+            case("read_committed stops at the LSO", 0, 10_000)
+                .upper(20)
+                .ok(0..250, 0..2, false),
+            case("read_committed cut before the LSO", 0, 120)
+                .upper(20)
+                .ok(0..120, 0..2, true),
+            case("offset == LSO: empty", 20, 10_000)
+                .upper(20)
+                .ok(250..250, 2..2, false),
+            case("between LSO and HW: empty, not an error", 22, 10_000)
+                .upper(20)
+                .ok(250..250, 2..2, false),
+            case("first batch over the limit stops at the LSO", 10, 10)
+                .upper(20)
+                .ok(100..250, 1..2, false),
+            case("never_cut: stop before a batch that does not fit", 0, 260)
+                .habits(never_cut)
+                .ok(0..250, 0..2, false),
+            case("never_cut: at least one batch", 0, 1)
+                .habits(never_cut)
+                .ok(0..100, 0..1, false),
+            case("skip: mid-batch offset starts at the next batch", 5, 10_000)
+                .habits(skip)
+                .ok(100..500, 1..4, false),
+            case("skip: offset at batch start is kept", 10, 10_000)
+                .habits(skip)
+                .ok(100..500, 1..4, false),
+            case("skip: mid last batch gives nothing", 35, 10_000)
+                .habits(skip)
+                .ok(500..500, 4..4, false),
+        ];
+        let log = sample();
+        for c in cases {
+            let mut bounds = ReadBounds::of(&log);
+            if let Some(bound) = c.upper_bound {
+                bounds.upper_bound = bound;
+            }
+            let request = ReadRequest {
+                offset: c.offset,
+                max_bytes: c.max_bytes,
+                min_one_batch: c.min_one_batch,
+                habits: c.habits,
+            };
+            let got = read(&log, bounds, request)
+                .map(|s| (s.bytes, s.batches, s.partial))
+                .map_err(|_| ());
+            assert_eq!(got, c.expect, "case: {}", c.name);
+        }
+    }
+
+    #[test]
+    fn kafka_fetch_matches_read() {
+        let log = sample();
+        assert_eq!(kafka_fetch(&log, 5, 120), Ok(0..120));
+        assert_eq!(
+            kafka_fetch(&log, 99, 1),
+            Err(OffsetOutOfRange {
+                offset: 99,
+                log_start_offset: 0,
+                log_end_offset: 40
+            })
+        );
+        assert_eq!(kafka_fetch(&[], 0, 100), Ok(0..0));
+    }
+
+    #[test]
+    fn upper_offset_bounds_the_aborted_transactions() {
+        let log = sample();
+        let slice =
+            read(&log, ReadBounds::of(&log), ReadRequest::kafka(0, 120)).map(|s| s.upper_offset);
+        assert_eq!(
+            slice,
+            Ok(20),
+            "a partial second batch: the next untouched batch starts at 20"
+        );
+        let mut bounds = ReadBounds::of(&log);
+        bounds.upper_bound = 20;
+        let slice = read(&log, bounds, ReadRequest::kafka(0, 10_000)).map(|s| s.upper_offset);
+        assert_eq!(slice, Ok(20));
+        let slice =
+            read(&log, ReadBounds::of(&log), ReadRequest::kafka(0, 10_000)).map(|s| s.upper_offset);
+        assert_eq!(slice, Ok(40));
+    }
+
+    #[test]
+    fn extents_of_reads_headers_only() {
+        use walfetch_codec::{BatchBuilder, NewRecord};
+        let a = BatchBuilder::new(0)
+            .encode(&[NewRecord::value(0, "a"), NewRecord::value(1, "b")])
+            .expect("encode");
+        let b = BatchBuilder::new(2)
+            .encode(&[NewRecord::value(0, "c")])
+            .expect("encode");
+        let mut log = a.bytes.to_vec();
+        log.extend_from_slice(&b.bytes);
+        log.extend_from_slice(&a.bytes[..30]);
+        let extents = extents_of(&log);
+        assert_eq!(
+            extents,
+            vec![
+                BatchExtent {
+                    base_offset: 0,
+                    last_offset: 1,
+                    position: 0,
+                    len: a.bytes.len()
+                },
+                BatchExtent {
+                    base_offset: 2,
+                    last_offset: 2,
+                    position: a.bytes.len(),
+                    len: b.bytes.len()
+                },
+            ]
+        );
+    }
+}

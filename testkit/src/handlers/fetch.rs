@@ -1,0 +1,240 @@
+//! Fetch (key 1), v4–v17: records under Kafka's fetch rules.
+//!
+//! Partitions are read in request order. Each gets
+//! `min(partition_max_bytes, what is left of max_bytes)`; the first partition
+//! that returns data gets its first batch whole even over that limit, the
+//! others are cut at exactly the limit (see [`crate::fetch_rules`]). Under
+//! `read_committed` the read stops at the last stable offset and the response
+//! lists the aborted transactions that overlap the returned offsets; under
+//! `read_uncommitted` it stops at the high watermark and the list is null.
+//!
+//! When fewer than `min_bytes` are ready and `max_wait_ms` is positive, the
+//! fetch waits for an append (or a leadership change) and reads again, until
+//! `min_bytes` are ready or `max_wait_ms` has passed, as Kafka's delayed
+//! fetch does; a partition error answers at once.
+//!
+//! Fetch sessions (KIP-227) are not kept: a full fetch (session epoch 0 or
+//! -1) is answered in full with session id 0 ("no session created"), an
+//! incremental one gets `FETCH_SESSION_ID_NOT_FOUND`.
+//!
+//! # References
+//! - Kafka protocol guide, Fetch API; KIP-74 (response size limit); KIP-98
+//!   (isolation level, aborted transactions); KIP-227 (fetch sessions);
+//!   KIP-320 (leader epoch check); KIP-516 (topic ids, v13); KIP-951
+//!   (current leader and node endpoints on `NOT_LEADER_OR_FOLLOWER`, v16).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::{check_leader_epoch, Ctx};
+use crate::fetch_rules::ReadRequest;
+use crate::state::ClusterState;
+
+/// A response read from the logs, and what decides whether to wait.
+struct Read {
+    response: FetchResponse,
+    bytes: usize,
+    any_error: bool,
+}
+
+pub(super) async fn handle(ctx: &Ctx<'_>, request: &FetchRequest) -> Result<BytesMut, String> {
+    if ctx.version >= 7 && request.session_epoch != 0 && request.session_epoch != -1 {
+        let mut response = FetchResponse::default();
+        response.error_code = if request.session_epoch > 0 {
+            ResponseError::FetchSessionIdNotFound.code()
+        } else {
+            ResponseError::InvalidFetchSessionEpoch.code()
+        };
+        return ctx.frame(ApiKey::Fetch, &response);
+    }
+    if ctx.version >= 7 {
+        if let Some(code) = ctx.response_error() {
+            let mut response = FetchResponse::default();
+            response.error_code = code;
+            return ctx.frame(ApiKey::Fetch, &response);
+        }
+    }
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + max_wait;
+    let mut changes = ctx.shared.subscribe_appends();
+    loop {
+        changes.borrow_and_update();
+        let read = read_logs(ctx, &ctx.shared.lock(), request);
+        if read.bytes >= min_bytes || read.any_error || max_wait.is_zero() {
+            return ctx.frame(ApiKey::Fetch, &read.response);
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => continue,
+            // Timed out (or the cluster is gone): answer with what there is now.
+            _ => {
+                let read = read_logs(ctx, &ctx.shared.lock(), request);
+                return ctx.frame(ApiKey::Fetch, &read.response);
+            }
+        }
+    }
+}
+
+fn error_partition(index: i32, code: i16) -> PartitionData {
+    let mut data = PartitionData::default();
+    data.partition_index = index;
+    data.error_code = code;
+    data.high_watermark = -1;
+    data.last_stable_offset = -1;
+    data.log_start_offset = -1;
+    data.aborted_transactions = None;
+    data.records = Some(Bytes::new());
+    data
+}
+
+fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Read {
+    let version = ctx.version;
+    let read_committed = request.isolation_level == 1;
+    let habits = state
+        .broker(ctx.node_id)
+        .map(|b| b.habits)
+        .unwrap_or_default();
+    let mut limit = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut min_one_batch = true;
+    let mut total = 0;
+    let mut any_error = false;
+    let mut leaders_named = BTreeSet::new();
+    let mut response = FetchResponse::default();
+
+    for topic in &request.topics {
+        let mut out = FetchableTopicResponse::default();
+        let name: Option<String> = if version >= 13 {
+            out.topic_id = topic.topic_id;
+            state.topic_name_by_id(topic.topic_id).map(str::to_owned)
+        } else {
+            out.topic = topic.topic.clone();
+            Some(topic.topic.0.to_string())
+        };
+        for p in &topic.partitions {
+            let index = p.partition;
+            let Some(name) = name.as_deref().filter(|n| state.topics.contains_key(*n)) else {
+                let code = if version >= 13 {
+                    ResponseError::UnknownTopicId.code()
+                } else {
+                    ResponseError::UnknownTopicOrPartition.code()
+                };
+                any_error = true;
+                out.partitions.push(error_partition(index, code));
+                continue;
+            };
+            let Some(part) = state.partition(name, index) else {
+                any_error = true;
+                out.partitions.push(error_partition(
+                    index,
+                    ResponseError::UnknownTopicOrPartition.code(),
+                ));
+                continue;
+            };
+            let epoch_error = if version >= 9 {
+                check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+            } else {
+                None
+            };
+            let error = if part.leader != ctx.node_id {
+                Some(ResponseError::NotLeaderOrFollower.code())
+            } else {
+                epoch_error
+            };
+            if let Some(code) = error {
+                any_error = true;
+                let mut data = error_partition(index, code);
+                let tells_leader = code == ResponseError::NotLeaderOrFollower.code()
+                    || code == ResponseError::FencedLeaderEpoch.code();
+                if version >= 16 && tells_leader {
+                    let mut leader = LeaderIdAndEpoch::default();
+                    leader.leader_id = BrokerId(part.leader);
+                    leader.leader_epoch = part.leader_epoch;
+                    data.current_leader = leader;
+                    leaders_named.insert(part.leader);
+                }
+                out.partitions.push(data);
+                continue;
+            }
+            if let Some(code) = ctx.partition_error(name, index, true, version < 7) {
+                any_error = true;
+                out.partitions.push(error_partition(index, code));
+                continue;
+            }
+            let log = &part.log;
+            let upper_bound = if read_committed {
+                log.last_stable_offset()
+            } else {
+                log.high_watermark()
+            };
+            let read_request = ReadRequest {
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes)
+                    .unwrap_or(0)
+                    .min(limit),
+                min_one_batch,
+                habits,
+            };
+            let slice = match log.read(read_request, upper_bound) {
+                Ok(slice) => slice,
+                Err(_) => {
+                    any_error = true;
+                    out.partitions.push(error_partition(
+                        index,
+                        ResponseError::OffsetOutOfRange.code(),
+                    ));
+                    continue;
+                }
+            };
+            let mut data = PartitionData::default();
+            data.partition_index = index;
+            data.high_watermark = log.high_watermark();
+            data.last_stable_offset = log.last_stable_offset();
+            data.log_start_offset = log.log_start_offset();
+            data.aborted_transactions = read_committed.then(|| {
+                log.aborted_overlapping(p.fetch_offset, slice.upper_offset)
+                    .into_iter()
+                    .map(|t| {
+                        let mut aborted = AbortedTransaction::default();
+                        aborted.producer_id = ProducerId(t.producer_id);
+                        aborted.first_offset = t.first_offset;
+                        aborted
+                    })
+                    .collect()
+            });
+            if !slice.is_empty() {
+                min_one_batch = false;
+                limit = limit.saturating_sub(slice.len());
+                total += slice.len();
+            }
+            data.records = Some(log.bytes(slice.bytes));
+            out.partitions.push(data);
+        }
+        response.responses.push(out);
+    }
+    if version >= 16 {
+        response.node_endpoints = leaders_named
+            .into_iter()
+            .filter_map(|id| state.broker(id))
+            .map(|b| {
+                let mut endpoint = NodeEndpoint::default();
+                endpoint.node_id = BrokerId(b.node_id);
+                endpoint.host = StrBytes::from_string(b.addr.ip().to_string());
+                endpoint.port = i32::from(b.addr.port());
+                endpoint
+            })
+            .collect();
+    }
+    Read {
+        response,
+        bytes: total,
+        any_error,
+    }
+}

@@ -1,0 +1,444 @@
+#![doc = include_str!("../README.md")]
+
+pub mod fetch_rules;
+
+mod error;
+mod faults;
+mod handlers;
+mod log;
+mod server;
+mod state;
+mod stats;
+mod versions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+pub use error::TestkitError;
+pub use faults::{Fault, FaultAction};
+pub use fetch_rules::{kafka_fetch, BatchExtent, Habits};
+pub use log::{AbortedTxn, AppendError, PartitionLog, StoredBatch};
+pub use server::MAX_REQUEST_BYTES;
+pub use stats::BrokerStats;
+pub use versions::{served_versions, VersionRange, SERVED};
+
+use state::{BrokerState, ClusterState, Shared};
+
+/// The current leader of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Leader {
+    /// The leader's node id.
+    pub node_id: i32,
+    /// The leader epoch, raised by one at every move.
+    pub epoch: i32,
+}
+
+/// How to start a [`ScriptedCluster`].
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    brokers: usize,
+    first_node_id: i32,
+    auto_create_topics: bool,
+    default_partitions: i32,
+    habits: Habits,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        Self {
+            brokers: 1,
+            first_node_id: 1,
+            auto_create_topics: false,
+            default_partitions: 1,
+            habits: Habits::KAFKA,
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// How many brokers (default 1).
+    pub fn brokers(mut self, n: usize) -> Self {
+        self.brokers = n;
+        self
+    }
+
+    /// The first broker's node id; the others follow (default 1).
+    pub fn first_node_id(mut self, id: i32) -> Self {
+        self.first_node_id = id;
+        self
+    }
+
+    /// Whether a Metadata request for an unknown topic creates it, as
+    /// Kafka's `auto.create.topics.enable` does (default false).
+    pub fn auto_create_topics(mut self, enabled: bool) -> Self {
+        self.auto_create_topics = enabled;
+        self
+    }
+
+    /// Partitions of a topic created without a count (default 1).
+    pub fn default_partitions(mut self, n: i32) -> Self {
+        self.default_partitions = n.max(1);
+        self
+    }
+
+    /// Every broker's habits (default: Kafka's rules).
+    pub fn habits(mut self, habits: Habits) -> Self {
+        self.habits = habits;
+        self
+    }
+
+    /// Binds every broker's listener on a loopback ephemeral port and starts
+    /// serving, on the current tokio runtime.
+    pub async fn start(self) -> Result<ScriptedCluster, TestkitError> {
+        if self.brokers == 0 {
+            return Err(TestkitError::NoBrokers);
+        }
+        let mut listeners = Vec::with_capacity(self.brokers);
+        let mut brokers = Vec::with_capacity(self.brokers);
+        for (i, node_id) in (self.first_node_id..).take(self.brokers).enumerate() {
+            let (listener, addr) = server::bind().await.map_err(TestkitError::Bind)?;
+            tracing::debug!(node_id, %addr, index = i, "scripted broker listening");
+            listeners.push(listener);
+            brokers.push(BrokerState::new(node_id, addr, self.habits));
+        }
+        let counters: Vec<_> = brokers
+            .iter()
+            .map(|b| (b.node_id, b.counters.clone()))
+            .collect();
+        let shared = Arc::new(Shared::new(ClusterState::new(
+            brokers,
+            self.auto_create_topics,
+            self.default_partitions,
+        )));
+        let tasks = listeners
+            .into_iter()
+            .zip(counters)
+            .map(|(listener, (node_id, counters))| {
+                tokio::spawn(server::accept_loop(
+                    listener,
+                    shared.clone(),
+                    node_id,
+                    counters,
+                ))
+            })
+            .collect();
+        Ok(ScriptedCluster { shared, tasks })
+    }
+}
+
+/// An in-process Kafka-compatible cluster on loopback, for tests and
+/// benchmarks: several brokers sharing in-memory partition logs, serving
+/// ApiVersions, Metadata, ListOffsets, Fetch, Produce and CreateTopics
+/// under Kafka's fetch rules, with scriptable faults and per-broker habits
+/// and counters.
+///
+/// Dropping the cluster stops every listener and closes every connection.
+///
+/// ```
+/// use bytes::Bytes;
+/// use kafka_protocol::messages::ApiKey;
+/// use walfetch_codec::{BatchBuilder, NewRecord};
+/// use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cluster = ScriptedCluster::builder().brokers(2).start().await?;
+/// cluster.create_topic("wal", 1)?;
+/// let batch = BatchBuilder::new(0).encode(&[NewRecord::value(0, "a"), NewRecord::value(1, "b")])?;
+/// assert_eq!(cluster.append("wal", 0, batch.bytes.clone())?, 0);
+/// assert_eq!(cluster.append("wal", 0, batch.bytes)?, 2);
+///
+/// // The next Fetch that broker 1 receives loses its connection mid-response.
+/// cluster.script(Fault::on(ApiKey::Fetch).broker(1).then(FaultAction::CutDuringResponse { bytes: None }));
+/// // Clients connect to `cluster.bootstrap()` ("127.0.0.1:PORT").
+/// assert!(cluster.bootstrap().starts_with("127.0.0.1:"));
+/// # Ok(())
+/// # }
+/// ```
+pub struct ScriptedCluster {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ScriptedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedCluster")
+            .field("brokers", &self.addrs())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ScriptedCluster {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl ScriptedCluster {
+    /// A builder for a cluster.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// Starts a cluster of `brokers` brokers (node ids 1, 2, ...), with
+    /// Kafka's rules and no topics.
+    pub async fn start(brokers: usize) -> Result<Self, TestkitError> {
+        Self::builder().brokers(brokers).start().await
+    }
+
+    /// The brokers' node ids.
+    pub fn node_ids(&self) -> Vec<i32> {
+        self.shared
+            .lock()
+            .brokers
+            .iter()
+            .map(|b| b.node_id)
+            .collect()
+    }
+
+    /// Every broker's node id and address.
+    pub fn addrs(&self) -> Vec<(i32, SocketAddr)> {
+        self.shared
+            .lock()
+            .brokers
+            .iter()
+            .map(|b| (b.node_id, b.addr))
+            .collect()
+    }
+
+    /// The address of broker `node_id`.
+    pub fn addr(&self, node_id: i32) -> Option<SocketAddr> {
+        self.shared.lock().broker(node_id).map(|b| b.addr)
+    }
+
+    /// The first broker's `host:port`, to bootstrap a client.
+    pub fn bootstrap(&self) -> String {
+        self.addrs()
+            .first()
+            .map(|(_, a)| a.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Every broker's `host:port`, comma-separated.
+    pub fn bootstrap_servers(&self) -> String {
+        let addrs: Vec<String> = self.addrs().iter().map(|(_, a)| a.to_string()).collect();
+        addrs.join(",")
+    }
+
+    /// Creates a topic with `partitions` partitions; partition `p`'s leader
+    /// is the `p`-th broker, round robin. Returns the topic id.
+    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Uuid, TestkitError> {
+        let id = self
+            .shared
+            .lock()
+            .create_topic(name, partitions, None)
+            .map_err(|(code, message)| TestkitError::CreateTopic {
+                topic: name.to_owned(),
+                code,
+                message,
+            })?;
+        self.shared.notify_append();
+        Ok(id)
+    }
+
+    /// The topic names.
+    pub fn topics(&self) -> Vec<String> {
+        self.shared.lock().topics.keys().cloned().collect()
+    }
+
+    /// A topic's id.
+    pub fn topic_id(&self, topic: &str) -> Option<Uuid> {
+        self.shared.lock().topics.get(topic).map(|t| t.id)
+    }
+
+    fn with_partition<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut state::PartitionState) -> T,
+    ) -> Result<T, TestkitError> {
+        let mut state = self.shared.lock();
+        if !state.topics.contains_key(topic) {
+            return Err(TestkitError::UnknownTopic(topic.to_owned()));
+        }
+        let part = state.partition_mut(topic, partition).ok_or_else(|| {
+            TestkitError::UnknownPartition {
+                topic: topic.to_owned(),
+                partition,
+            }
+        })?;
+        Ok(f(part))
+    }
+
+    /// Appends one encoded batch to a partition as its leader would: the
+    /// batch gets the next offset (its `baseOffset` is rewritten) and the
+    /// current leader epoch. Returns the base offset assigned. Control
+    /// batches (transaction markers) are accepted here, unlike in Produce.
+    pub fn append(&self, topic: &str, partition: i32, batch: Bytes) -> Result<i64, TestkitError> {
+        let result = self.with_partition(topic, partition, |p| {
+            let epoch = p.leader_epoch;
+            p.log.append(batch, epoch)
+        })?;
+        let base = result.map_err(|source| TestkitError::Append {
+            topic: topic.to_owned(),
+            partition,
+            source,
+        })?;
+        self.shared.notify_append();
+        Ok(base)
+    }
+
+    /// Appends one encoded batch as it is, keeping its `baseOffset` (at or
+    /// above the log end offset; the offsets between are a gap, as after
+    /// compaction). Returns its base offset.
+    pub fn append_at(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<i64, TestkitError> {
+        let result = self.with_partition(topic, partition, |p| p.log.append_at(batch))?;
+        let base = result.map_err(|source| TestkitError::Append {
+            topic: topic.to_owned(),
+            partition,
+            source,
+        })?;
+        self.shared.notify_append();
+        Ok(base)
+    }
+
+    /// A snapshot of a partition's log (cheap: batches are shared `Bytes`).
+    pub fn log(&self, topic: &str, partition: i32) -> Result<PartitionLog, TestkitError> {
+        self.with_partition(topic, partition, |p| p.log.clone())
+    }
+
+    /// A partition's high watermark.
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Result<i64, TestkitError> {
+        self.with_partition(topic, partition, |p| p.log.high_watermark())
+    }
+
+    /// Moves a partition's log start offset forward (as DeleteRecords or
+    /// retention would): fetches below it get `OFFSET_OUT_OF_RANGE`.
+    pub fn advance_log_start(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<(), TestkitError> {
+        self.with_partition(topic, partition, |p| p.log.advance_log_start(offset))
+    }
+
+    /// A partition's current leader and leader epoch.
+    pub fn leader(&self, topic: &str, partition: i32) -> Result<Leader, TestkitError> {
+        self.with_partition(topic, partition, |p| Leader {
+            node_id: p.leader,
+            epoch: p.leader_epoch,
+        })
+    }
+
+    /// Makes broker `to` the leader of a partition (the epoch goes up by
+    /// one); the old leader answers `NOT_LEADER_OR_FOLLOWER` from now on.
+    /// Waiting fetches are woken. Returns the new leader and epoch.
+    pub fn move_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        to: i32,
+    ) -> Result<Leader, TestkitError> {
+        if self.addr(to).is_none() {
+            return Err(TestkitError::UnknownBroker(to));
+        }
+        let leader = self.with_partition(topic, partition, |p| {
+            p.leader = to;
+            p.leader_epoch += 1;
+            Leader {
+                node_id: to,
+                epoch: p.leader_epoch,
+            }
+        })?;
+        self.shared.notify_append();
+        Ok(leader)
+    }
+
+    /// Queues a scripted fault (see [`Fault`]); faults are matched in the
+    /// order they were queued.
+    pub fn script(&self, fault: Fault) {
+        self.shared.lock().faults.push(fault);
+    }
+
+    /// The faults that have not fired (or not all their times) yet.
+    pub fn pending_faults(&self) -> Vec<Fault> {
+        self.shared.lock().faults.pending()
+    }
+
+    /// Drops every queued fault.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
+    }
+
+    /// Sets how broker `node_id` departs from Kafka's fetch rules.
+    pub fn set_habits(&self, node_id: i32, habits: Habits) -> Result<(), TestkitError> {
+        let mut state = self.shared.lock();
+        let broker = state
+            .broker_mut(node_id)
+            .ok_or(TestkitError::UnknownBroker(node_id))?;
+        broker.habits = habits;
+        Ok(())
+    }
+
+    /// Narrows the versions of `api_key` broker `node_id` advertises and
+    /// accepts to their intersection with `range` (`None`: the API is not
+    /// served at all), as an older or different broker would. Requests
+    /// outside the range close the connection, except ApiVersions, which is
+    /// answered with `UNSUPPORTED_VERSION`. [`ScriptedCluster::reset_versions`]
+    /// undoes it.
+    pub fn limit_versions(
+        &self,
+        node_id: i32,
+        api_key: ApiKey,
+        range: Option<VersionRange>,
+    ) -> Result<(), TestkitError> {
+        let mut state = self.shared.lock();
+        let broker = state
+            .broker_mut(node_id)
+            .ok_or(TestkitError::UnknownBroker(node_id))?;
+        let narrowed = range.and_then(|r| served_versions(api_key).and_then(|s| s.intersect(r)));
+        match narrowed {
+            Some(r) => broker.versions.insert(api_key as i16, r),
+            None => broker.versions.remove(&(api_key as i16)),
+        };
+        Ok(())
+    }
+
+    /// Restores every API version broker `node_id` implements.
+    pub fn reset_versions(&self, node_id: i32) -> Result<(), TestkitError> {
+        let mut state = self.shared.lock();
+        let broker = state
+            .broker_mut(node_id)
+            .ok_or(TestkitError::UnknownBroker(node_id))?;
+        broker.versions = SERVED.iter().map(|(k, r)| (*k as i16, *r)).collect();
+        Ok(())
+    }
+
+    /// Broker `node_id`'s counters.
+    pub fn stats(&self, node_id: i32) -> Option<BrokerStats> {
+        self.shared
+            .lock()
+            .broker(node_id)
+            .map(|b| b.counters.snapshot())
+    }
+
+    /// Zeroes every broker's counters.
+    pub fn reset_stats(&self) {
+        for broker in &self.shared.lock().brokers {
+            broker.counters.reset();
+        }
+    }
+}

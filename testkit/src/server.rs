@@ -1,0 +1,283 @@
+//! The network side of each broker: a loopback listener, one task per
+//! connection, size-prefixed frames in and out, and the scripted faults that
+//! act on the connection (drops, cuts, delays, bad frames).
+//!
+//! A connection handles its requests one at a time, in order, as a Kafka
+//! broker does (a client may pipeline; responses come back in request
+//! order). A request the broker cannot parse, of an API or version it does
+//! not serve, or larger than [`MAX_REQUEST_BYTES`] closes the connection;
+//! an ApiVersions request at a version not served is answered with
+//! `UNSUPPORTED_VERSION` (KIP-511).
+//!
+//! # References
+//! - Kafka protocol guide, "Network" and "Common Request and Response
+//!   Structure".
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::Decodable;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::faults::{Fault, FaultAction};
+use crate::handlers::{self, Ctx, Request};
+use crate::state::Shared;
+use crate::stats::Counters;
+
+/// The largest request frame accepted; a larger size prefix closes the
+/// connection.
+pub const MAX_REQUEST_BYTES: usize = 100 << 20;
+
+/// How long a closing connection waits for the client to close its side.
+const LINGER: Duration = Duration::from_secs(10);
+
+/// Binds a listener on an ephemeral loopback port.
+pub(crate) async fn bind() -> io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// Accepts connections until the task is aborted; aborting it drops (and
+/// so aborts) every connection task.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    node_id: i32,
+    counters: Arc<Counters>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    counters.connection();
+                    tracing::debug!(node_id, %peer, "connection accepted");
+                    connections.spawn(serve(stream, shared.clone(), node_id, counters.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(node_id, %error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// What to do after a request.
+enum Outcome {
+    /// Write the bytes (if any) and read the next request.
+    Reply(Option<BytesMut>),
+    /// Write the bytes (if any), then close the connection.
+    Close(Option<Bytes>),
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>, node_id: i32, counters: Arc<Counters>) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(node_id, %error, "TCP_NODELAY");
+    }
+    loop {
+        let frame = match read_frame(&mut stream).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::debug!(node_id, %error, "closing the connection");
+                close(stream, None, &counters).await;
+                return;
+            }
+        };
+        counters.received(4 + frame.len());
+        match process(&shared, node_id, &counters, frame).await {
+            Outcome::Reply(None) => {}
+            Outcome::Reply(Some(bytes)) => {
+                counters.sent(bytes.len());
+                if let Err(error) = stream.write_all(&bytes).await {
+                    tracing::debug!(node_id, %error, "write failed");
+                    return;
+                }
+            }
+            Outcome::Close(bytes) => {
+                close(stream, bytes, &counters).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one size-prefixed frame; `None` at a clean end of stream.
+async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Bytes>> {
+    let mut prefix = [0u8; 4];
+    match stream.read_exact(&mut prefix).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let size = i32::from_be_bytes(prefix);
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|s| *s <= MAX_REQUEST_BYTES)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("request size prefix {size}"),
+            )
+        })?;
+    // Grows as bytes arrive: the size prefix alone allocates nothing large.
+    let mut body = Vec::with_capacity(size.min(64 << 10));
+    (&mut *stream)
+        .take(size as u64)
+        .read_to_end(&mut body)
+        .await?;
+    if body.len() != size {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("request frame cut short: {} of {size} bytes", body.len()),
+        ));
+    }
+    Ok(Some(body.into()))
+}
+
+/// Writes `bytes`, closes the write side, and waits (bounded) for the client
+/// to close, so that what was written is not lost to a reset.
+async fn close(mut stream: TcpStream, bytes: Option<Bytes>, counters: &Counters) {
+    if let Some(bytes) = bytes {
+        counters.sent(bytes.len());
+        let _ = stream.write_all(&bytes).await;
+    }
+    let _ = stream.shutdown().await;
+    let mut scratch = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = stream.read(&mut scratch).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+async fn process(shared: &Shared, node_id: i32, counters: &Counters, mut frame: Bytes) -> Outcome {
+    let Some(fixed) = frame.get(..8) else {
+        tracing::debug!(
+            node_id,
+            len = frame.len(),
+            "request shorter than its header"
+        );
+        return Outcome::Close(None);
+    };
+    let api_key_raw = i16::from_be_bytes([fixed[0], fixed[1]]);
+    let version = i16::from_be_bytes([fixed[2], fixed[3]]);
+    let correlation_id = i32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+    let Ok(api_key) = ApiKey::try_from(api_key_raw) else {
+        tracing::debug!(node_id, api_key_raw, "unknown API key");
+        return Outcome::Close(None);
+    };
+    let served = shared
+        .lock()
+        .broker(node_id)
+        .and_then(|b| b.serves(api_key));
+    if !served.is_some_and(|r| r.contains(version)) {
+        if api_key == ApiKey::ApiVersions {
+            counters.request(api_key_raw);
+            let state = shared.lock();
+            return match handlers::unsupported_version_response(
+                state.broker(node_id),
+                correlation_id,
+            ) {
+                Ok(bytes) => Outcome::Reply(Some(bytes)),
+                Err(error) => {
+                    tracing::error!(node_id, %error, "ApiVersions");
+                    Outcome::Close(None)
+                }
+            };
+        }
+        tracing::debug!(node_id, ?api_key, version, "API version not served");
+        return Outcome::Close(None);
+    }
+    if let Err(error) = RequestHeader::decode(&mut frame, api_key.request_header_version(version)) {
+        tracing::debug!(node_id, ?api_key, version, %error, "bad request header");
+        return Outcome::Close(None);
+    }
+    let request = match Request::decode(api_key, version, &mut frame) {
+        Some(Ok(request)) => request,
+        Some(Err(error)) => {
+            tracing::debug!(node_id, ?api_key, version, %error, "bad request body");
+            return Outcome::Close(None);
+        }
+        None => return Outcome::Close(None),
+    };
+    counters.request(api_key_raw);
+
+    let fault = {
+        let mut state = shared.lock();
+        let partitions = request.partitions(&state, version);
+        let fault = state.faults.take(api_key, node_id, &partitions);
+        if let Some(FaultAction::MoveLeader { to }) = fault.as_ref().map(Fault::action) {
+            for (topic, partition) in &partitions {
+                if fault.as_ref().is_some_and(|f| f.covers(topic, *partition)) {
+                    state.move_leader(topic, *partition, *to);
+                }
+            }
+        }
+        fault
+    };
+    if let Some(fault) = &fault {
+        tracing::debug!(node_id, ?api_key, version, action = ?fault.action(), "scripted fault fires");
+        match fault.action() {
+            FaultAction::DropRequest => return Outcome::Close(None),
+            FaultAction::MoveLeader { .. } => shared.notify_append(),
+            _ => {}
+        }
+    }
+
+    let ctx = Ctx {
+        shared,
+        node_id,
+        version,
+        correlation_id,
+        fault: fault.as_ref(),
+    };
+    let reply = match handlers::handle(&ctx, request).await {
+        Ok(reply) => reply,
+        Err(error) => {
+            tracing::error!(node_id, ?api_key, version, %error, "cannot answer");
+            return Outcome::Close(None);
+        }
+    };
+    let Some(fault) = fault else {
+        return Outcome::Reply(reply);
+    };
+    match *fault.action() {
+        FaultAction::Delay(delay) => {
+            tokio::time::sleep(delay).await;
+            Outcome::Reply(reply)
+        }
+        FaultAction::CutBeforeResponse => Outcome::Close(None),
+        FaultAction::CutDuringResponse { bytes } => Outcome::Close(reply.map(|frame| {
+            let len = frame.len();
+            let cut = bytes.unwrap_or(len / 2).min(len.saturating_sub(1));
+            frame.freeze().slice(..cut)
+        })),
+        FaultAction::CutAfterResponse => Outcome::Close(reply.map(BytesMut::freeze)),
+        FaultAction::TruncatedFrame { missing } => Outcome::Close(reply.map(|mut frame| {
+            let claimed = (frame.len() as u64 - 4).saturating_add(u64::from(missing));
+            let claimed = u32::try_from(claimed).unwrap_or(u32::MAX);
+            frame[..4].copy_from_slice(&claimed.to_be_bytes());
+            frame.freeze()
+        })),
+        FaultAction::OversizedFrame { length } => {
+            let mut bytes = BytesMut::with_capacity(8);
+            bytes.extend_from_slice(&length.to_be_bytes());
+            bytes.extend_from_slice(&correlation_id.to_be_bytes());
+            Outcome::Close(Some(bytes.freeze()))
+        }
+        _ => Outcome::Reply(reply),
+    }
+}
