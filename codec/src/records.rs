@@ -35,6 +35,8 @@ enum Source {
         eof: bool,
         /// Expected decompressed size, for decompressing the rest at once.
         len_hint: usize,
+        /// The compressed records, for a codec's one-shot decompression.
+        payload: Bytes,
     },
 }
 
@@ -143,21 +145,25 @@ impl Records {
             ),
             _ => {
                 let len_hint = compression::decompressed_len_hint(codec, &payload);
-                let source =
-                    match compression::decompress(codec, payload, opts.max_decompressed_bytes)
-                        .map_err(decompress_error)?
-                    {
-                        Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
-                        Decompressed::Stream(reader) => Source::Stream {
-                            reader,
-                            buf: BytesMut::new(),
-                            consumed: 0,
-                            produced: 0,
-                            next_chunk: FIRST_CHUNK,
-                            eof: false,
-                            len_hint,
-                        },
-                    };
+                let source = match compression::decompress(
+                    codec,
+                    payload.clone(),
+                    opts.max_decompressed_bytes,
+                )
+                .map_err(decompress_error)?
+                {
+                    Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
+                    Decompressed::Stream(reader) => Source::Stream {
+                        reader,
+                        buf: BytesMut::new(),
+                        consumed: 0,
+                        produced: 0,
+                        next_chunk: FIRST_CHUNK,
+                        eof: false,
+                        len_hint,
+                        payload,
+                    },
+                };
                 (source, Section::DecompressedRecords)
             }
         };
@@ -242,6 +248,7 @@ impl Records {
             next_chunk,
             eof,
             len_hint,
+            payload,
             ..
         } = &mut self.source
         else {
@@ -264,12 +271,19 @@ impl Records {
             let room = limit.saturating_add(1);
             // The hint comes from the compressed bytes: capped (by the codec's
             // ratio bound, and here by the cap), never trusted.
-            let mut out = Vec::with_capacity((*len_hint).min(room));
-            reader
-                .by_ref()
-                .take(room as u64)
-                .read_to_end(&mut out)
-                .map_err(decompress_error)?;
+            let capacity = (*len_hint).min(room);
+            let out = match compression::decompress_whole(codec, payload, limit, capacity) {
+                Some(out) => out,
+                None => {
+                    let mut out = Vec::with_capacity(capacity);
+                    reader
+                        .by_ref()
+                        .take(room as u64)
+                        .read_to_end(&mut out)
+                        .map_err(decompress_error)?;
+                    out
+                }
+            };
             if out.len() > limit {
                 return Err(too_large());
             }

@@ -5,6 +5,11 @@
 //! `[1 - jitter, 1]` so that clients that failed together do not retry in
 //! lockstep. The policy is pure: the random factor is an argument, so tests
 //! check the arithmetic without a random source.
+//!
+//! # References
+//! - KIP-580 (exponential backoff with jitter for client retries); the
+//!   Kafka clients' `retry.backoff.ms`, `retry.backoff.max.ms` and
+//!   `default.api.timeout.ms` play the roles of the fields here.
 
 use std::time::Duration;
 

@@ -1,9 +1,11 @@
 //! One TCP connection to one Kafka broker.
 //!
 //! A [`Connection`] owns a socket split in two halves. A writer task sends
-//! request frames in the order they are queued; a reader task reads response
-//! frames ([`frame::FrameReader`]) and hands each, by its correlation id, to
-//! the request waiting for it. Any number of requests can be in flight at
+//! request frames in the order they are queued (a task rather than a lock
+//! around the socket, so that a request abandoned mid-write, by its timeout
+//! or its caller, can never leave half a frame on the wire); a reader task
+//! reads response frames ([`frame::FrameReader`]) and hands each, by its
+//! correlation id, to the request waiting for it. Any number of requests can be in flight at
 //! once (pipelining); each waits on its own channel, so a response can only
 //! reach the request that carries its correlation id, whatever the order
 //! responses arrive in.

@@ -304,16 +304,21 @@ impl Consumer {
         let fetched = match outcome? {
             Outcome::Fetched(fetched) => fetched,
             Outcome::OutOfRange { log_start, log_end } => {
-                // Entries outside the log are gone; the rest is fetched again.
+                // Entries outside the log are gone; the rest is fetched again,
+                // from the log start at the lowest.
+                self.strategy.note_log_start(log_start);
                 let gone = |o: i64| o < log_start || o >= log_end;
                 let mut kept = None;
+                let mut progress = false;
                 for i in range.clone() {
                     if gone(self.strategy.entries()[i].offset) {
+                        progress |= matches!(self.slots[i], Slot::Pending);
                         self.slots[i] = Slot::Lost;
                     } else {
                         kept.get_or_insert(i);
                     }
                 }
+                self.count_stall(progress, fetch.offset)?;
                 if let Some(start) = kept {
                     self.strategy.requeue(start..range.end);
                 }
@@ -392,16 +397,22 @@ impl Consumer {
             progress |= end >= self.to;
             self.strategy.tail_progress(end);
         }
+        self.count_stall(progress, fetch.offset)?;
+        self.note_buffered();
+        Ok(())
+    }
+
+    /// Gives up after too many fetches in a row that changed nothing.
+    fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
         self.stalls = if progress { 0 } else { self.stalls + 1 };
         if self.stalls > self.options.max_attempts {
             return Err(Error::Stalled {
                 topic: self.topic.clone(),
                 partition: self.partition,
-                offset: fetch.offset,
+                offset,
                 attempts: self.stalls,
             });
         }
-        self.note_buffered();
         Ok(())
     }
 

@@ -41,6 +41,8 @@ pub struct EstimatePlanner {
     misaligned: Option<i64>,
     /// The entry last handed back and how often in a row.
     retry: Option<(usize, u32)>,
+    /// No fetch starts below the log start.
+    log_start: i64,
 }
 
 impl EstimatePlanner {
@@ -54,6 +56,7 @@ impl EstimatePlanner {
             tail: tail.filter(|t| t.start < t.end),
             misaligned: None,
             retry: None,
+            log_start: 0,
         }
     }
 
@@ -140,7 +143,10 @@ impl FetchStrategy for EstimatePlanner {
         if let Some(tail) = self.tail.as_mut() {
             // `usize::MAX` marks the tail in `retry`.
             self.retry = (next <= tail.start).then(|| {
-                let n = self.retry.filter(|r| r.0 == usize::MAX).map_or(0, |r| r.1 + 1);
+                let n = self
+                    .retry
+                    .filter(|r| r.0 == usize::MAX)
+                    .map_or(0, |r| r.1 + 1);
                 (usize::MAX, n)
             });
             tail.start = tail.start.max(next);
@@ -152,6 +158,10 @@ impl FetchStrategy for EstimatePlanner {
 
     fn note_misaligned(&mut self, log_start: i64) {
         self.misaligned = Some(log_start);
+    }
+
+    fn note_log_start(&mut self, offset: i64) {
+        self.log_start = self.log_start.max(offset);
     }
 
     fn name(&self) -> &'static str {

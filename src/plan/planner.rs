@@ -85,6 +85,8 @@ pub struct Planner {
     aligned_from: Option<i64>,
     /// How often a run starting at an entry was handed back.
     attempts: BTreeMap<usize, u32>,
+    /// No fetch starts below the log start.
+    log_start: i64,
 }
 
 impl Planner {
@@ -113,6 +115,7 @@ impl Planner {
             seen_offsets: 0,
             aligned_from: None,
             attempts: BTreeMap::new(),
+            log_start: 0,
         }
     }
 
@@ -148,9 +151,20 @@ impl Planner {
         self.requeued.is_empty() && self.next == self.entries.len()
     }
 
+    /// The log now starts at `offset`: no fetch starts below it.
+    pub fn note_log_start(&mut self, offset: i64) {
+        self.log_start = self.log_start.max(offset);
+    }
+
     /// The next fetch to send, if any can be planned now. A tail fetch is
     /// planned only after every indexed entry, one at a time.
     pub fn next_fetch(&mut self) -> Option<PlannedFetch> {
+        let mut fetch = self.plan_next()?;
+        fetch.offset = fetch.offset.max(self.log_start);
+        Some(fetch)
+    }
+
+    fn plan_next(&mut self) -> Option<PlannedFetch> {
         if let Some((&start, &end)) = self.requeued.iter().next() {
             self.requeued.remove(&start);
             let fetch = self.plan_run(start, end);
@@ -422,6 +436,9 @@ impl super::FetchStrategy for Planner {
     }
     fn note_misaligned(&mut self, log_start: i64) {
         Planner::note_misaligned(self, log_start);
+    }
+    fn note_log_start(&mut self, offset: i64) {
+        Planner::note_log_start(self, offset);
     }
     fn name(&self) -> &'static str {
         "walfetch"

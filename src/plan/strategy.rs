@@ -40,6 +40,10 @@ pub trait FetchStrategy: Send + std::fmt::Debug {
     /// The broker skipped the batch containing a mid-batch fetch offset.
     fn note_misaligned(&mut self, log_start: i64);
 
+    /// The log now starts at `offset` (retention, or records deleted):
+    /// no fetch may start below it.
+    fn note_log_start(&mut self, offset: i64);
+
     /// A short name for tables and logs.
     fn name(&self) -> &'static str;
 }

@@ -1,13 +1,32 @@
 //! LZ4 frame format. Record batches (magic 2) carry a standard LZ4 frame with a
 //! correct header checksum (KIP-57 fixed the Java client's old one for magic 1+).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 
 use bytes::{Buf, Bytes};
 use lz4_flex::frame::{FrameDecoder, FrameEncoder};
 
 pub(super) fn reader(data: Bytes) -> Box<dyn Read + Send> {
     Box::new(FrameDecoder::new(data.reader()))
+}
+
+/// Decodes the whole frame into one buffer, block by block as the frame
+/// decoder's own `read_to_end` does; `None` on an error or past `limit`.
+pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Option<Vec<u8>> {
+    let mut decoder = FrameDecoder::new(data);
+    let mut out = Vec::with_capacity(capacity.min(limit));
+    loop {
+        let block = decoder.fill_buf().ok()?;
+        if block.is_empty() {
+            return Some(out);
+        }
+        if block.len() > limit - out.len() {
+            return None;
+        }
+        out.extend_from_slice(block);
+        let n = block.len();
+        decoder.consume(n);
+    }
 }
 
 pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {

@@ -66,6 +66,25 @@ pub(crate) fn decompressed_len_hint(codec: Compression, data: &[u8]) -> usize {
         .min(data.len().saturating_mul(MAX_HINT_RATIO))
 }
 
+/// Decompresses all of `data` at once where the codec does that better than
+/// through `Read`: a zstd frame stating its content size goes straight into
+/// a buffer of exactly that size (no window buffer to copy out of, no
+/// zeroing); LZ4 blocks are appended as decoded (no zeroing), starting from
+/// `capacity`. Nothing past `limit` is produced. `None` means "stream it
+/// instead", which also reports what was wrong, if anything.
+pub(crate) fn decompress_whole(
+    codec: Compression,
+    data: &[u8],
+    limit: usize,
+    capacity: usize,
+) -> Option<Vec<u8>> {
+    match codec {
+        Compression::Zstd => zstd::decompress_whole(data, limit),
+        Compression::Lz4 => lz4::decompress_whole(data, limit, capacity),
+        Compression::None | Compression::Gzip | Compression::Snappy => None,
+    }
+}
+
 /// Options for compressing a batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CompressOptions {

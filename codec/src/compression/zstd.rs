@@ -26,3 +26,16 @@ pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
     let size = zstd::zstd_safe::get_frame_content_size(data).ok()??;
     usize::try_from(size).ok()
 }
+
+/// One-shot decompression of a payload whose first frame states a content
+/// size of at most `limit`, into a buffer of exactly that size. `None` when
+/// the size is not stated or over `limit`, or when the payload does not
+/// decompress into exactly it (more frames, damage): the caller then streams
+/// it, which reports what was wrong.
+pub(super) fn decompress_whole(data: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let size = stated_len(data).filter(|&size| size <= limit)?;
+    let mut out = Vec::with_capacity(size);
+    let mut decompressor = zstd::bulk::Decompressor::new().ok()?;
+    decompressor.decompress_to_buffer(data, &mut out).ok()?;
+    Some(out)
+}
