@@ -319,13 +319,15 @@ impl Consumer {
                     }
                 }
                 self.count_stall(progress, fetch.offset)?;
+                self.strategy.observe_response(&fetch, 0, 0);
                 if let Some(start) = kept {
                     self.strategy.requeue(start..range.end);
                 }
                 if let Some(from) = tail_from {
-                    self.strategy.observe_response(&fetch, 0, 0);
-                    self.strategy
-                        .tail_progress(from.max(log_start).max(self.to.min(log_end)));
+                    // Below the log: resume at its start. Past its end:
+                    // nothing more exists.
+                    let next = if from >= log_end { self.to } else { from.max(log_start) };
+                    self.strategy.tail_progress(next);
                 }
                 return Ok(());
             }
