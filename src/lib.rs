@@ -10,3 +10,4 @@ pub mod error_code;
 pub mod index;
 pub mod plan;
 pub mod writer;
+pub mod local_broker;

@@ -1,5 +1,6 @@
 //! Bad input gets a clear error naming the batch and byte position, never a
 //! panic; flags and transactions behave as Kafka's consumer does.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use bytes::Bytes;
 use walfetch_codec::{

@@ -1,5 +1,6 @@
 //! Encode → decode round trips under proptest, for every codec and
 //! attribute combination, and prefix (partial batch) behaviour.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use bytes::Bytes;
 use proptest::prelude::*;

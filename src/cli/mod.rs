@@ -1,8 +1,12 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own file.
 
+mod capture;
+mod connect;
 mod demo;
 mod dump;
+mod index;
 mod output;
+mod replay;
 
 use std::process::ExitCode;
 
@@ -19,19 +23,31 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a WAL of many regions to a broker (a local Tansu unless -b is
+    /// given), replay one region four ways and compare what each cost.
+    Demo(demo::Args),
+    /// Replay one region's entries using an index: JSON lines (or raw
+    /// values) on stdout, stats as one JSON line on stderr.
+    Replay(replay::Args),
+    /// Build, inspect or import WAL index files.
+    #[command(subcommand)]
+    Index(index::Command),
     /// Decode a file of raw record batches (a Kafka `.log` segment, or the
     /// `records` bytes of a Fetch response) and print one JSON object per
     /// record, like Kafka's kafka-dump-log.
     Dump(dump::Args),
-    /// Show what walfetch does, end to end, on sample data.
-    Demo(demo::Args),
+    /// Save a partition's raw record batches, as Fetch returns them, to a file.
+    Capture(capture::Args),
 }
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Dump(args) => dump::run(args),
-        Command::Demo(args) => demo::run(args),
+        Command::Demo(args) => block_on(demo::run(args)),
+        Command::Replay(args) => block_on(replay::run(args)),
+        Command::Index(command) => block_on(index::run(command)),
+        Command::Capture(args) => block_on(capture::run(args)),
     };
     match result {
         Ok(code) => code,
@@ -40,4 +56,13 @@ pub(crate) fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs a command that talks to Kafka on a tokio runtime.
+fn block_on(command: impl std::future::Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::Error::new(e).context("starting the async runtime"))?;
+    runtime.block_on(command)
 }

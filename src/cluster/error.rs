@@ -90,6 +90,15 @@ pub enum ClientError {
     InvalidArgument(String),
 }
 
+/// Retriable Produce error codes that leave the batch possibly appended by
+/// the leader (its replicas did not acknowledge it, or not in time).
+fn may_have_appended(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::RequestTimedOut | ErrorCode::NotEnoughReplicasAfterAppend
+    )
+}
+
 fn target(topic: &Option<String>, partition: Option<i32>) -> String {
     match (topic, partition) {
         (Some(t), Some(p)) => format!("for topic {t:?} partition {p} "),
@@ -103,7 +112,9 @@ impl ClientError {
     /// code, a lost connection, or a leader that is not known yet.
     /// `idempotent` is false for Produce: after a connection is lost
     /// mid-request the batch may have been written, so only failures before
-    /// sending are retried.
+    /// sending are retried, and so are the error codes that say the batch
+    /// was not written (not `REQUEST_TIMED_OUT` or
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`: the leader may have appended it).
     pub fn is_retriable(&self, idempotent: bool) -> bool {
         match self {
             Self::Connection(e) => {
@@ -113,9 +124,13 @@ impl ClientError {
                     e.is_before_send()
                 }
             }
-            Self::Kafka { code, .. } => code.is_retriable(),
+            Self::Kafka { api, code, .. } => {
+                code.is_retriable()
+                    && (idempotent || *api != ApiKey::Produce || !may_have_appended(*code))
+            }
             Self::NoLeader { .. } => true,
-            Self::NoBrokerAnswered { last, .. } => last.is_retriable(idempotent),
+            // Only Metadata requests, which are idempotent, end up here.
+            Self::NoBrokerAnswered { last, .. } => last.is_retriable(true),
             _ => false,
         }
     }

@@ -111,7 +111,7 @@ impl Cluster {
         };
         cluster
             .retrying(
-                || "bootstrap".to_owned(),
+                || format!("bootstrap from {}", cluster.config.bootstrap.join(", ")),
                 true,
                 None,
                 || cluster.read_metadata(Some(&[])),
@@ -384,9 +384,11 @@ impl Cluster {
     /// returns the base offset the broker assigned.
     ///
     /// Produce is not idempotent here: it is retried after retriable error
-    /// codes (the batch was not written) and failures to connect, but not
-    /// after a connection lost mid-request, when the batch may have been
-    /// written; that error is returned.
+    /// codes that say the batch was not written and after failures before
+    /// it was sent (looking the leader up, connecting, the `ApiVersions`
+    /// handshake), but not after a connection lost mid-request, nor after
+    /// `REQUEST_TIMED_OUT` or `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, when the
+    /// batch may have been written; that error is returned.
     pub async fn produce(
         &self,
         topic: &str,
@@ -664,7 +666,7 @@ mod tests {
                 || "op".into(),
                 true,
                 None,
-                || std::future::pending::<Result<(), ClientError>>(),
+                std::future::pending::<Result<(), ClientError>>,
             )
             .await
             .expect_err("deadline");

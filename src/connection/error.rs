@@ -176,6 +176,17 @@ pub enum ConnectionError {
         /// What the message types support.
         supported: VersionRange,
     },
+    /// The connection broke (or the answer timed out) during the
+    /// `ApiVersions` handshake that opens it, so no request of the caller
+    /// was sent on it.
+    #[error("ApiVersions handshake with broker {broker} failed: {source}")]
+    HandshakeLost {
+        /// The broker address.
+        broker: String,
+        /// How the connection broke.
+        #[source]
+        source: Box<ConnectionError>,
+    },
     /// The broker answered `ApiVersions` with an error.
     #[error("broker {broker} answered ApiVersions v{version} with {code}")]
     Handshake {
@@ -221,6 +232,7 @@ impl ConnectionError {
             | Self::Encode { broker, .. }
             | Self::NoCommonVersion { broker, .. }
             | Self::VersionOutOfRange { broker, .. }
+            | Self::HandshakeLost { broker, .. }
             | Self::Handshake { broker, .. }
             | Self::UnsupportedApi { broker, .. }
             | Self::Shutdown { broker } => broker,
@@ -244,14 +256,19 @@ impl ConnectionError {
                 | Self::FrameTooShort { .. }
                 | Self::UnexpectedCorrelationId { .. }
                 | Self::RequestTimeout { .. }
+                | Self::HandshakeLost { .. }
                 | Self::Shutdown { .. }
         )
     }
 
     /// Whether the request certainly never reached the broker: the
-    /// connection could not be established. Only then is a non-idempotent
-    /// request (Produce) safe to resend after a connection error.
+    /// connection could not be established, or broke while negotiating
+    /// versions. Only then is a non-idempotent request (Produce) safe to
+    /// resend after a connection error.
     pub fn is_before_send(&self) -> bool {
-        matches!(self, Self::Connect { .. } | Self::ConnectTimeout { .. })
+        matches!(
+            self,
+            Self::Connect { .. } | Self::ConnectTimeout { .. } | Self::HandshakeLost { .. }
+        )
     }
 }

@@ -162,7 +162,19 @@ impl Connection {
                 source: e.into(),
             })?;
         let mut connection = Self::start(stream, broker, &config);
-        connection.versions = connection.handshake(&config.versions).await?;
+        // A connection lost here took no request of the caller's with it:
+        // say so, so that even a Produce may be retried.
+        let versions = connection
+            .handshake(&config.versions)
+            .await
+            .map_err(|e| match e {
+                e if e.is_connection_lost() => ConnectionError::HandshakeLost {
+                    broker: e.broker().to_owned(),
+                    source: Box::new(e),
+                },
+                e => e,
+            })?;
+        connection.versions = versions;
         Ok(connection)
     }
 

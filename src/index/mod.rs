@@ -7,12 +7,14 @@
 //! Hints only ever save bytes; a wrong or stale hint costs bytes or a round
 //! trip, never a record, because the consumer checks what the broker sent.
 
+mod build;
 mod file;
 mod greptime;
 
 use std::collections::BTreeMap;
 
 pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
+pub use build::{build_index, BuildReport, IdFormat, RegionRule};
 pub use greptime::import_greptime;
 
 /// A region (shard) of the database: entries are grouped by it.

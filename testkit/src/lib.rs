@@ -46,6 +46,7 @@ pub struct ClusterBuilder {
     auto_create_topics: bool,
     default_partitions: i32,
     habits: Habits,
+    advertised: Vec<SocketAddr>,
 }
 
 impl Default for ClusterBuilder {
@@ -56,6 +57,7 @@ impl Default for ClusterBuilder {
             auto_create_topics: false,
             default_partitions: 1,
             habits: Habits::KAFKA,
+            advertised: Vec::new(),
         }
     }
 }
@@ -92,6 +94,17 @@ impl ClusterBuilder {
         self
     }
 
+    /// Addresses the brokers advertise in Metadata and in Fetch leader
+    /// hints, in node order, instead of their listeners' (default: none):
+    /// for a proxy in front of a broker, so that clients that follow the
+    /// metadata connect through it. Brokers past the list's end advertise
+    /// their listener. [`ScriptedCluster::addrs`] and
+    /// [`ScriptedCluster::bootstrap`] still give the listeners.
+    pub fn advertised_addrs(mut self, addrs: impl IntoIterator<Item = SocketAddr>) -> Self {
+        self.advertised = addrs.into_iter().collect();
+        self
+    }
+
     /// Binds every broker's listener on a loopback ephemeral port and starts
     /// serving, on the current tokio runtime.
     pub async fn start(self) -> Result<ScriptedCluster, TestkitError> {
@@ -104,7 +117,11 @@ impl ClusterBuilder {
             let (listener, addr) = server::bind().await.map_err(TestkitError::Bind)?;
             tracing::debug!(node_id, %addr, index = i, "scripted broker listening");
             listeners.push(listener);
-            brokers.push(BrokerState::new(node_id, addr, self.habits));
+            let mut broker = BrokerState::new(node_id, addr, self.habits);
+            if let Some(&advertised) = self.advertised.get(i) {
+                broker.advertised = advertised;
+            }
+            brokers.push(broker);
         }
         let counters: Vec<_> = brokers
             .iter()

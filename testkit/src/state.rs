@@ -34,6 +34,9 @@ pub(crate) struct TopicState {
 pub(crate) struct BrokerState {
     pub(crate) node_id: i32,
     pub(crate) addr: SocketAddr,
+    /// The address Metadata and Fetch leader hints give out: the listener's
+    /// unless the builder set another (e.g. a proxy in front of the broker).
+    pub(crate) advertised: SocketAddr,
     pub(crate) habits: Habits,
     /// API key → versions served, narrowed from [`versions::SERVED`]; a
     /// missing key is not served.
@@ -46,6 +49,7 @@ impl BrokerState {
         Self {
             node_id,
             addr,
+            advertised: addr,
             habits,
             versions: versions::SERVED
                 .iter()

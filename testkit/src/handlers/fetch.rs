@@ -226,8 +226,8 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
             .map(|b| {
                 let mut endpoint = NodeEndpoint::default();
                 endpoint.node_id = BrokerId(b.node_id);
-                endpoint.host = StrBytes::from_string(b.addr.ip().to_string());
-                endpoint.port = i32::from(b.addr.port());
+                endpoint.host = StrBytes::from_string(b.advertised.ip().to_string());
+                endpoint.port = i32::from(b.advertised.port());
                 endpoint
             })
             .collect();

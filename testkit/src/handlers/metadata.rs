@@ -46,8 +46,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: &MetadataRequest) -> Result<BytesMu
             .map(|b| {
                 let mut broker = MetadataResponseBroker::default();
                 broker.node_id = BrokerId(b.node_id);
-                broker.host = StrBytes::from_string(b.addr.ip().to_string());
-                broker.port = i32::from(b.addr.port());
+                broker.host = StrBytes::from_string(b.advertised.ip().to_string());
+                broker.port = i32::from(b.advertised.port());
                 broker
             })
             .collect();

@@ -1,0 +1,439 @@
+//! The five ways to replay a region, run on the same broker and data, and
+//! the check every replay's output must pass before its numbers count.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rskafka::client::partition::PartitionClient;
+use walfetch::cluster::Cluster;
+use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
+use walfetch::index::{IndexEntry, RegionId, WalIndex};
+use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy};
+
+use crate::proxy::Proxy;
+use crate::workload::WrittenEntry;
+
+/// A way to replay a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Contender {
+    /// Full scan of the range on walfetch's connection layer.
+    Scan,
+    /// GreptimeDB's estimate strategy on walfetch's connection layer.
+    Estimate,
+    /// GreptimeDB's estimate strategy on rskafka 0.6.
+    EstimateRskafka,
+    /// walfetch's planner with an index of offsets only.
+    OffsetsOnly,
+    /// walfetch's planner with the writer's hints.
+    Hints,
+}
+
+impl Contender {
+    pub(crate) const ALL: [Contender; 5] = [
+        Contender::Scan,
+        Contender::Estimate,
+        Contender::EstimateRskafka,
+        Contender::OffsetsOnly,
+        Contender::Hints,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Contender::Scan => "scan",
+            Contender::Estimate => "estimate",
+            Contender::EstimateRskafka => "estimate/rskafka",
+            Contender::OffsetsOnly => "walfetch offsets",
+            Contender::Hints => "walfetch hints",
+        }
+    }
+
+    /// Whether walfetch's own planner is replaying.
+    pub(crate) fn is_walfetch(self) -> bool {
+        matches!(self, Contender::OffsetsOnly | Contender::Hints)
+    }
+}
+
+/// One replay to run: a region, a range, and the index as the replay sees it.
+#[derive(Debug)]
+pub(crate) struct Scenario {
+    pub(crate) topic: String,
+    pub(crate) region: RegionId,
+    /// `hot`, `median` or `cold`.
+    pub(crate) class: &'static str,
+    /// `complete` or `tail` (the index stops halfway).
+    pub(crate) index_mode: &'static str,
+    pub(crate) range: Range<i64>,
+    /// The index's `last_index`.
+    pub(crate) last_index: i64,
+    /// The writer's index (hints), truncated below the checkpoint.
+    pub(crate) hinted: WalIndex,
+    /// The same offsets, without hints.
+    pub(crate) offsets_only: WalIndex,
+    /// The region's entries in the range, in offset order.
+    pub(crate) expected: Vec<WrittenEntry>,
+}
+
+impl Scenario {
+    pub(crate) fn label(&self) -> String {
+        format!("{} {}", self.class, self.index_mode)
+    }
+
+    /// First offset past the index's reach: the tail scan starts here.
+    pub(crate) fn indexed_end(&self) -> i64 {
+        (self.last_index + 1).clamp(self.range.start, self.range.end)
+    }
+}
+
+/// What one replay did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunResult {
+    /// The region's entries yielded.
+    pub(crate) entries: usize,
+    /// Other regions' records yielded (a scan, a tail scan).
+    pub(crate) other_records: usize,
+    /// Bytes broker → client through the proxy.
+    pub(crate) wire_bytes: u64,
+    /// Bytes client → broker through the proxy.
+    pub(crate) request_bytes: u64,
+    /// The consumer's own count of Fetch response bytes (walfetch only).
+    pub(crate) consumer_wire_bytes: Option<u64>,
+    pub(crate) fetches: u64,
+    pub(crate) wall: Duration,
+    pub(crate) time_to_first: Option<Duration>,
+    pub(crate) peak_buffered: u64,
+}
+
+/// Checks a replay's output as it comes: every record in the range, in
+/// strictly increasing offsets; the region's records exactly the written
+/// entries (offset, value, headers), none missing; other regions' records
+/// only where the replay scans.
+struct Checker<'a> {
+    scenario: &'a Scenario,
+    /// Other regions' records are allowed at or above this offset.
+    others_from: i64,
+    next: usize,
+    last: Option<i64>,
+    others: usize,
+    started: Instant,
+    first: Option<Duration>,
+}
+
+impl<'a> Checker<'a> {
+    fn new(scenario: &'a Scenario, contender: Contender, started: Instant) -> Self {
+        let others_from = if contender == Contender::Scan {
+            scenario.range.start
+        } else {
+            scenario.indexed_end()
+        };
+        Self {
+            scenario,
+            others_from,
+            next: 0,
+            last: None,
+            others: 0,
+            started,
+            first: None,
+        }
+    }
+
+    fn record(
+        &mut self,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&[u8], Option<&[u8]>)],
+    ) -> Result<(), String> {
+        let range = &self.scenario.range;
+        if offset < range.start || offset >= range.end {
+            return Err(format!("yielded offset {offset} outside {range:?}"));
+        }
+        if self.last.is_some_and(|l| offset <= l) {
+            return Err(format!(
+                "yielded offset {offset} after {:?}: out of order or duplicated",
+                self.last
+            ));
+        }
+        self.last = Some(offset);
+        let region = key
+            .and_then(|k| <[u8; 8]>::try_from(k).ok())
+            .map(u64::from_be_bytes);
+        if region != Some(self.scenario.region) {
+            if offset < self.others_from {
+                return Err(format!(
+                    "yielded offset {offset} of region {region:?}, not the replayed region {}, below {}",
+                    self.scenario.region, self.others_from
+                ));
+            }
+            self.others += 1;
+            return Ok(());
+        }
+        let Some(want) = self.scenario.expected.get(self.next) else {
+            return Err(format!(
+                "yielded offset {offset} past the {} written entries",
+                self.scenario.expected.len()
+            ));
+        };
+        if want.offset != offset {
+            return Err(format!(
+                "yielded offset {offset} where entry {} is at {} (missing or extra entries)",
+                self.next, want.offset
+            ));
+        }
+        if value != Some(&want.payload[..]) {
+            return Err(format!("offset {offset}: the value differs from what was written"));
+        }
+        let same_headers = headers.len() == want.headers.len()
+            && headers
+                .iter()
+                .zip(&want.headers)
+                .all(|(got, (k, v))| got.0 == &k[..] && got.1 == v.as_deref());
+        if !same_headers {
+            return Err(format!("offset {offset}: the headers differ from what was written"));
+        }
+        self.next += 1;
+        self.first.get_or_insert_with(|| self.started.elapsed());
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(usize, usize, Option<Duration>), String> {
+        if self.next != self.scenario.expected.len() {
+            let missing = self.scenario.expected[self.next].offset;
+            return Err(format!(
+                "ended after {} of {} entries; first missing offset {missing}",
+                self.next,
+                self.scenario.expected.len()
+            ));
+        }
+        Ok((self.next, self.others, self.first))
+    }
+}
+
+/// The clients every contender uses, connected through the proxy.
+pub(crate) struct Clients {
+    pub(crate) walfetch: Arc<Cluster>,
+    /// rskafka partition clients by topic.
+    pub(crate) rskafka: HashMap<String, Arc<PartitionClient>>,
+}
+
+/// Runs one replay of `scenario` by `contender` and checks its output.
+pub(crate) async fn run(
+    contender: Contender,
+    clients: &Clients,
+    proxy: &Proxy,
+    scenario: &Scenario,
+) -> Result<RunResult, String> {
+    let (received, sent) = (proxy.received(), proxy.sent());
+    let mut result = match contender {
+        Contender::EstimateRskafka => {
+            let client = clients
+                .rskafka
+                .get(&scenario.topic)
+                .ok_or_else(|| format!("no rskafka client for {}", scenario.topic))?;
+            replay_rskafka(client, proxy, scenario).await?
+        }
+        _ => replay_walfetch(contender, &clients.walfetch, scenario).await?,
+    };
+    result.wire_bytes = proxy.received() - received;
+    result.request_bytes = proxy.sent() - sent;
+    Ok(result)
+}
+
+async fn replay_walfetch(
+    contender: Contender,
+    cluster: &Arc<Cluster>,
+    scenario: &Scenario,
+) -> Result<RunResult, String> {
+    let (strategy, index) = match contender {
+        Contender::Scan => (StrategyKind::Scan, &scenario.offsets_only),
+        Contender::Estimate => (StrategyKind::Estimate, &scenario.offsets_only),
+        Contender::OffsetsOnly => (StrategyKind::Index, &scenario.offsets_only),
+        Contender::Hints => (StrategyKind::Index, &scenario.hinted),
+        Contender::EstimateRskafka => unreachable!("rskafka runs in replay_rskafka"),
+    };
+    let options = ConsumerOptions {
+        strategy,
+        ..ConsumerOptions::default()
+    };
+    let range = ReplayRange {
+        topic: scenario.topic.clone(),
+        partition: 0,
+        region: scenario.region,
+        from: scenario.range.start,
+        to: Some(scenario.range.end),
+    };
+    let started = Instant::now();
+    let mut checker = Checker::new(scenario, contender, started);
+    let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options)
+        .await
+        .map_err(|e| format!("consumer: {e}"))?;
+    while let Some(record) = consumer.next().await {
+        let record = record.map_err(|e| format!("replay: {e}"))?;
+        let headers: Vec<_> = record.headers().map(|h| (h.key, h.value)).collect();
+        checker.record(record.offset(), record.key(), record.value(), &headers)?;
+    }
+    let wall = started.elapsed();
+    let (entries, other_records, time_to_first) = checker.finish()?;
+    let stats = consumer.stats();
+    Ok(RunResult {
+        entries,
+        other_records,
+        consumer_wire_bytes: Some(stats.wire_bytes),
+        fetches: stats.fetches,
+        wall,
+        time_to_first,
+        peak_buffered: stats.peak_buffered_bytes,
+        ..RunResult::default()
+    })
+}
+
+/// A record's headers as the checker takes them; rskafka keeps them in a
+/// map, sorted by key, and the workload writes them sorted by key.
+fn rskafka_headers(r: &rskafka::record::Record) -> Vec<(&[u8], Option<&[u8]>)> {
+    r.headers
+        .iter()
+        .map(|(k, v)| (k.as_bytes(), Some(&v[..])))
+        .collect()
+}
+
+/// GreptimeDB's replay loop on rskafka: one fetch at a time, sized by the
+/// estimate strategy ([`EstimatePlanner`], the same pure planner the
+/// `estimate` contender runs on walfetch's connection layer), records
+/// matched against the index, what a response did not deliver fetched
+/// again.
+///
+/// GreptimeDB sizes its next fetch from the *encoded size of the response*,
+/// which its fork of rskafka reports; stock rskafka 0.6 does not, so the
+/// loop reads it from the proxy's counter (one fetch in flight on the
+/// connection, so the difference is exactly that response). Like the
+/// `estimate` contender, it backs off below a mid-batch offset when the
+/// broker skipped the batch containing it (Tansu 0.6): GreptimeDB itself
+/// would fetch the same offset forever there.
+///
+/// Fetches use `max_wait` 0 like every other contender (they never fetch
+/// at the log end, so GreptimeDB's 500 ms would not change the result).
+/// Peak buffered bytes: the larger of the fetch's byte limit while it is in
+/// flight and the decoded records of its response.
+async fn replay_rskafka(
+    client: &PartitionClient,
+    proxy: &Proxy,
+    scenario: &Scenario,
+) -> Result<RunResult, String> {
+    let indexed_end = scenario.indexed_end();
+    let entries: Vec<IndexEntry> = scenario
+        .offsets_only
+        .region(scenario.region)
+        .map(|r| r.range(scenario.range.start, indexed_end).to_vec())
+        .unwrap_or_default();
+    let tail = (indexed_end < scenario.range.end).then_some(indexed_end..scenario.range.end);
+    let to = scenario.range.end;
+    let started = Instant::now();
+    let mut checker = Checker::new(scenario, Contender::EstimateRskafka, started);
+    let mut planner = EstimatePlanner::new(&entries, tail);
+    let mut fetches = 0u64;
+    let mut peak = 0u64;
+    let mut stalls = 0u32;
+    while let Some(fetch) = planner.next_fetch() {
+        let yielded_before = checker.last;
+        let before = proxy.received();
+        let limit = i32::try_from(fetch.max_bytes).unwrap_or(i32::MAX - 1);
+        let (mut records, _high_watermark) = client
+            .fetch_records(fetch.offset, 1..limit.saturating_add(1), 0)
+            .await
+            .map_err(|e| format!("rskafka fetch at {}: {e}", fetch.offset))?;
+        let response_bytes = (proxy.received() - before) as usize;
+        fetches += 1;
+        records.sort_unstable_by_key(|r| r.offset);
+        let decoded: u64 = records
+            .iter()
+            .map(|r| r.record.approximate_size() as u64)
+            .sum();
+        peak = peak.max(u64::from(fetch.max_bytes)).max(decoded);
+        let first_wanted = match &fetch.kind {
+            FetchKind::Indexed { entries } => planner.entries()[entries.start].offset,
+            FetchKind::Tail { from } => *from,
+        };
+        // The broker skipped the batch holding the first wanted offset.
+        let misaligned = records.first().is_none_or(|r| r.offset > first_wanted);
+        match fetch.kind.clone() {
+            FetchKind::Indexed { entries: range } => {
+                let wanted: Vec<i64> = planner.entries()[range.clone()]
+                    .iter()
+                    .map(|e| e.offset)
+                    .collect();
+                let mut cursor = 0;
+                if !misaligned {
+                    for r in &records {
+                        if cursor == wanted.len() {
+                            break;
+                        }
+                        if r.offset > wanted[cursor] {
+                            return Err(format!(
+                                "estimate/rskafka: indexed offset {} is missing from a response that passed it",
+                                wanted[cursor]
+                            ));
+                        }
+                        if r.offset == wanted[cursor] {
+                            let h = rskafka_headers(&r.record);
+                            checker.record(
+                                r.offset,
+                                r.record.key.as_deref(),
+                                r.record.value.as_deref(),
+                                &h,
+                            )?;
+                            cursor += 1;
+                        }
+                    }
+                }
+                planner.observe_response(&fetch, response_bytes, records.len());
+                if misaligned {
+                    planner.note_misaligned(0);
+                }
+                if cursor < wanted.len() {
+                    planner.requeue(range.start + cursor..range.end);
+                }
+            }
+            FetchKind::Tail { from } => {
+                let mut next = from;
+                if !misaligned {
+                    for r in records.iter().filter(|r| r.offset >= from && r.offset < to) {
+                        let h = rskafka_headers(&r.record);
+                        checker.record(
+                            r.offset,
+                            r.record.key.as_deref(),
+                            r.record.value.as_deref(),
+                            &h,
+                        )?;
+                        next = r.offset + 1;
+                    }
+                }
+                planner.observe_response(&fetch, response_bytes, records.len());
+                if misaligned {
+                    planner.note_misaligned(0);
+                }
+                planner.tail_progress(next);
+            }
+        }
+        // As the consumer gives up after fetches in a row without progress.
+        stalls = if checker.last == yielded_before { stalls + 1 } else { 0 };
+        if stalls > 64 {
+            return Err(format!(
+                "estimate/rskafka: {stalls} fetches in a row without progress, the last at {}",
+                fetch.offset
+            ));
+        }
+    }
+    let wall = started.elapsed();
+    let (entries, other_records, time_to_first) = checker.finish()?;
+    Ok(RunResult {
+        entries,
+        other_records,
+        fetches,
+        wall,
+        time_to_first,
+        peak_buffered: peak,
+        ..RunResult::default()
+    })
+}

@@ -1,0 +1,344 @@
+//! The seeded WAL workload: which region writes what, when, and how the
+//! writers group entries into batches.
+//!
+//! - `regions` regions share one partition; each entry's region is drawn
+//!   from a Zipf distribution over the regions' ranks (rank 1 is the
+//!   hottest; exponent `zipf`).
+//! - Entry sizes: 97 % log-uniform in 200 B – 4 KiB, 3 % log-uniform in
+//!   4 KiB – 256 KiB. Payloads are JSON-like text with a random body from a
+//!   16-letter alphabet, so they compress about 2:1; one entry in ten
+//!   carries two record headers.
+//! - Entries arrive as a Poisson process (`rate` per second, all writers
+//!   together). With two writers, each owns half of the regions (odd and
+//!   even ranks) and both append to the same partition.
+//! - Each writer forms batches as a real one does: a batch closes when its
+//!   first entry has waited `linger`, or when the next entry would push it
+//!   past `max_batch_bytes` (measured as [`WalWriter`] measures an entry).
+//!   Batches are produced in the order they close, so the two writers'
+//!   batches interleave.
+//!
+//! The timing is simulated on a virtual clock, so the same seed always
+//! gives the same batches (and the same floor); [`write`] then drives the
+//! real [`WalWriter`]s, flushing each at the simulated batch boundaries, so
+//! the writer encodes, produces and indexes exactly those batches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use walfetch::cluster::Cluster;
+use walfetch::codec::Compression;
+use walfetch::index::{RegionId, WalIndex};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+
+/// splitmix64: small, fast, seedable, good enough for a workload.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Log-uniform in `[lo, hi)`.
+    fn log_uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        (lo.ln() + self.unit() * (hi.ln() - lo.ln())).exp()
+    }
+}
+
+/// What to write; see the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkloadSpec {
+    /// Short name for tables: `<compression>-<writers>w`.
+    pub(crate) name: String,
+    pub(crate) regions: u64,
+    pub(crate) zipf: f64,
+    pub(crate) entries: usize,
+    /// Entries per second, all writers together.
+    pub(crate) rate: f64,
+    pub(crate) linger: Duration,
+    pub(crate) max_batch_bytes: usize,
+    pub(crate) writers: usize,
+    pub(crate) compression: Compression,
+    pub(crate) seed: u64,
+}
+
+/// One entry as generated.
+#[derive(Debug, Clone)]
+pub(crate) struct GenEntry {
+    pub(crate) region: RegionId,
+    pub(crate) payload: Bytes,
+    /// Sorted by key, keys unique.
+    pub(crate) headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl GenEntry {
+    /// The size [`WalWriter`] counts against `max_batch_bytes`.
+    fn writer_size(&self) -> usize {
+        32 + self.payload.len()
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 4)
+                .sum::<usize>()
+    }
+}
+
+/// A batch as the simulated writer closes it.
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedBatch {
+    pub(crate) writer: usize,
+    pub(crate) entries: Vec<GenEntry>,
+}
+
+/// An entry as written: its offset and content.
+#[derive(Debug, Clone)]
+pub(crate) struct WrittenEntry {
+    pub(crate) offset: i64,
+    pub(crate) region: RegionId,
+    pub(crate) payload: Bytes,
+    pub(crate) headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+/// What [`write`] left in the partition.
+#[derive(Debug)]
+pub(crate) struct Written {
+    /// Every entry, in offset order.
+    pub(crate) entries: Vec<WrittenEntry>,
+    /// The writers' indexes, merged (hints included).
+    pub(crate) index: WalIndex,
+    /// The log end offset.
+    pub(crate) end: i64,
+    /// Batches produced.
+    pub(crate) batches: usize,
+}
+
+const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
+
+fn entry_size(rng: &mut Rng) -> usize {
+    if rng.unit() < 0.97 {
+        rng.log_uniform(200.0, 4096.0) as usize
+    } else {
+        rng.log_uniform(4096.0, 262_144.0) as usize
+    }
+}
+
+fn payload(rng: &mut Rng, region: RegionId, seq: usize, micros: u64, size: usize) -> Bytes {
+    let mut out = format!("{{\"region\":{region},\"seq\":{seq},\"ts\":{micros},\"rows\":\"")
+        .into_bytes();
+    let body = size.saturating_sub(out.len() + 2).max(1);
+    out.reserve(body + 2);
+    let mut bits = 0u64;
+    for i in 0..body {
+        if i % 16 == 0 {
+            bits = rng.next_u64();
+        }
+        out.push(ALPHABET[(bits & 15) as usize]);
+        bits >>= 4;
+    }
+    out.extend_from_slice(b"\"}");
+    out.into()
+}
+
+/// Cumulative Zipf weights over ranks `1..=regions`.
+fn zipf_cdf(regions: u64, exponent: f64) -> Vec<f64> {
+    let mut acc = 0.0;
+    let mut cdf: Vec<f64> = (1..=regions)
+        .map(|k| {
+            acc += 1.0 / (k as f64).powf(exponent);
+            acc
+        })
+        .collect();
+    for c in &mut cdf {
+        *c /= acc;
+    }
+    cdf
+}
+
+/// The batches of the workload, in the order they are produced.
+pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
+    struct Open {
+        deadline: u64,
+        size: usize,
+        entries: Vec<GenEntry>,
+    }
+    let mut rng = Rng::new(spec.seed);
+    let cdf = zipf_cdf(spec.regions.max(1), spec.zipf);
+    let writers = spec.writers.max(1);
+    let linger = spec.linger.as_micros() as u64;
+    let mut open: Vec<Option<Open>> = (0..writers).map(|_| None).collect();
+    let mut out = Vec::new();
+    let mut now = 0u64;
+    let close = |open: &mut Option<Open>, writer: usize, out: &mut Vec<PlannedBatch>| {
+        if let Some(o) = open.take() {
+            out.push(PlannedBatch {
+                writer,
+                entries: o.entries,
+            });
+        }
+    };
+    for seq in 0..spec.entries {
+        now += (-rng.unit().max(1e-12).ln() / spec.rate * 1e6) as u64;
+        // Batches whose linger ran out before this arrival close first, in
+        // deadline order.
+        loop {
+            let due = (0..writers)
+                .filter_map(|w| open[w].as_ref().map(|o| (o.deadline, w)))
+                .filter(|&(d, _)| d <= now)
+                .min();
+            match due {
+                Some((_, w)) => close(&mut open[w], w, &mut out),
+                None => break,
+            }
+        }
+        let u = rng.unit();
+        let rank = cdf.partition_point(|&c| c < u) as u64 + 1;
+        let region = rank.min(spec.regions.max(1));
+        let writer = ((rank - 1) % writers as u64) as usize;
+        let size = entry_size(&mut rng);
+        let headers = if seq % 10 == 0 {
+            vec![
+                (
+                    Bytes::from_static(b"seq"),
+                    Some(Bytes::from(seq.to_string())),
+                ),
+                (
+                    Bytes::from_static(b"trace"),
+                    Some(Bytes::from(format!("{:016x}", rng.next_u64()))),
+                ),
+            ]
+        } else {
+            Vec::new()
+        };
+        let entry = GenEntry {
+            region,
+            payload: payload(&mut rng, region, seq, now, size),
+            headers,
+        };
+        let esize = entry.writer_size();
+        if open[writer]
+            .as_ref()
+            .is_some_and(|o| o.size + esize > spec.max_batch_bytes)
+        {
+            close(&mut open[writer], writer, &mut out);
+        }
+        let o = open[writer].get_or_insert_with(|| Open {
+            deadline: now + linger,
+            size: 0,
+            entries: Vec::new(),
+        });
+        o.size += esize;
+        o.entries.push(entry);
+        if o.size >= spec.max_batch_bytes {
+            close(&mut open[writer], writer, &mut out);
+        }
+    }
+    let mut rest: Vec<(u64, usize)> = (0..writers)
+        .filter_map(|w| open[w].as_ref().map(|o| (o.deadline, w)))
+        .collect();
+    rest.sort_unstable();
+    for (_, w) in rest {
+        close(&mut open[w], w, &mut out);
+    }
+    out
+}
+
+/// Writes `batches` with `spec.writers` [`WalWriter`]s on `cluster`, one
+/// batch per flush, and returns what was written with the merged index.
+pub(crate) async fn write(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    spec: &WorkloadSpec,
+    batches: &[PlannedBatch],
+) -> Result<Written, String> {
+    let writers: Vec<WalWriter> = (0..spec.writers.max(1))
+        .map(|_| {
+            let mut config = WriterConfig::new(topic, 0);
+            config.compression = spec.compression;
+            // Batches are closed by the flushes below, at the simulated
+            // boundaries: the writer's own triggers must never fire.
+            config.max_batch_bytes = usize::MAX / 4;
+            config.linger = Duration::from_secs(3600);
+            WalWriter::new(Arc::clone(cluster), config)
+        })
+        .collect();
+    let mut entries = Vec::new();
+    for batch in batches {
+        let writer = &writers[batch.writer];
+        let mut pending = Vec::with_capacity(batch.entries.len());
+        for e in &batch.entries {
+            let entry = WalEntry {
+                region: e.region,
+                payload: e.payload.clone(),
+                headers: e.headers.clone(),
+            };
+            let appended = writer
+                .append(entry)
+                .await
+                .map_err(|e| format!("append to {topic}: {e}"))?;
+            pending.push(appended);
+        }
+        writer
+            .flush()
+            .await
+            .map_err(|e| format!("flush {topic}: {e}"))?;
+        let mut first = None;
+        for (i, (e, appended)) in batch.entries.iter().zip(pending).enumerate() {
+            let offset = appended
+                .await
+                .map_err(|e| format!("write to {topic}: {e}"))?;
+            // One flush, one batch: its offsets follow each other.
+            let base = *first.get_or_insert(offset);
+            if offset != base + i as i64 {
+                return Err(format!(
+                    "{topic}: a simulated batch was split (entry {i} at offset {offset}, batch base {base})"
+                ));
+            }
+            entries.push(WrittenEntry {
+                offset,
+                region: e.region,
+                payload: e.payload.clone(),
+                headers: e.headers.clone(),
+            });
+        }
+    }
+    let mut index = WalIndex::new();
+    for writer in writers {
+        let part = writer
+            .close()
+            .await
+            .map_err(|e| format!("close a writer of {topic}: {e}"))?;
+        index
+            .merge(&part)
+            .map_err(|e| format!("merge the writers' indexes of {topic}: {e}"))?;
+    }
+    entries.sort_by_key(|e| e.offset);
+    for pair in entries.windows(2) {
+        if pair[1].offset != pair[0].offset + 1 {
+            return Err(format!(
+                "{topic}: offsets {} and {} are not consecutive",
+                pair[0].offset, pair[1].offset
+            ));
+        }
+    }
+    let end = entries.last().map_or(0, |e| e.offset + 1);
+    Ok(Written {
+        entries,
+        index,
+        end,
+        batches: batches.len(),
+    })
+}

@@ -1,0 +1,40 @@
+//! Broker arguments shared by the commands that talk to Kafka (kcat's
+//! `-b`, `-t`, `-p`) and connecting with them.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use walfetch::cluster::{Cluster, ClusterConfig};
+
+/// Where to read or write.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Target {
+    /// Bootstrap brokers, `host:port[,host:port...]`.
+    #[arg(short = 'b', long = "brokers")]
+    pub(crate) brokers: String,
+    /// The topic.
+    #[arg(short = 't', long = "topic")]
+    pub(crate) topic: String,
+    /// The partition.
+    #[arg(short = 'p', long = "partition", default_value_t = 0)]
+    pub(crate) partition: i32,
+}
+
+/// Connects to the cluster, with the broker list in the error.
+pub(crate) async fn connect(brokers: &str) -> anyhow::Result<Arc<Cluster>> {
+    let list: Vec<String> = brokers.split(',').map(|b| b.trim().to_string()).filter(|b| !b.is_empty()).collect();
+    anyhow::ensure!(!list.is_empty(), "no broker given (-b host:port)");
+    let cluster = Cluster::connect(ClusterConfig::new(list))
+        .await
+        .with_context(|| format!("connecting to {brokers}"))?;
+    Ok(Arc::new(cluster))
+}
+
+/// Checks that the topic and partition exist, for a clear error up front.
+pub(crate) async fn check_partition(cluster: &Cluster, target: &Target) -> anyhow::Result<()> {
+    cluster
+        .leader(&target.topic, target.partition)
+        .await
+        .with_context(|| format!("topic {:?} partition {} on {}", target.topic, target.partition, target.brokers))?;
+    Ok(())
+}
