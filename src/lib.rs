@@ -8,6 +8,6 @@ pub mod consumer;
 pub mod error;
 pub mod error_code;
 pub mod index;
+pub mod local_broker;
 pub mod plan;
 pub mod writer;
-pub mod local_broker;

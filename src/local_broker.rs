@@ -85,12 +85,22 @@ pub fn find_tansu() -> Result<PathBuf, LocalBrokerError> {
 /// process's stderr) and returns the binary.
 pub fn install_tansu() -> Result<PathBuf, LocalBrokerError> {
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["install", "tansu", "--version", TANSU_VERSION, "--locked", "--features", "dynostore"])
+        .args([
+            "install",
+            "tansu",
+            "--version",
+            TANSU_VERSION,
+            "--locked",
+            "--features",
+            "dynostore",
+        ])
         .stdin(Stdio::null())
         .status()
         .map_err(|e| LocalBrokerError::Install(format!("cannot run cargo: {e}")))?;
     if !status.success() {
-        return Err(LocalBrokerError::Install(format!("cargo install exited with {status}")));
+        return Err(LocalBrokerError::Install(format!(
+            "cargo install exited with {status}"
+        )));
     }
     find_tansu()
 }
@@ -127,7 +137,8 @@ impl LocalBroker {
         let mut last = String::new();
         // A port found free can be taken before the broker binds it: retry.
         for _ in 0..3 {
-            let port = free_port().map_err(|e| start_error(format!("no free loopback port: {e}")))?;
+            let port =
+                free_port().map_err(|e| start_error(format!("no free loopback port: {e}")))?;
             let mut broker = Self::spawn(binary, port, advertised).map_err(start_error)?;
             match broker.wait_ready(Duration::from_secs(20)).await {
                 Ok(()) => return Ok(broker),
@@ -138,8 +149,10 @@ impl LocalBroker {
     }
 
     fn spawn(binary: &Path, port: u16, advertised: Option<&str>) -> Result<Self, String> {
-        let log = std::env::temp_dir().join(format!("walfetch-tansu-{}-{port}.log", std::process::id()));
-        let log_file = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let log =
+            std::env::temp_dir().join(format!("walfetch-tansu-{}-{port}.log", std::process::id()));
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
         let url = format!("tcp://127.0.0.1:{port}");
         let advertised = advertised.map_or_else(|| url.clone(), |a| format!("tcp://{a}"));
@@ -147,7 +160,13 @@ impl LocalBroker {
             .arg("-c")
             .arg(WRAPPER)
             .arg(binary)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &advertised])
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &advertised,
+            ])
             .args(["--storage-engine", "memory://tansu/"])
             .env_remove("CLUSTER_ID")
             .stdin(Stdio::piped())

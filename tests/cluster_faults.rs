@@ -648,8 +648,10 @@ async fn bootstrap_retries_every_lost_connection_on_api_versions_and_metadata() 
 }
 
 /// A connection cut right after a complete response: the response counts,
-/// and the next operation finds (or is told) the connection is gone and
-/// opens a new one.
+/// and the next operation finds the connection gone (the broker's close
+/// follows the response at once, so the client's reader sees it before
+/// the test's next request) and opens a new one — a Produce too, which
+/// could not be resent had it gone out on the closing connection.
 #[tokio::test]
 async fn a_connection_cut_after_a_response_is_replaced_by_the_next_operation() {
     let s = setup().await;
@@ -677,7 +679,7 @@ async fn a_connection_cut_after_a_response_is_replaced_by_the_next_operation() {
                 }
                 ApiKey::Fetch => {
                     let fetched = s.fetch().await.expect("fetch");
-                    assert_eq!(decode(&fetched.records)[..], s.records[..]);
+                    assert_eq!(decode(&fetched.records), s.records);
                 }
                 _ => {
                     let value = Bytes::from(format!("after cut {round}"));
@@ -1193,7 +1195,7 @@ async fn produce_is_retried_after_failures_before_it_was_sent() {
 /// the request timeout: the request times out, its connection is dropped,
 /// and the retry on a new connection succeeds, after the timeout plus one
 /// backoff — or, for Metadata, at once from the next broker the client
-/// knows.
+/// knows. The same holds for the ApiVersions handshake at bootstrap.
 #[tokio::test(start_paused = true)]
 async fn a_reply_slower_than_the_request_timeout_is_retried_and_a_faster_one_awaited() {
     let s = setup().await;
@@ -1238,6 +1240,19 @@ async fn a_reply_slower_than_the_request_timeout_is_retried_and_a_faster_one_awa
             s.assert_fault_fired(&api);
         }
     }
+    // The ApiVersions handshake that opens a connection, at bootstrap.
+    let scripted = ScriptedCluster::start(1).await.expect("scripted cluster");
+    scripted.script(Fault::on(ApiKey::ApiVersions).then(FaultAction::Delay(FOREVER)));
+    let started = Instant::now();
+    Cluster::connect(client_config(&scripted))
+        .await
+        .expect("connects on the retry");
+    assert_eq!(started.elapsed(), REQUEST_TIMEOUT + backoff);
+    let stats = scripted.stats(1).expect("broker");
+    assert_eq!(
+        (stats.requests_of(ApiKey::ApiVersions), stats.connections),
+        (2, 2)
+    );
 }
 
 /// Asserts that `error` is `RetriesExhausted` after more than one attempt

@@ -12,7 +12,9 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
-use walfetch::consumer::{Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind};
+use walfetch::consumer::{
+    Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
+};
 use walfetch::error::Error;
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
@@ -24,8 +26,14 @@ type Written = BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 
 /// A scripted cluster with `entries` entries of 8 regions written by the
 /// WAL writer, and the writer's index.
-async fn setup(brokers: usize, entries: usize, compression: Compression) -> (ScriptedCluster, Arc<Cluster>, Written, WalIndex) {
-    let scripted = ScriptedCluster::start(brokers).await.expect("scripted broker");
+async fn setup(
+    brokers: usize,
+    entries: usize,
+    compression: Compression,
+) -> (ScriptedCluster, Arc<Cluster>, Written, WalIndex) {
+    let scripted = ScriptedCluster::start(brokers)
+        .await
+        .expect("scripted broker");
     scripted.create_topic(TOPIC, 1).expect("topic");
     let mut config = ClusterConfig::new([scripted.bootstrap()]);
     config.retry = RetryPolicy {
@@ -45,13 +53,22 @@ async fn setup(brokers: usize, entries: usize, compression: Compression) -> (Scr
         state ^= state >> 7;
         state ^= state << 17;
         let region = (state % 8).min((state >> 17) % 8);
-        let payload = Bytes::from(format!("r{region} n{n} {}", "y".repeat((state >> 40) as usize % 400)));
-        let appended = writer.append(WalEntry::new(region, payload.clone())).await.expect("queue");
+        let payload = Bytes::from(format!(
+            "r{region} n{n} {}",
+            "y".repeat((state >> 40) as usize % 400)
+        ));
+        let appended = writer
+            .append(WalEntry::new(region, payload.clone()))
+            .await
+            .expect("queue");
         pending.push((region, payload, appended));
     }
     let mut written = Written::new();
     for (region, payload, appended) in pending {
-        written.entry(region).or_default().push((appended.await.expect("written"), payload));
+        written
+            .entry(region)
+            .or_default()
+            .push((appended.await.expect("written"), payload));
     }
     let index = writer.close().await.expect("close");
     (scripted, cluster, written, index)
@@ -77,7 +94,9 @@ async fn replay_with(
     let mut out = Vec::new();
     while let Some(record) = consumer.next().await {
         match record {
-            Ok(r) if r.key() == Some(&region.to_be_bytes()[..]) => out.push((r.offset(), r.value_bytes().expect("value"))),
+            Ok(r) if r.key() == Some(&region.to_be_bytes()[..]) => {
+                out.push((r.offset(), r.value_bytes().expect("value")))
+            }
             Ok(_) => {}
             Err(e) => return (Err(e), consumer.stats().clone()),
         }
@@ -91,14 +110,30 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
         let (_broker, cluster, written, index) = setup(1, 1500, compression).await;
         for (&region, want) in &written {
             let mut bytes = BTreeMap::new();
-            for strategy in [StrategyKind::Index, StrategyKind::Estimate, StrategyKind::Scan] {
-                let options = ConsumerOptions { strategy, ..ConsumerOptions::default() };
+            for strategy in [
+                StrategyKind::Index,
+                StrategyKind::Estimate,
+                StrategyKind::Scan,
+            ] {
+                let options = ConsumerOptions {
+                    strategy,
+                    ..ConsumerOptions::default()
+                };
                 let (got, stats) = replay_with(&cluster, &index, region, options).await;
-                let got = got.unwrap_or_else(|e| panic!("{compression} {strategy:?} region {region}: {e}"));
-                assert!(&got == want, "{compression} {strategy:?} region {region}: {} of {} entries", got.len(), want.len());
+                let got = got
+                    .unwrap_or_else(|e| panic!("{compression} {strategy:?} region {region}: {e}"));
+                assert!(
+                    &got == want,
+                    "{compression} {strategy:?} region {region}: {} of {} entries",
+                    got.len(),
+                    want.len()
+                );
                 bytes.insert(format!("{strategy:?}"), stats.wire_bytes);
             }
-            assert!(bytes["Index"] <= bytes["Scan"], "{compression} region {region}: {bytes:?}");
+            assert!(
+                bytes["Index"] <= bytes["Scan"],
+                "{compression} region {region}: {bytes:?}"
+            );
         }
     }
 }
@@ -109,11 +144,20 @@ async fn offsets_only_index_on_kafka_rules_and_on_other_brokers_habits() {
     let mut offsets_only = WalIndex::new();
     for (region, r) in index.regions() {
         for e in r.entries() {
-            offsets_only.push(region, IndexEntry::offset_only(e.offset)).expect("push");
+            offsets_only
+                .push(region, IndexEntry::offset_only(e.offset))
+                .expect("push");
         }
     }
     offsets_only.set_last_index(index.last_index().expect("indexed"));
-    for habits in [Habits::KAFKA, Habits::TANSU_0_6, Habits { never_cut: true, skip_containing_batch: false }] {
+    for habits in [
+        Habits::KAFKA,
+        Habits::TANSU_0_6,
+        Habits {
+            never_cut: true,
+            skip_containing_batch: false,
+        },
+    ] {
         for node in broker.node_ids() {
             broker.set_habits(node, habits).expect("habits");
         }
@@ -141,23 +185,41 @@ async fn faults_mid_replay_lose_and_duplicate_nothing() {
         FaultAction::Delay(Duration::from_secs(3)), // over the 2 s request timeout
         FaultAction::TruncatedFrame { missing: 10 },
     ];
-    let (&region, want) = written.iter().max_by_key(|(_, v)| v.len()).expect("a region");
+    let (&region, want) = written
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .expect("a region");
     for fault in faults {
         // Let the replay start, then fail its 2nd and 3rd fetches.
         broker.clear_faults();
-        broker.script(Fault::on(ApiKey::Fetch).times(1).then(FaultAction::Delay(Duration::ZERO)));
+        broker.script(
+            Fault::on(ApiKey::Fetch)
+                .times(1)
+                .then(FaultAction::Delay(Duration::ZERO)),
+        );
         broker.script(Fault::on(ApiKey::Fetch).times(2).then(fault.clone()));
-        let options = ConsumerOptions { max_in_flight: 2, ..ConsumerOptions::default() };
+        let options = ConsumerOptions {
+            max_in_flight: 2,
+            ..ConsumerOptions::default()
+        };
         let (got, _) = replay_with(&cluster, &index, region, options).await;
         let got = got.unwrap_or_else(|e| panic!("{fault:?}: {e}"));
-        assert!(&got == want, "{fault:?}: {} of {} entries", got.len(), want.len());
+        assert!(
+            &got == want,
+            "{fault:?}: {} of {} entries",
+            got.len(),
+            want.len()
+        );
     }
 }
 
 #[tokio::test]
 async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
     let (broker, cluster, written, index) = setup(1, 400, Compression::None).await;
-    let (&region, want) = written.iter().max_by_key(|(_, v)| v.len()).expect("a region");
+    let (&region, want) = written
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .expect("a region");
     // Retention removed the first batches.
     let cut = want[want.len() / 3].0;
     broker.advance_log_start(TOPIC, 0, cut).expect("truncate");
@@ -169,18 +231,29 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
         other => panic!("expected LostOffsets, got {other:?}"),
     }
     for strategy in [StrategyKind::Index, StrategyKind::Estimate] {
-        let skip = ConsumerOptions { strategy, on_lost: LostPolicy::Skip, ..ConsumerOptions::default() };
+        let skip = ConsumerOptions {
+            strategy,
+            on_lost: LostPolicy::Skip,
+            ..ConsumerOptions::default()
+        };
         let (got, stats) = replay_with(&cluster, &index, region, skip).await;
         let got = got.unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
         let kept: Vec<_> = want.iter().filter(|(o, _)| *o >= cut).cloned().collect();
         assert_eq!(got, kept, "{strategy:?}");
-        let lost: Vec<i64> = want.iter().filter(|(o, _)| *o < cut).map(|(o, _)| *o).collect();
+        let lost: Vec<i64> = want
+            .iter()
+            .filter(|(o, _)| *o < cut)
+            .map(|(o, _)| *o)
+            .collect();
         assert_eq!(stats.lost, lost, "{strategy:?}");
     }
     // A tail scan that starts below the log start resumes at it.
     let mut short = WalIndex::new();
     short.set_last_index(0);
-    let skip = ConsumerOptions { on_lost: LostPolicy::Skip, ..ConsumerOptions::default() };
+    let skip = ConsumerOptions {
+        on_lost: LostPolicy::Skip,
+        ..ConsumerOptions::default()
+    };
     let (got, _) = replay_with(&cluster, &short, region, skip).await;
     let kept: Vec<_> = want.iter().filter(|(o, _)| *o >= cut).cloned().collect();
     assert_eq!(got.expect("tail"), kept);

@@ -49,11 +49,6 @@ impl Contender {
             Contender::Hints => "walfetch hints",
         }
     }
-
-    /// Whether walfetch's own planner is replaying.
-    pub(crate) fn is_walfetch(self) -> bool {
-        matches!(self, Contender::OffsetsOnly | Contender::Hints)
-    }
 }
 
 /// One replay to run: a region, a range, and the index as the replay sees it.
@@ -104,6 +99,9 @@ pub(crate) struct RunResult {
     pub(crate) wall: Duration,
     pub(crate) time_to_first: Option<Duration>,
     pub(crate) peak_buffered: u64,
+    /// Connections the contender opened through the proxy during the
+    /// replay (their setup is in `wire_bytes`).
+    pub(crate) new_connections: u64,
 }
 
 /// Checks a replay's output as it comes: every record in the range, in
@@ -183,7 +181,9 @@ impl<'a> Checker<'a> {
             ));
         }
         if value != Some(&want.payload[..]) {
-            return Err(format!("offset {offset}: the value differs from what was written"));
+            return Err(format!(
+                "offset {offset}: the value differs from what was written"
+            ));
         }
         let same_headers = headers.len() == want.headers.len()
             && headers
@@ -191,7 +191,9 @@ impl<'a> Checker<'a> {
                 .zip(&want.headers)
                 .all(|(got, (k, v))| got.0 == &k[..] && got.1 == v.as_deref());
         if !same_headers {
-            return Err(format!("offset {offset}: the headers differ from what was written"));
+            return Err(format!(
+                "offset {offset}: the headers differ from what was written"
+            ));
         }
         self.next += 1;
         self.first.get_or_insert_with(|| self.started.elapsed());
@@ -225,7 +227,7 @@ pub(crate) async fn run(
     proxy: &Proxy,
     scenario: &Scenario,
 ) -> Result<RunResult, String> {
-    let (received, sent) = (proxy.received(), proxy.sent());
+    let (received, sent, connections) = (proxy.received(), proxy.sent(), proxy.connections());
     let mut result = match contender {
         Contender::EstimateRskafka => {
             let client = clients
@@ -238,6 +240,7 @@ pub(crate) async fn run(
     };
     result.wire_bytes = proxy.received() - received;
     result.request_bytes = proxy.sent() - sent;
+    result.new_connections = proxy.connections() - connections;
     Ok(result)
 }
 
@@ -417,7 +420,11 @@ async fn replay_rskafka(
             }
         }
         // As the consumer gives up after fetches in a row without progress.
-        stalls = if checker.last == yielded_before { stalls + 1 } else { 0 };
+        stalls = if checker.last == yielded_before {
+            stalls + 1
+        } else {
+            0
+        };
         if stalls > 64 {
             return Err(format!(
                 "estimate/rskafka: {stalls} fetches in a row without progress, the last at {}",

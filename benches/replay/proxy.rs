@@ -44,7 +44,9 @@ impl Proxy {
     /// Serves `listener` on `runtime`, forwarding every connection to
     /// `upstream`.
     pub(crate) fn start(listener: TcpListener, upstream: SocketAddr, runtime: &Handle) -> Self {
-        let addr = listener.local_addr().expect("a bound listener has an address");
+        let addr = listener
+            .local_addr()
+            .expect("a bound listener has an address");
         let counters = Arc::new(Counters::default());
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let accept = {

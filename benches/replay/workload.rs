@@ -137,8 +137,8 @@ fn entry_size(rng: &mut Rng) -> usize {
 }
 
 fn payload(rng: &mut Rng, region: RegionId, seq: usize, micros: u64, size: usize) -> Bytes {
-    let mut out = format!("{{\"region\":{region},\"seq\":{seq},\"ts\":{micros},\"rows\":\"")
-        .into_bytes();
+    let mut out =
+        format!("{{\"region\":{region},\"seq\":{seq},\"ts\":{micros},\"rows\":\"").into_bytes();
     let body = size.saturating_sub(out.len() + 2).max(1);
     out.reserve(body + 2);
     let mut bits = 0u64;

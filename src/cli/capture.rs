@@ -48,6 +48,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     std::fs::write(&args.out, &out).with_context(|| format!("writing {}", args.out.display()))?;
-    eprintln!("captured offsets {}..{next} ({} bytes) into {}", args.from, out.len(), args.out.display());
+    eprintln!(
+        "captured offsets {}..{next} ({} bytes) into {}",
+        args.from,
+        out.len(),
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

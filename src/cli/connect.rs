@@ -22,7 +22,11 @@ pub(crate) struct Target {
 
 /// Connects to the cluster, with the broker list in the error.
 pub(crate) async fn connect(brokers: &str) -> anyhow::Result<Arc<Cluster>> {
-    let list: Vec<String> = brokers.split(',').map(|b| b.trim().to_string()).filter(|b| !b.is_empty()).collect();
+    let list: Vec<String> = brokers
+        .split(',')
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .collect();
     anyhow::ensure!(!list.is_empty(), "no broker given (-b host:port)");
     let cluster = Cluster::connect(ClusterConfig::new(list))
         .await
@@ -35,6 +39,11 @@ pub(crate) async fn check_partition(cluster: &Cluster, target: &Target) -> anyho
     cluster
         .leader(&target.topic, target.partition)
         .await
-        .with_context(|| format!("topic {:?} partition {} on {}", target.topic, target.partition, target.brokers))?;
+        .with_context(|| {
+            format!(
+                "topic {:?} partition {} on {}",
+                target.topic, target.partition, target.brokers
+            )
+        })?;
     Ok(())
 }

@@ -61,7 +61,13 @@ fn zipf_cdf(regions: u64) -> Vec<f64> {
     let weights: Vec<f64> = (1..=regions).map(|k| 1.0 / k as f64).collect();
     let total: f64 = weights.iter().sum();
     let mut acc = 0.0;
-    weights.iter().map(|w| { acc += w / total; acc }).collect()
+    weights
+        .iter()
+        .map(|w| {
+            acc += w / total;
+            acc
+        })
+        .collect()
 }
 
 /// Entry sizes: mostly 200 B – 4 KiB, one in twenty up to 64 KiB.
@@ -74,7 +80,10 @@ fn entry_size(rng: &mut Rng) -> usize {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(args.regions > 0 && args.entries > 0, "--regions and --entries must be positive");
+    anyhow::ensure!(
+        args.regions > 0 && args.entries > 0,
+        "--regions and --entries must be positive"
+    );
     let (_local, brokers) = match &args.brokers {
         Some(b) => (None, b.clone()),
         None => {
@@ -86,14 +95,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             };
             let broker = LocalBroker::start(&binary, None).await?;
-            println!("started a local Tansu broker ({}) at {}", binary.display(), broker.address());
+            println!(
+                "started a local Tansu broker ({}) at {}",
+                binary.display(),
+                broker.address()
+            );
             let address = broker.address();
             (Some(broker), address)
         }
     };
     let cluster = connect(&brokers).await?;
     let topic = format!("walfetch-demo-{}", std::process::id());
-    cluster.create_topics(&[NewTopic::new(&topic, 1)]).await.with_context(|| format!("creating topic {topic}"))?;
+    cluster
+        .create_topics(&[NewTopic::new(&topic, 1)])
+        .await
+        .with_context(|| format!("creating topic {topic}"))?;
 
     // Write.
     let started = Instant::now();
@@ -113,27 +129,52 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let region = match args.region {
         Some(r) => r,
         None => {
-            let mut by_count: Vec<(usize, RegionId)> = written.iter().map(|(r, v)| (v.len(), *r)).collect();
+            let mut by_count: Vec<(usize, RegionId)> =
+                written.iter().map(|(r, v)| (v.len(), *r)).collect();
             by_count.sort_unstable();
             by_count[by_count.len() / 2].1
         }
     };
-    let want = written.get(&region).with_context(|| format!("region {region} has no entries"))?;
+    let want = written
+        .get(&region)
+        .with_context(|| format!("region {region} has no entries"))?;
     let region_bytes: usize = want.iter().map(|(_, p)| p.len()).sum();
-    println!("replaying region {region}: {} entries, {region_bytes} payload bytes\n", want.len());
+    println!(
+        "replaying region {region}: {} entries, {region_bytes} payload bytes\n",
+        want.len()
+    );
     let offsets_only = strip_hints(&index);
     let runs: [(&str, StrategyKind, &WalIndex); 4] = [
         ("full scan", StrategyKind::Scan, &index),
-        ("estimate (GreptimeDB)", StrategyKind::Estimate, &offsets_only),
+        (
+            "estimate (GreptimeDB)",
+            StrategyKind::Estimate,
+            &offsets_only,
+        ),
         ("walfetch, offsets only", StrategyKind::Index, &offsets_only),
         ("walfetch, with hints", StrategyKind::Index, &index),
     ];
-    println!("| {:<24} | {:>8} | {:>12} | {:>8} | {:>14} | {:>9} |", "strategy", "entries", "wire bytes", "fetches", "amplification", "time ms");
-    println!("|{:-<26}|{:->10}|{:->14}|{:->10}|{:->16}|{:->11}|", "", "", "", "", "", "");
+    println!(
+        "| {:<24} | {:>8} | {:>12} | {:>8} | {:>14} | {:>9} |",
+        "strategy", "entries", "wire bytes", "fetches", "amplification", "time ms"
+    );
+    println!(
+        "|{:-<26}|{:->10}|{:->14}|{:->10}|{:->16}|{:->11}|",
+        "", "", "", "", "", ""
+    );
     let mut wire = Vec::new();
     for (name, strategy, idx) in runs {
-        let options = ConsumerOptions { strategy, ..ConsumerOptions::default() };
-        let range = ReplayRange { topic: topic.clone(), partition: 0, region, from: 0, to: None };
+        let options = ConsumerOptions {
+            strategy,
+            ..ConsumerOptions::default()
+        };
+        let range = ReplayRange {
+            topic: topic.clone(),
+            partition: 0,
+            region,
+            from: 0,
+            to: None,
+        };
         let started = Instant::now();
         let mut consumer = Consumer::new(Arc::clone(&cluster), idx, range, options).await?;
         let rule = RegionRule::Key(IdFormat::BigEndian);
@@ -145,7 +186,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         let elapsed = started.elapsed();
-        anyhow::ensure!(&got == want, "{name}: the replay differs from what was written ({} of {} entries)", got.len(), want.len());
+        anyhow::ensure!(
+            &got == want,
+            "{name}: the replay differs from what was written ({} of {} entries)",
+            got.len(),
+            want.len()
+        );
         let stats = consumer.stats();
         println!(
             "| {:<24} | {:>8} | {:>12} | {:>8} | {:>13.1}x | {:>9.1} |",
@@ -169,7 +215,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 type Written = std::collections::BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 
-async fn write_wal(cluster: &Arc<Cluster>, topic: &str, args: &Args) -> anyhow::Result<(Written, WalIndex)> {
+async fn write_wal(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    args: &Args,
+) -> anyhow::Result<(Written, WalIndex)> {
     let mut config = WriterConfig::new(topic, 0);
     config.compression = args.compression;
     config.max_batch_bytes = 64 << 10;
@@ -185,12 +235,17 @@ async fn write_wal(cluster: &Arc<Cluster>, topic: &str, args: &Args) -> anyhow::
         payload.extend((0..size).map(|i| b'a' + ((n + i) % 26) as u8));
         payload.extend_from_slice(b"\"}");
         let payload = Bytes::from(payload);
-        let appended = writer.append(WalEntry::new(region, payload.clone())).await?;
+        let appended = writer
+            .append(WalEntry::new(region, payload.clone()))
+            .await?;
         pending.push((region, payload, appended));
     }
     let mut written = Written::new();
     for (region, payload, appended) in pending {
-        written.entry(region).or_default().push((appended.await?, payload));
+        written
+            .entry(region)
+            .or_default()
+            .push((appended.await?, payload));
     }
     Ok((written, writer.close().await?))
 }

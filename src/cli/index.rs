@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
-use walfetch::index::{build_index, import_greptime, read_index_file, write_index_file, IdFormat, RegionRule};
+use walfetch::index::{
+    build_index, import_greptime, read_index_file, write_index_file, IdFormat, RegionRule,
+};
 
 use super::connect::{check_partition, connect, Target};
 
@@ -99,12 +101,18 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let from = match args.from {
         Some(from) => from,
         None => cluster
-            .list_offsets(topic, partition, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+            .list_offsets(
+                topic,
+                partition,
+                OffsetSpec::Earliest,
+                IsolationLevel::ReadUncommitted,
+            )
             .await?
             .offset
             .unwrap_or(0),
     };
-    let (index, report) = build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
+    let (index, report) =
+        build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
     write_index_file(&args.out, &index)?;
     eprintln!(
         "indexed {} records of {} regions into {} (last_index {:?}); {} without a region, {} control records; {} fetches, {} wire bytes",
@@ -129,7 +137,10 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         index.len(),
         index.last_index().map_or("none".into(), |l| l.to_string())
     );
-    println!("{:>20} {:>10} {:>14} {:>14} {:>8}", "region", "entries", "first", "last", "hinted");
+    println!(
+        "{:>20} {:>10} {:>14} {:>14} {:>8}",
+        "region", "entries", "first", "last", "hinted"
+    );
     for (id, region) in index.regions() {
         let entries = region.entries();
         let hinted = entries.iter().filter(|e| e.hint.is_some()).count();
@@ -143,10 +154,15 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(id) = args.region {
-        let region = index.region(id).with_context(|| format!("region {id} has no entries in the index"))?;
+        let region = index
+            .region(id)
+            .with_context(|| format!("region {id} has no entries in the index"))?;
         for e in region.entries() {
             match e.hint {
-                Some(h) => println!("{} batch {} len {} end {}", e.offset, h.batch_base, h.batch_len, h.record_end),
+                Some(h) => println!(
+                    "{} batch {} len {} end {}",
+                    e.offset, h.batch_base, h.batch_len, h.record_end
+                ),
                 None => println!("{}", e.offset),
             }
         }
@@ -155,17 +171,27 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let json = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let json =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let mut topics = import_greptime(&json, &args.file.display().to_string())?;
     let names: Vec<String> = topics.keys().cloned().collect();
     let topic = match args.topic {
         Some(t) => t,
         None if names.len() == 1 => names[0].clone(),
-        None => anyhow::bail!("{} holds {} topics ({}): choose one with --topic", args.file.display(), names.len(), names.join(", ")),
+        None => anyhow::bail!(
+            "{} holds {} topics ({}): choose one with --topic",
+            args.file.display(),
+            names.len(),
+            names.join(", ")
+        ),
     };
-    let index = topics
-        .remove(&topic)
-        .with_context(|| format!("topic {topic:?} is not in {} (it has: {})", args.file.display(), names.join(", ")))?;
+    let index = topics.remove(&topic).with_context(|| {
+        format!(
+            "topic {topic:?} is not in {} (it has: {})",
+            args.file.display(),
+            names.join(", ")
+        )
+    })?;
     write_index_file(&args.out, &index)?;
     eprintln!(
         "imported {} entries of {} regions for topic {topic:?} into {} (offsets only, no hints)",

@@ -59,7 +59,9 @@ pub(crate) fn main() -> ExitCode {
 }
 
 /// Runs a command that talks to Kafka on a tokio runtime.
-fn block_on(command: impl std::future::Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+fn block_on(
+    command: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -9,7 +9,9 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use walfetch::cluster::IsolationLevel;
-use walfetch::consumer::{Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind};
+use walfetch::consumer::{
+    Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
+};
 use walfetch::index::{read_index_file, RegionRule};
 
 use super::connect::{check_partition, connect, Target};
@@ -78,8 +80,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Strategy::Estimate => StrategyKind::Estimate,
             Strategy::Scan => StrategyKind::Scan,
         },
-        isolation: if args.read_committed { IsolationLevel::ReadCommitted } else { IsolationLevel::ReadUncommitted },
-        on_lost: if args.skip_lost { LostPolicy::Skip } else { LostPolicy::Error },
+        isolation: if args.read_committed {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        },
+        on_lost: if args.skip_lost {
+            LostPolicy::Skip
+        } else {
+            LostPolicy::Error
+        },
         ..ConsumerOptions::default()
     };
     let range = ReplayRange {
@@ -119,7 +129,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Format::Jsonl => serde_json::to_writer(&mut out, &RecordLine::new(&record))
                 .map_err(io::Error::from)
                 .and_then(|()| out.write_all(b"\n")),
-            Format::Raw => out.write_all(record.value().unwrap_or_default()).and_then(|()| out.write_all(b"\n")),
+            Format::Raw => out
+                .write_all(record.value().unwrap_or_default())
+                .and_then(|()| out.write_all(b"\n")),
         };
         match written {
             Ok(()) => {}
@@ -131,7 +143,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.finish_and_clear();
     }
     let _ = out.flush();
-    eprintln!("{}", stats_json(consumer.strategy_name(), consumer.stats(), started.elapsed()));
+    eprintln!(
+        "{}",
+        stats_json(
+            consumer.strategy_name(),
+            consumer.stats(),
+            started.elapsed()
+        )
+    );
     result.map(|()| ExitCode::SUCCESS)
 }
 

@@ -326,7 +326,11 @@ impl Consumer {
                 if let Some(from) = tail_from {
                     // Below the log: resume at its start. Past its end:
                     // nothing more exists.
-                    let next = if from >= log_end { self.to } else { from.max(log_start) };
+                    let next = if from >= log_end {
+                        self.to
+                    } else {
+                        from.max(log_start)
+                    };
                     self.strategy.tail_progress(next);
                 }
                 return Ok(());

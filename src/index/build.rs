@@ -95,13 +95,19 @@ pub async fn build_index(
         report.wire_bytes += fetched.wire_bytes as u64;
         let end_now = *end.get_or_insert(fetched.high_watermark);
         let before = next;
-        next = index_response(&mut index, &mut report, rule, fetched.records, next, end_now).map_err(|source| {
-            Error::Decode {
-                topic: topic.to_string(),
-                partition,
-                fetch_offset: before,
-                source,
-            }
+        next = index_response(
+            &mut index,
+            &mut report,
+            rule,
+            fetched.records,
+            next,
+            end_now,
+        )
+        .map_err(|source| Error::Decode {
+            topic: topic.to_string(),
+            partition,
+            fetch_offset: before,
+            source,
         })?;
         if next == before {
             // Nothing complete came back: the log ends here.
@@ -145,7 +151,16 @@ fn index_response(
             };
             // Offsets only grow within a partition, so this cannot fail
             // unless the broker sent them out of order.
-            if index.push(region, IndexEntry { offset: record.offset(), hint: Some(hint) }).is_ok() {
+            if index
+                .push(
+                    region,
+                    IndexEntry {
+                        offset: record.offset(),
+                        hint: Some(hint),
+                    },
+                )
+                .is_ok()
+            {
                 report.indexed += 1;
             }
         }
@@ -160,7 +175,10 @@ mod tests {
 
     #[test]
     fn ids_parse_in_both_formats() {
-        assert_eq!(parse_id(b"4398046511104", IdFormat::Decimal), Some(4_398_046_511_104));
+        assert_eq!(
+            parse_id(b"4398046511104", IdFormat::Decimal),
+            Some(4_398_046_511_104)
+        );
         assert_eq!(parse_id(b"x1", IdFormat::Decimal), None);
         assert_eq!(parse_id(&7u64.to_be_bytes(), IdFormat::BigEndian), Some(7));
         assert_eq!(parse_id(&[1, 0], IdFormat::BigEndian), Some(256));

@@ -13,8 +13,8 @@ mod greptime;
 
 use std::collections::BTreeMap;
 
-pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
 pub use build::{build_index, BuildReport, IdFormat, RegionRule};
+pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
 pub use greptime::import_greptime;
 
 /// A region (shard) of the database: entries are grouped by it.

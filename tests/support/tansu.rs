@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use walfetch::cluster::{Cluster, ClusterConfig, NewTopic, RetryPolicy};
-use walfetch::local_broker::{find_tansu_in, tansu_version, LocalBroker, INSTALL_HINT};
 pub(crate) use walfetch::local_broker::TANSU_VERSION;
+use walfetch::local_broker::{find_tansu_in, tansu_version, LocalBroker, INSTALL_HINT};
 
 /// A running Tansu broker.
 pub(crate) struct Tansu {
@@ -49,7 +49,9 @@ impl Tansu {
             // Not fatal: the habit tests exist to notice what a new version changes.
             eprintln!("note: {} reports {version:?}; the tests pin down the habits of Tansu {TANSU_VERSION}", bin.display());
         }
-        let broker = LocalBroker::start(&bin, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let broker = LocalBroker::start(&bin, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         Self { broker }
     }
 

@@ -4,7 +4,7 @@
 use std::io::{self, BufRead, Read, Write};
 
 use bytes::{Buf, Bytes};
-use lz4_flex::frame::{FrameDecoder, FrameEncoder};
+use lz4_flex::frame::{BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
 
 pub(super) fn reader(data: Bytes) -> Box<dyn Read + Send> {
     Box::new(FrameDecoder::new(data.reader()))
@@ -30,7 +30,11 @@ pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Op
 }
 
 pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut enc = FrameEncoder::new(Vec::with_capacity(data.len() / 2 + 64));
+    // 64 KiB blocks, as the Java client's `KafkaLZ4BlockOutputStream` writes.
+    // (lz4_flex would otherwise pick 4 MiB blocks for a large first write,
+    // and every reader of the frame then allocates a 4 MiB block buffer.)
+    let info = FrameInfo::new().block_size(BlockSize::Max64KB);
+    let mut enc = FrameEncoder::with_frame_info(info, Vec::with_capacity(data.len() / 2 + 64));
     enc.write_all(data)?;
     enc.finish().map_err(io::Error::other)
 }

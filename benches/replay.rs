@@ -1,0 +1,588 @@
+//! End-to-end replay benchmark: walfetch side by side with what users run
+//! today, on the same broker and data, in one run.
+//!
+//! For each broker — the scripted one that follows Kafka's cutting rules
+//! (`walfetch-testkit`) and the real Tansu 0.6 — and each workload (see
+//! `replay/workload.rs`: R regions with Zipf-skewed activity, entry sizes
+//! mostly 200 B – 4 KiB with a tail to 256 KiB, linger- and size-capped
+//! batches from one or two interleaving [`walfetch::writer::WalWriter`]s,
+//! compression none / lz4 / zstd), the hottest, a median and a cold region
+//! are replayed from a checkpoint to the end, with a complete index and with
+//! the index stopping halfway (`last_index`, tail scan), by five contenders:
+//!
+//! 1. `scan`: a full scan of the range on walfetch's connection layer;
+//! 2. `estimate`: GreptimeDB's estimate strategy on walfetch's connection
+//!    layer;
+//! 3. `estimate/rskafka`: the same strategy on rskafka 0.6, as GreptimeDB
+//!    runs it;
+//! 4. `walfetch offsets`: walfetch's planner with an index of offsets only
+//!    (as from a GreptimeDB index file);
+//! 5. `walfetch hints`: walfetch's planner with the writer's hints.
+//!
+//! Every contender connects through a byte-counting TCP proxy on loopback
+//! (the broker advertises the proxy's address), so wire bytes are counted
+//! the same way for all. Every replay's output is checked against the
+//! written entries; a wrong contender fails the bench.
+//!
+//! Output: a markdown table on stdout and in
+//! `target/replay-bench/report.md`, every figure in
+//! `target/replay-bench/report.json`, and a plot in
+//! `target/replay-bench/replay.svg`.
+//!
+//! ```text
+//! cargo bench --bench replay                 # default profile, < 10 min on 2 cores
+//! cargo bench --bench replay -- --quick      # correctness of every contender, < 2 min
+//! cargo bench --bench replay -- --help       # every option
+//! ```
+//!
+//! Run without `--bench` (as `cargo test --benches` does), it runs the
+//! quick profile.
+
+// The crate root is `benches/replay.rs`; its modules live in `benches/replay/`.
+#[path = "replay/contenders.rs"]
+mod contenders;
+#[path = "replay/floor.rs"]
+mod floor;
+#[path = "replay/proxy.rs"]
+mod proxy;
+#[path = "replay/report.rs"]
+mod report;
+#[path = "replay/workload.rs"]
+mod workload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
+use rskafka::client::ClientBuilder;
+use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
+use walfetch::codec::Compression;
+use walfetch::index::{IndexEntry, WalIndex};
+use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch_testkit::ScriptedCluster;
+
+use contenders::{Clients, Contender, RunResult, Scenario};
+use proxy::Proxy;
+use report::Row;
+use workload::{WorkloadSpec, Written};
+
+const USAGE: &str = "\
+replay benchmark: walfetch vs scan, estimate (walfetch and rskafka), offsets-only
+
+usage: cargo bench --bench replay -- [options]
+
+  --quick              small data, one run: checks every contender (< 2 min)
+  --broker B           scripted | tansu | both (default both)
+  --workloads LIST     comma-separated <compression>-<writers>w, compression
+                       none|lz4|zstd, writers 1|2 (default none-1w,lz4-2w,zstd-1w)
+  --regions N          regions sharing the partition (default 64)
+  --zipf S             Zipf exponent of region activity (default 1.0)
+  --entries N          entries per workload (default 20000)
+  --rate N             entries per second, all writers (default 5000)
+  --linger-ms N        writer linger (default 5)
+  --batch-kib N        writer batch size cap (default 256)
+  --checkpoint F       replay from this fraction of the log (default 0.25)
+  --runs N             measured runs per contender and scenario (default 5)
+  --seed N             workload seed (default 42)
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerKind {
+    Scripted,
+    Tansu,
+}
+
+impl BrokerKind {
+    fn name(self) -> &'static str {
+        match self {
+            BrokerKind::Scripted => "scripted (Kafka rules)",
+            BrokerKind::Tansu => "tansu 0.6",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    quick: bool,
+    brokers: Vec<BrokerKind>,
+    workloads: Vec<(Compression, usize)>,
+    regions: u64,
+    zipf: f64,
+    entries: usize,
+    rate: f64,
+    linger: Duration,
+    batch_bytes: usize,
+    checkpoint: f64,
+    runs: usize,
+    seed: u64,
+}
+
+impl Args {
+    fn defaults(quick: bool) -> Self {
+        Self {
+            quick,
+            brokers: vec![BrokerKind::Scripted, BrokerKind::Tansu],
+            workloads: vec![
+                (Compression::None, 1),
+                (Compression::Lz4, 2),
+                (Compression::Zstd, 1),
+            ],
+            regions: if quick { 16 } else { 64 },
+            zipf: 1.0,
+            entries: if quick { 2_500 } else { 20_000 },
+            rate: 5_000.0,
+            linger: Duration::from_millis(5),
+            batch_bytes: 256 << 10,
+            checkpoint: 0.25,
+            runs: if quick { 1 } else { 5 },
+            seed: 42,
+        }
+    }
+
+    /// Parses the bench's arguments. `--bench` (added by `cargo bench`) is
+    /// accepted; without it the quick profile runs, as a smoke test. Free
+    /// arguments (a criterion-style filter) are ignored with a note.
+    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
+        let args: Vec<String> = args.into_iter().collect();
+        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
+        let mut out = Self::defaults(quick);
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))
+            };
+            fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
+                v.parse()
+                    .map_err(|_| format!("{name}: cannot read {v:?}\n\n{USAGE}"))
+            }
+            match arg.as_str() {
+                "--bench" | "--quick" => {}
+                "--help" | "-h" => return Ok(None),
+                "--broker" => {
+                    out.brokers = match value("--broker")?.as_str() {
+                        "scripted" => vec![BrokerKind::Scripted],
+                        "tansu" => vec![BrokerKind::Tansu],
+                        "both" => vec![BrokerKind::Scripted, BrokerKind::Tansu],
+                        other => return Err(format!("--broker: unknown {other:?}\n\n{USAGE}")),
+                    }
+                }
+                "--workloads" => {
+                    out.workloads = value("--workloads")?
+                        .split(',')
+                        .map(|w| {
+                            let (c, n) = w.split_once('-').ok_or_else(|| {
+                                format!("--workloads: {w:?} is not <compression>-<N>w")
+                            })?;
+                            let codec = match c {
+                                "none" => Compression::None,
+                                "lz4" => Compression::Lz4,
+                                "zstd" => Compression::Zstd,
+                                _ => return Err(format!("--workloads: unknown compression {c:?}")),
+                            };
+                            match n {
+                                "1w" => Ok((codec, 1)),
+                                "2w" => Ok((codec, 2)),
+                                _ => Err(format!("--workloads: writers {n:?} must be 1w or 2w")),
+                            }
+                        })
+                        .collect::<Result<_, _>>()?;
+                }
+                "--regions" => out.regions = num("--regions", value("--regions")?)?,
+                "--zipf" => out.zipf = num("--zipf", value("--zipf")?)?,
+                "--entries" => out.entries = num("--entries", value("--entries")?)?,
+                "--rate" => out.rate = num("--rate", value("--rate")?)?,
+                "--linger-ms" => {
+                    out.linger = Duration::from_millis(num("--linger-ms", value("--linger-ms")?)?)
+                }
+                "--batch-kib" => {
+                    out.batch_bytes = num::<usize>("--batch-kib", value("--batch-kib")?)? << 10
+                }
+                "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
+                "--runs" => out.runs = num("--runs", value("--runs")?)?,
+                "--seed" => out.seed = num("--seed", value("--seed")?)?,
+                flag if flag.starts_with('-') => {
+                    return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
+                }
+                free => eprintln!("note: ignoring the argument {free:?} (no filters here)"),
+            }
+        }
+        if out.regions == 0 || out.entries == 0 || out.runs == 0 || out.workloads.is_empty() {
+            return Err(format!(
+                "--regions, --entries, --runs and --workloads must not be zero or empty\n\n{USAGE}"
+            ));
+        }
+        if !(0.0..1.0).contains(&out.checkpoint) || out.rate <= 0.0 {
+            return Err(format!(
+                "--checkpoint must be in [0, 1) and --rate positive\n\n{USAGE}"
+            ));
+        }
+        Ok(Some(out))
+    }
+
+    fn specs(&self) -> Vec<WorkloadSpec> {
+        self.workloads
+            .iter()
+            .map(|&(compression, writers)| WorkloadSpec {
+                name: format!("{}-{writers}w", compression.name()),
+                regions: self.regions,
+                zipf: self.zipf,
+                entries: self.entries,
+                rate: self.rate,
+                linger: self.linger,
+                max_batch_bytes: self.batch_bytes,
+                writers,
+                compression,
+                seed: self.seed,
+            })
+            .collect()
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("\nreplay bench FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))
+}
+
+/// Where the outputs go: `$CARGO_TARGET_DIR/replay-bench` or
+/// `<workspace>/target/replay-bench`.
+fn out_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("replay-bench")
+}
+
+fn run() -> Result<ExitCode, String> {
+    let Some(args) = Args::parse(std::env::args().skip(1))? else {
+        print!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let started = Instant::now();
+    // The broker and the proxy get their own threads, the contenders theirs.
+    let infra = runtime("broker")?;
+    let clients = runtime("client")?;
+    eprintln!(
+        "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender",
+        if args.quick { "quick" } else { "default" },
+        args.regions,
+        args.entries,
+        args.runs
+    );
+    let mut rows = Vec::new();
+    let mut datasets = Vec::new();
+    for &broker in &args.brokers {
+        let (listener, proxy_addr) = infra
+            .block_on(proxy::bind())
+            .map_err(|e| format!("proxy: {e}"))?;
+        // The broker is kept alive until its figures are in.
+        let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
+            BrokerKind::Scripted => {
+                let cluster = infra
+                    .block_on(
+                        ScriptedCluster::builder()
+                            .advertised_addrs([proxy_addr])
+                            .start(),
+                    )
+                    .map_err(|e| format!("scripted broker: {e}"))?;
+                let addr = cluster
+                    .addrs()
+                    .first()
+                    .map(|a| a.1)
+                    .ok_or("scripted broker: no address")?;
+                (Box::new(cluster), addr)
+            }
+            BrokerKind::Tansu => {
+                let binary = find_tansu().map_err(|e| e.to_string())?;
+                let advertised = proxy_addr.to_string();
+                let tansu = clients
+                    .block_on(LocalBroker::start(&binary, Some(&advertised)))
+                    .map_err(|e| e.to_string())?;
+                let addr = tansu
+                    .address()
+                    .parse()
+                    .map_err(|e| format!("tansu address: {e}"))?;
+                (Box::new(tansu), addr)
+            }
+        };
+        let proxy = Proxy::start(listener, upstream, infra.handle());
+        let result = clients.block_on(bench_broker(broker, &proxy, &args, &mut rows));
+        drop(proxy);
+        drop(running);
+        datasets.extend(result?);
+    }
+
+    let targets = report::check_targets(&rows, BrokerKind::Scripted.name());
+    let header = format!(
+        "## Replay benchmark\n\n`cargo bench --bench replay{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        if args.quick { " -- --quick" } else { "" },
+        args.regions,
+        args.zipf,
+        args.entries,
+        args.checkpoint * 100.0,
+        args.rate,
+        args.linger,
+        args.batch_bytes >> 10,
+        args.seed,
+        args.runs,
+        started.elapsed().as_secs_f64(),
+    );
+    let md = report::markdown(&rows, &targets, &header, &datasets);
+    println!("{md}");
+    let dir = out_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::json!({
+        "profile": if args.quick { "quick" } else { "default" },
+        "config": {
+            "regions": args.regions, "zipf": args.zipf, "entries": args.entries,
+            "rate": args.rate, "linger_ms": args.linger.as_millis() as u64,
+            "batch_bytes": args.batch_bytes, "checkpoint": args.checkpoint,
+            "runs": args.runs, "seed": args.seed,
+        },
+        "datasets": datasets,
+        "rows": rows,
+        "targets": targets,
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    write("report.md", md.clone())?;
+    write(
+        "report.json",
+        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+    )?;
+    write("replay.svg", report::svg(&rows))?;
+    eprintln!(
+        "wrote {0}/report.md, {0}/report.json and {0}/replay.svg in {1:.0} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cluster_config(addr: SocketAddr) -> ClusterConfig {
+    let mut config = ClusterConfig::new([addr.to_string()]);
+    config.connection.request_timeout = Duration::from_secs(30);
+    config
+}
+
+/// Writes every workload to `broker` and runs every scenario on it.
+async fn bench_broker(
+    broker: BrokerKind,
+    proxy: &Proxy,
+    args: &Args,
+    rows: &mut Vec<Row>,
+) -> Result<Vec<String>, String> {
+    let name = broker.name();
+    let cluster = Arc::new(
+        Cluster::connect(cluster_config(proxy.addr()))
+            .await
+            .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
+    );
+    let mut datasets = Vec::new();
+    for spec in args.specs() {
+        let topic = format!("wal-{}", spec.name);
+        cluster
+            .create_topics(&[NewTopic::new(&topic, 1)])
+            .await
+            .map_err(|e| format!("{name}: create {topic}: {e}"))?;
+        let t = Instant::now();
+        let planned = workload::generate(&spec);
+        let written = workload::write(&cluster, &topic, &spec, &planned).await?;
+        let layout = floor::scan(&cluster, &topic, written.end).await?;
+        if layout.batches.len() != written.batches {
+            return Err(format!(
+                "{name} {topic}: wrote {} batches, the broker serves {}",
+                written.batches,
+                layout.batches.len()
+            ));
+        }
+        let payload: usize = written.entries.iter().map(|e| e.payload.len()).sum();
+        let info = format!(
+            "{name}, {}: {} entries ({:.1} MiB of payload) in {} batches, {:.1} MiB on the broker; written in {:.1} s",
+            spec.name,
+            written.entries.len(),
+            payload as f64 / 1048576.0,
+            layout.batches.len(),
+            layout.bytes() as f64 / 1048576.0,
+            t.elapsed().as_secs_f64()
+        );
+        eprintln!("{info}");
+        datasets.push(info);
+
+        // Clients for the replays, warmed up (connections open, metadata
+        // known) so that no replay pays for setup.
+        let rs = ClientBuilder::new(vec![proxy.addr().to_string()])
+            .build()
+            .await
+            .map_err(|e| format!("{name}: rskafka: {e}"))?;
+        let partition = rs
+            .partition_client(topic.clone(), 0, UnknownTopicHandling::Retry)
+            .await
+            .map_err(|e| format!("{name}: rskafka partition client: {e}"))?;
+        partition
+            .get_offset(OffsetAt::Earliest)
+            .await
+            .map_err(|e| format!("{name}: rskafka warm-up: {e}"))?;
+        cluster
+            .fetch(&FetchParams::new(topic.clone(), 0, 0).with_max_bytes(1))
+            .await
+            .map_err(|e| format!("{name}: warm-up fetch: {e}"))?;
+        let clients = Clients {
+            walfetch: Arc::clone(&cluster),
+            rskafka: HashMap::from([(topic.clone(), Arc::new(partition))]),
+        };
+
+        for scenario in scenarios(&topic, &written, args.checkpoint)? {
+            let floor = floor::floor(
+                &layout,
+                scenario.region,
+                scenario.range.clone(),
+                scenario.indexed_end(),
+            )?;
+            let t = Instant::now();
+            let mut results: BTreeMap<Contender, Vec<RunResult>> = BTreeMap::new();
+            let context = |c: Contender| {
+                format!(
+                    "{name} {} {} (region {}, offsets {:?}, last_index {}) {}",
+                    spec.name,
+                    scenario.label(),
+                    scenario.region,
+                    scenario.range,
+                    scenario.last_index,
+                    c.name()
+                )
+            };
+            // A first, unmeasured run per contender (checked like the others)
+            // warms caches on both sides, except in the quick profile.
+            let warmups = usize::from(!args.quick);
+            for run in 0..warmups + args.runs {
+                for k in 0..Contender::ALL.len() {
+                    // Rotate the order so no contender always runs first.
+                    let c = Contender::ALL[(k + run) % Contender::ALL.len()];
+                    let result = contenders::run(c, &clients, proxy, &scenario)
+                        .await
+                        .map_err(|e| format!("{}: {e}", context(c)))?;
+                    if let Some(own) = result.consumer_wire_bytes {
+                        if own > result.wire_bytes {
+                            return Err(format!(
+                                "{}: the consumer counted {own} response bytes, the proxy only {}",
+                                context(c),
+                                result.wire_bytes
+                            ));
+                        }
+                    }
+                    if run >= warmups {
+                        results.entry(c).or_default().push(result);
+                    }
+                }
+            }
+            for c in Contender::ALL {
+                rows.push(Row::new(
+                    name,
+                    &spec.name,
+                    &scenario,
+                    c,
+                    floor,
+                    &results[&c],
+                ));
+            }
+            let hints = rows.last().map(|r| (r.amp_floor, r.fetches));
+            eprintln!(
+                "  {} {:<16} region {:>3}: {} entries, floor {} B; hints {:.3}x floor, {} fetches; {:.1} s",
+                spec.name,
+                scenario.label(),
+                scenario.region,
+                scenario.expected.len(),
+                floor.kafka_bytes,
+                hints.map_or(0.0, |h| h.0),
+                hints.map_or(0, |h| h.1),
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(datasets)
+}
+
+/// Copies the entries of `index` in `from..=last` (every region), with or
+/// without hints, and sets `last_index` to `last`.
+fn restrict(index: &WalIndex, from: i64, last: i64, hints: bool) -> Result<WalIndex, String> {
+    let mut out = WalIndex::new();
+    for (region, entries) in index.regions() {
+        for e in entries.range(from, last + 1) {
+            let entry = if hints {
+                *e
+            } else {
+                IndexEntry::offset_only(e.offset)
+            };
+            out.push(region, entry).map_err(|e| e.to_string())?;
+        }
+    }
+    out.set_last_index(last);
+    Ok(out)
+}
+
+/// The hottest, a median and a cold region, each with a complete index and
+/// with one that stops halfway through the range.
+fn scenarios(topic: &str, written: &Written, checkpoint: f64) -> Result<Vec<Scenario>, String> {
+    let end = written.end;
+    let from = (end as f64 * checkpoint) as i64;
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for e in written.entries.iter().filter(|e| e.offset >= from) {
+        *counts.entry(e.region).or_default() += 1;
+    }
+    let mut by_activity: Vec<(usize, u64)> = counts.into_iter().map(|(r, n)| (n, r)).collect();
+    by_activity.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let Some(&hot) = by_activity.first() else {
+        return Ok(Vec::new());
+    };
+    let median = by_activity[by_activity.len() / 2];
+    let cold = by_activity[by_activity.len() - 1];
+    let mut picks = vec![("hot", hot.1), ("median", median.1), ("cold", cold.1)];
+    picks.dedup_by_key(|p| p.1);
+    let mut out = Vec::new();
+    for (class, region) in picks {
+        for (mode, last) in [("complete", end - 1), ("tail", from + (end - from) / 2)] {
+            let expected = written
+                .entries
+                .iter()
+                .filter(|e| e.region == region && e.offset >= from)
+                .cloned()
+                .collect();
+            let hinted = restrict(&written.index, from, last, true)?;
+            let offsets_only = restrict(&written.index, from, last, false)?;
+            out.push(Scenario {
+                topic: topic.to_string(),
+                region,
+                class,
+                index_mode: mode,
+                range: from..end,
+                last_index: last,
+                hinted,
+                offsets_only,
+                expected,
+            });
+        }
+    }
+    Ok(out)
+}

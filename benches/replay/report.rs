@@ -1,0 +1,497 @@
+//! Figures, targets and the three outputs: a markdown table, a JSON file of
+//! every figure, and an SVG plot.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::contenders::{Contender, RunResult, Scenario};
+use crate::floor::Floor;
+
+/// Every figure of one contender on one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    pub(crate) broker: String,
+    pub(crate) workload: String,
+    pub(crate) class: String,
+    pub(crate) index_mode: String,
+    pub(crate) region: u64,
+    pub(crate) from: i64,
+    pub(crate) to: i64,
+    pub(crate) last_index: i64,
+    pub(crate) contender: String,
+    #[serde(skip)]
+    pub(crate) contender_kind: Option<Contender>,
+    /// The region's entries yielded (checked equal to the written ones).
+    pub(crate) entries: usize,
+    /// Other regions' records yielded (scans).
+    pub(crate) other_records: usize,
+    /// Median over the measured runs of the bytes the proxy carried from
+    /// the broker to the contender; with min and max.
+    pub(crate) wire_bytes: u64,
+    pub(crate) wire_bytes_min: u64,
+    pub(crate) wire_bytes_max: u64,
+    /// Median bytes from the contender to the broker (requests).
+    pub(crate) request_bytes: u64,
+    /// walfetch's own count of Fetch response bytes, median.
+    pub(crate) consumer_wire_bytes: Option<u64>,
+    pub(crate) floor: Floor,
+    /// Wire bytes over the Kafka-rules floor.
+    pub(crate) amp_floor: f64,
+    /// Wire bytes over the region's own record bytes.
+    pub(crate) amp_own: f64,
+    /// Median fetch requests.
+    pub(crate) fetches: u64,
+    pub(crate) fetches_min: u64,
+    pub(crate) fetches_max: u64,
+    pub(crate) wall_ms: f64,
+    pub(crate) wall_ms_min: f64,
+    pub(crate) wall_ms_max: f64,
+    /// Median time to the region's first entry.
+    pub(crate) time_to_first_ms: Option<f64>,
+    /// Median peak buffered bytes.
+    pub(crate) peak_buffered_bytes: u64,
+    /// Measured runs (each also checked).
+    pub(crate) runs: usize,
+    /// Connections opened during the measured runs, all together.
+    pub(crate) new_connections: u64,
+}
+
+fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Row {
+    /// Summarises the measured runs of `contender` on `scenario`.
+    pub(crate) fn new(
+        broker: &str,
+        workload: &str,
+        scenario: &Scenario,
+        contender: Contender,
+        floor: Floor,
+        runs: &[RunResult],
+    ) -> Self {
+        let wire: Vec<u64> = runs.iter().map(|r| r.wire_bytes).collect();
+        let fetches: Vec<u64> = runs.iter().map(|r| r.fetches).collect();
+        let wall: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+        let ttfe: Vec<Duration> = runs.iter().filter_map(|r| r.time_to_first).collect();
+        let wire_bytes = median(wire.clone());
+        let last = runs.last().cloned().unwrap_or_default();
+        Row {
+            broker: broker.into(),
+            workload: workload.into(),
+            class: scenario.class.into(),
+            index_mode: scenario.index_mode.into(),
+            region: scenario.region,
+            from: scenario.range.start,
+            to: scenario.range.end,
+            last_index: scenario.last_index,
+            contender: contender.name().into(),
+            contender_kind: Some(contender),
+            entries: last.entries,
+            other_records: last.other_records,
+            wire_bytes,
+            wire_bytes_min: wire.iter().copied().min().unwrap_or(0),
+            wire_bytes_max: wire.iter().copied().max().unwrap_or(0),
+            request_bytes: median(runs.iter().map(|r| r.request_bytes).collect()),
+            consumer_wire_bytes: runs
+                .iter()
+                .map(|r| r.consumer_wire_bytes)
+                .collect::<Option<Vec<u64>>>()
+                .map(median),
+            floor,
+            amp_floor: wire_bytes as f64 / floor.kafka_bytes.max(1) as f64,
+            amp_own: wire_bytes as f64 / floor.region_record_bytes.max(1) as f64,
+            fetches: median(fetches.clone()),
+            fetches_min: fetches.iter().copied().min().unwrap_or(0),
+            fetches_max: fetches.iter().copied().max().unwrap_or(0),
+            wall_ms: ms(median(wall.clone())),
+            wall_ms_min: wall.iter().copied().min().map_or(0.0, ms),
+            wall_ms_max: wall.iter().copied().max().map_or(0.0, ms),
+            time_to_first_ms: (!ttfe.is_empty()).then(|| ms(median(ttfe))),
+            peak_buffered_bytes: median(runs.iter().map(|r| r.peak_buffered).collect()),
+            runs: runs.len(),
+            new_connections: runs.iter().map(|r| r.new_connections).sum(),
+        }
+    }
+
+    fn scenario_key(&self) -> (String, String, String, String) {
+        (
+            self.broker.clone(),
+            self.workload.clone(),
+            self.class.clone(),
+            self.index_mode.clone(),
+        )
+    }
+}
+
+/// Where one target stands on one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TargetCheck {
+    pub(crate) target: &'static str,
+    pub(crate) broker: String,
+    pub(crate) workload: String,
+    pub(crate) scenario: String,
+    /// The measured ratio.
+    pub(crate) value: f64,
+    /// The ratio the target allows (met when `value <= limit`).
+    pub(crate) limit: f64,
+    pub(crate) met: bool,
+}
+
+/// The targets of the issue, checked on every scenario they apply to.
+pub(crate) const TARGETS: [&str; 8] = [
+    "hints: wire bytes <= 1.02x floor (Kafka-rules broker)",
+    "hints: fetches <= 1.1x runs of wanted batches",
+    "offsets only: wire bytes <= 1.3x floor (Kafka-rules broker)",
+    "offsets only: fewer wire bytes than estimate",
+    "offsets only: fewer fetches than estimate",
+    "offsets only: fewer wire bytes than estimate/rskafka",
+    "offsets only: fewer fetches than estimate/rskafka",
+    "wall time: walfetch (hints and offsets) <= estimate/rskafka",
+];
+
+/// Evaluates [`TARGETS`] over `rows`.
+pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<TargetCheck> {
+    let mut by_scenario: BTreeMap<_, BTreeMap<Contender, &Row>> = BTreeMap::new();
+    for row in rows {
+        if let Some(c) = row.contender_kind {
+            by_scenario
+                .entry(row.scenario_key())
+                .or_default()
+                .insert(c, row);
+        }
+    }
+    let mut out = Vec::new();
+    for ((broker, workload, class, mode), rows) in &by_scenario {
+        let mut push = |target: &'static str, value: f64, limit: f64| {
+            out.push(TargetCheck {
+                target,
+                broker: broker.clone(),
+                workload: workload.clone(),
+                scenario: format!("{class} {mode}"),
+                value,
+                limit,
+                met: value <= limit,
+            });
+        };
+        let kafka = broker == kafka_rules_broker;
+        let (Some(hints), Some(offsets)) = (
+            rows.get(&Contender::Hints),
+            rows.get(&Contender::OffsetsOnly),
+        ) else {
+            continue;
+        };
+        if kafka {
+            push(TARGETS[0], hints.amp_floor, 1.02);
+            push(TARGETS[2], offsets.amp_floor, 1.3);
+        }
+        push(
+            TARGETS[1],
+            hints.fetches as f64 / hints.floor.runs.max(1) as f64,
+            1.1,
+        );
+        // "Fewer": a ratio strictly below 1; reported against a limit of 1.
+        let fewer = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+        if let Some(est) = rows.get(&Contender::Estimate) {
+            push(TARGETS[3], fewer(offsets.wire_bytes, est.wire_bytes), 1.0);
+            push(TARGETS[4], fewer(offsets.fetches, est.fetches), 1.0);
+        }
+        if let Some(rs) = rows.get(&Contender::EstimateRskafka) {
+            push(TARGETS[5], fewer(offsets.wire_bytes, rs.wire_bytes), 1.0);
+            push(TARGETS[6], fewer(offsets.fetches, rs.fetches), 1.0);
+            let worst = hints.wall_ms.max(offsets.wall_ms);
+            push(TARGETS[7], worst / rs.wall_ms.max(1e-9), 1.0);
+        }
+    }
+    // "Fewer" is strict: equal is not met.
+    for t in &mut out {
+        if t.target.contains("fewer") && t.value >= 1.0 {
+            t.met = false;
+        }
+    }
+    out
+}
+
+fn bytes(n: u64) -> String {
+    let n = n as f64;
+    if n >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", n / 1024.0 / 1024.0)
+    } else if n >= 1024.0 {
+        format!("{:.1} KiB", n / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// The markdown report: one table per broker, then the targets.
+pub(crate) fn markdown(
+    rows: &[Row],
+    targets: &[TargetCheck],
+    header: &str,
+    datasets: &[String],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{header}\n");
+    for d in datasets {
+        let _ = writeln!(s, "- {d}");
+    }
+    let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
+    brokers.dedup();
+    for broker in brokers {
+        let _ = writeln!(s, "\n### {broker}\n");
+        let _ = writeln!(
+            s,
+            "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | runs | wall ms median (min–max) | first entry ms | peak buffered |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for r in rows.iter().filter(|r| r.broker == broker) {
+            let _ = writeln!(
+                s,
+                "| {} | {} {} (r{}) | {} | {} | {} | {} | {:.3} | {:.2} | {} | {} | {:.1} ({:.1}–{:.1}) | {} | {} |",
+                r.workload,
+                r.class,
+                r.index_mode,
+                r.region,
+                r.contender,
+                r.entries,
+                bytes(r.wire_bytes),
+                bytes(r.floor.kafka_bytes),
+                r.amp_floor,
+                r.amp_own,
+                r.fetches,
+                r.floor.runs,
+                r.wall_ms,
+                r.wall_ms_min,
+                r.wall_ms_max,
+                r.time_to_first_ms
+                    .map_or_else(|| "—".into(), |t| format!("{t:.1}")),
+                bytes(r.peak_buffered_bytes),
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `runs`: maximal runs of adjacent wanted batches.\n"
+    );
+    let _ = writeln!(s, "### Targets\n");
+    let _ = writeln!(s, "| target | met | worst case | worst value | limit |");
+    let _ = writeln!(s, "|---|---:|---|---:|---:|");
+    for target in TARGETS {
+        let all: Vec<&TargetCheck> = targets.iter().filter(|t| t.target == target).collect();
+        if all.is_empty() {
+            continue;
+        }
+        let met = all.iter().filter(|t| t.met).count();
+        let worst = all
+            .iter()
+            .max_by(|a, b| a.value.total_cmp(&b.value))
+            .copied();
+        if let Some(w) = worst {
+            let _ = writeln!(
+                s,
+                "| {target} | {met}/{} {} | {} {} {} | {:.3} | {:.2} |",
+                all.len(),
+                if met == all.len() { "MET" } else { "NOT MET" },
+                w.broker,
+                w.workload,
+                w.scenario,
+                w.value,
+                w.limit
+            );
+        }
+    }
+    let missed: Vec<&TargetCheck> = targets.iter().filter(|t| !t.met).collect();
+    if !missed.is_empty() {
+        let _ = writeln!(s, "\nMissed, by how much (value / limit):\n");
+        for t in missed {
+            let _ = writeln!(
+                s,
+                "- {}: {} {} {}: {:.3} vs {:.2} ({:+.1} %)",
+                t.target,
+                t.broker,
+                t.workload,
+                t.scenario,
+                t.value,
+                t.limit,
+                (t.value / t.limit - 1.0) * 100.0
+            );
+        }
+    }
+    s
+}
+
+const COLORS: [&str; 5] = ["#9e9e9e", "#ef8a62", "#b2182b", "#67a9cf", "#2166ac"];
+
+/// One grouped bar chart (log scale) per broker and measure: read
+/// amplification against the floor, and wire bytes (the floor as a black
+/// tick).
+pub(crate) fn svg(rows: &[Row]) -> String {
+    let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
+    brokers.dedup();
+    let mut groups_by_broker: Vec<(&str, Vec<Vec<&Row>>)> = Vec::new();
+    for broker in &brokers {
+        let mut groups: Vec<Vec<&Row>> = Vec::new();
+        for r in rows.iter().filter(|r| r.broker == *broker) {
+            match groups.last_mut() {
+                Some(g) if g[0].scenario_key() == r.scenario_key() => g.push(r),
+                _ => groups.push(vec![r]),
+            }
+        }
+        groups_by_broker.push((broker, groups));
+    }
+    let max_groups = groups_by_broker
+        .iter()
+        .map(|(_, g)| g.len())
+        .max()
+        .unwrap_or(1);
+    let bar = 9.0;
+    let group_w = bar * 5.0 + 12.0;
+    let left = 70.0;
+    let plot_w = group_w * max_groups as f64;
+    let width = left + plot_w + 20.0;
+    let chart_h = 220.0;
+    let label_h = 110.0;
+    let panel_h = chart_h + label_h + 40.0;
+    let height = 60.0 + panel_h * 2.0 * brokers.len() as f64;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="14">walfetch replay benchmark: read amplification and wire bytes per contender and scenario (log scale)</text>"#
+    );
+    for (i, c) in Contender::ALL.iter().enumerate() {
+        let x = left + i as f64 * 150.0;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="42">{}</text>"#,
+            COLORS[i],
+            x + 16.0,
+            c.name()
+        );
+    }
+    let mut y0 = 60.0;
+    for (broker, groups) in &groups_by_broker {
+        for measure in ["amplification vs floor (×)", "wire bytes"] {
+            let value = |r: &Row| {
+                if measure.starts_with("amp") {
+                    r.amp_floor
+                } else {
+                    r.wire_bytes as f64
+                }
+            };
+            let all: Vec<f64> = groups
+                .iter()
+                .flatten()
+                .map(|r| value(r))
+                .chain(
+                    groups
+                        .iter()
+                        .filter(|_| !measure.starts_with("amp"))
+                        .map(|g| g[0].floor.kafka_bytes as f64),
+                )
+                .filter(|v| *v > 0.0)
+                .collect();
+            let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
+            let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
+            let (lo, hi) = (lo.log10().floor().min(0.0), hi.log10().ceil());
+            let top = y0 + 20.0;
+            let y = |v: f64| top + chart_h * (1.0 - (v.max(1e-9).log10() - lo) / (hi - lo));
+            let _ = writeln!(
+                s,
+                r#"<text x="{left}" y="{}" font-size="13">{broker}: {measure}</text>"#,
+                y0 + 12.0
+            );
+            let mut d = lo as i32;
+            while d <= hi as i32 {
+                let v = 10f64.powi(d);
+                let yy = y(v);
+                let label = if measure.starts_with("amp") {
+                    format!("{v}")
+                } else {
+                    bytes(v as u64)
+                };
+                let _ = writeln!(
+                    s,
+                    r##"<line x1="{left}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
+                    left + plot_w,
+                    left - 4.0,
+                    yy + 4.0
+                );
+                d += 1;
+            }
+            for (gi, g) in groups.iter().enumerate() {
+                let gx = left + gi as f64 * group_w + 6.0;
+                for r in g {
+                    let Some(c) = r.contender_kind else { continue };
+                    let ci = Contender::ALL.iter().position(|x| *x == c).unwrap_or(0);
+                    let x = gx + ci as f64 * bar;
+                    let v = value(r);
+                    let yt = y(v);
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{x:.1}" y="{yt:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {} {} {}: {}</title></rect>"#,
+                        bar - 1.0,
+                        (top + chart_h - yt).max(0.0),
+                        COLORS[ci],
+                        r.workload,
+                        r.class,
+                        r.index_mode,
+                        r.contender,
+                        if measure.starts_with("amp") {
+                            format!("{v:.3}×")
+                        } else {
+                            bytes(v as u64)
+                        }
+                    );
+                }
+                if measure.starts_with("amp") {
+                    let y1 = y(1.0);
+                    let _ = writeln!(
+                        s,
+                        r#"<line x1="{gx:.1}" x2="{:.1}" y1="{y1:.1}" y2="{y1:.1}" stroke="black"/>"#,
+                        gx + bar * 5.0
+                    );
+                } else {
+                    let yf = y(g[0].floor.kafka_bytes as f64);
+                    let _ = writeln!(
+                        s,
+                        r#"<line x1="{gx:.1}" x2="{:.1}" y1="{yf:.1}" y2="{yf:.1}" stroke="black" stroke-width="2"><title>floor {}</title></line>"#,
+                        gx + bar * 5.0,
+                        bytes(g[0].floor.kafka_bytes)
+                    );
+                }
+                let lx = gx + bar * 2.5;
+                let ly = top + chart_h + 8.0;
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{lx:.1}" y="{ly:.1}" transform="rotate(60 {lx:.1} {ly:.1})">{} {} {}</text>"#,
+                    g[0].workload, g[0].class, g[0].index_mode
+                );
+            }
+            let _ = writeln!(
+                s,
+                r#"<line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="black"/>"#,
+                left + plot_w,
+                top + chart_h,
+                top + chart_h
+            );
+            y0 += panel_h;
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
