@@ -460,6 +460,11 @@ async fn bench_broker(
                 scenario.range.clone(),
                 scenario.indexed_end(),
             )?;
+            if std::env::var("REPLAY_DEBUG")
+                .is_ok_and(|d| d == format!("{} {}", spec.name, scenario.label()))
+            {
+                floor::debug_plan(&layout, &scenario);
+            }
             let t = Instant::now();
             let mut results: BTreeMap<Contender, Vec<RunResult>> = BTreeMap::new();
             let context = |c: Contender| {

@@ -1,4 +1,5 @@
 //! `walfetch dump`: the records of a file of raw batches as JSON lines.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Command, Output};

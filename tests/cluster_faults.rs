@@ -25,6 +25,7 @@
 //! real time; none of them waits out a timeout, and each operation is
 //! bounded by [`within`] so that a hang fails the test instead of stalling
 //! it.
+#![allow(clippy::unwrap_used)]
 
 use std::future::Future;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! real broker with CRC checks on.
 //!
 //! Needs `python3` with `confluent-kafka` (scripts/test.sh installs it).
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! exactly (it cuts responses mid-batch at the byte limit), with faults
 //! injected mid-replay and with other brokers' habits: nothing is lost,
 //! nothing duplicated, and lost offsets are reported, not hidden.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! End to end against the real broker (Tansu 0.6.0): WAL writers build the
 //! index while writing regions into one partition, then every region is
 //! replayed with each strategy and compared with what was written.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //!
 //! Run with `cargo test -p walfetch --test tansu_client`. Needs Tansu:
 //! `scripts/setup-broker.sh`.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -10,6 +10,7 @@
 //!
 //! Run with `cargo test -p walfetch --test tansu_habits`. Needs Tansu:
 //! `scripts/setup-broker.sh`.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

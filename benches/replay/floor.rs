@@ -249,3 +249,59 @@ pub(crate) fn floor(
     }
     Ok(out)
 }
+
+/// TEMP DEBUG
+pub(crate) fn debug_plan(layout: &LogLayout, scenario: &crate::contenders::Scenario) {
+    use walfetch::plan::{Layout, PlanConfig, Planner};
+    let extents = layout.extents();
+    let entries = scenario
+        .hinted
+        .region(scenario.region)
+        .map(|r| {
+            r.range(scenario.range.start, scenario.indexed_end())
+                .to_vec()
+        })
+        .unwrap_or_default();
+    let mut p = Planner::new(
+        &entries,
+        None,
+        Layout::from_index(&scenario.hinted),
+        PlanConfig::default(),
+    );
+    let mut total = 0;
+    while let Some(f) = p.next_fetch() {
+        let got = kafka_fetch(&extents, f.offset, f.max_bytes as usize).unwrap_or(0..0);
+        total += got.len();
+        let bi = extents.partition_point(|e| e.last_offset < f.offset);
+        let last_b = extents.partition_point(|e| e.position < got.end);
+        eprintln!(
+            "fetch off {} max {} -> {:?} ({} B) batches {}..{} kind {:?}",
+            f.offset,
+            f.max_bytes,
+            got,
+            got.len(),
+            bi,
+            last_b,
+            f.kind
+        );
+    }
+    eprintln!("planned total {total}");
+    let mut wanted = Vec::new();
+    for (i, b) in layout.batches.iter().enumerate() {
+        let w: Vec<_> = b
+            .records
+            .iter()
+            .filter(|r| r.region == Some(scenario.region) && r.offset >= scenario.range.start)
+            .map(|r| (r.offset, r.end_in_batch))
+            .collect();
+        if !w.is_empty() {
+            wanted.push((i, b.extent.position, b.extent.len, w));
+        }
+    }
+    for w in &wanted {
+        eprintln!(
+            "wanted batch {} pos {} len {} recs {:?}",
+            w.0, w.1, w.2, w.3
+        );
+    }
+}

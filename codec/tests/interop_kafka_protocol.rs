@@ -2,6 +2,7 @@
 //! crate's record batch encoder and decoder, for every compression.
 //! Batches it writes must decode with ours; batches we write must decode
 //! with it, record for record.
+#![allow(clippy::unwrap_used)]
 
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;

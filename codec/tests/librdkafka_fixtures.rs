@@ -1,6 +1,7 @@
 //! Batches written by an independent client, librdkafka 2.16, with every
 //! compression codec decode to exactly what librdkafka itself read back.
 //! See `tests/fixtures/librdkafka/README.md` for how they were made.
+#![allow(clippy::unwrap_used)]
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;

@@ -686,7 +686,8 @@ mod tests {
         let dense = log(&[10; 10], 100);
         let big = log(&[100; 20], 1000);
         let huge = log(&[3, 2000, 3], 10_000);
-        let cases: Vec<(&str, Vec<Batch>, Vec<i64>, usize, f64)> = vec![
+        type Case = (&'static str, Vec<Batch>, Vec<i64>, usize, f64);
+        let cases: Vec<Case> = vec![
             (
                 "dense: the whole log",
                 dense.clone(),

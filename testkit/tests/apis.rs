@@ -1,5 +1,6 @@
 //! Every API of the scripted broker over loopback TCP, at every version it
 //! serves, decoded with kafka-protocol 0.18 and walfetch-codec.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Every scripted fault over loopback TCP: the fault happens, then the next
 //! request (on a new connection when the fault closed one) works normally.
 //! Also: malformed requests close the connection without harming the broker.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,0 +1,219 @@
+//! The CLI end to end on the real broker: `index build`, `index show`,
+//! `replay` (every strategy), and clear errors for a bad address, a missing
+//! topic and a corrupt index.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use support::tansu::Tansu;
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+
+fn walfetch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args(args)
+        .output()
+        .expect("run walfetch")
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("walfetch-cli-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_show_and_replay_from_the_command_line() {
+    let broker = Tansu::start().await;
+    let cluster = Arc::new(broker.cluster_with_topic("wal", 1).await);
+    let mut config = WriterConfig::new("wal", 0);
+    config.max_batch_bytes = 1500;
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut pending = Vec::new();
+    for n in 0..300u64 {
+        let region = n % 3 + (n % 7 == 0) as u64 * 10;
+        let payload = Bytes::from(format!("entry {n} of region {region}"));
+        pending.push((
+            region,
+            payload.clone(),
+            writer.append(WalEntry::new(region, payload)).await.unwrap(),
+        ));
+    }
+    let mut region_1 = Vec::new();
+    for (region, payload, appended) in pending {
+        let offset = appended.await.unwrap();
+        if region == 1 {
+            region_1.push((offset, payload));
+        }
+    }
+    writer.close().await.unwrap();
+
+    let dir = temp_dir();
+    let index = dir.join("wal.idx");
+    let addr = broker.address();
+    let out = walfetch(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--out",
+        path(&index),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("indexed 300 records"));
+
+    let out = walfetch(&["index", "show", path(&index)]);
+    assert!(out.status.success());
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("6 regions, 300 entries, last_index 299"),
+        "{shown}"
+    );
+
+    for strategy in ["index", "estimate", "scan"] {
+        let out = walfetch(&[
+            "replay",
+            "-b",
+            &addr,
+            "-t",
+            "wal",
+            "-p",
+            "0",
+            "--index",
+            path(&index),
+            "--region",
+            "1",
+            "--strategy",
+            strategy,
+        ]);
+        assert!(
+            out.status.success(),
+            "{strategy}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Vec<(i64, Bytes)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
+                (v["offset"].as_i64().unwrap(), Bytes::from(value))
+            })
+            .collect();
+        assert_eq!(got, region_1, "{strategy}");
+        let stats: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(stats["fetches"].as_u64().unwrap() > 0, "{stats}");
+        assert_eq!(stats["lost"], serde_json::json!([]));
+    }
+
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--index",
+        path(&index),
+        "--region",
+        "2",
+        "--format",
+        "raw",
+        "--to",
+        "30",
+    ]);
+    assert!(out.status.success());
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        raw.lines().all(|l| l.ends_with("of region 2")) && raw.lines().count() >= 5,
+        "{raw}"
+    );
+
+    // Clear errors.
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "no-such-topic",
+        "--index",
+        path(&index),
+        "--region",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no-such-topic"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let corrupt = dir.join("corrupt.idx");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&corrupt, bytes).unwrap();
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--index",
+        path(&corrupt),
+        "--region",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("corrupt index file") && err.contains("corrupt.idx"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreachable_broker_is_a_clear_error() {
+    let dir = temp_dir();
+    let index = dir.join("empty.idx");
+    walfetch::index::write_index_file(&index, &walfetch::index::WalIndex::new()).unwrap();
+    // Port 1 on loopback: nothing listens there.
+    let out = Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args([
+            "replay",
+            "-b",
+            "127.0.0.1:1",
+            "-t",
+            "wal",
+            "--index",
+            path(&index),
+            "--region",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
