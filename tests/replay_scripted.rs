@@ -17,7 +17,7 @@ use walfetch::consumer::{
     Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::error::Error;
-use walfetch::index::{IndexEntry, RegionId, WalIndex};
+use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
@@ -142,15 +142,7 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
 #[tokio::test]
 async fn offsets_only_index_on_kafka_rules_and_on_other_brokers_habits() {
     let (broker, cluster, written, index) = setup(1, 800, Compression::None).await;
-    let mut offsets_only = WalIndex::new();
-    for (region, r) in index.regions() {
-        for e in r.entries() {
-            offsets_only
-                .push(region, IndexEntry::offset_only(e.offset))
-                .expect("push");
-        }
-    }
-    offsets_only.set_last_index(index.last_index().expect("indexed"));
+    let offsets_only = index.without_hints();
     for habits in [
         Habits::KAFKA,
         Habits::TANSU_0_6,

@@ -14,7 +14,7 @@ use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
 use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
-use walfetch::index::{IndexEntry, RegionId, WalIndex};
+use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 type Row = (i64, Bytes, Vec<(Bytes, Option<Bytes>)>);
@@ -204,17 +204,7 @@ async fn two_writers_interleaving_and_an_offsets_only_index() {
     // Writer B's records carry its unshifted region ids as keys: replay by
     // the index only (no scan here) and compare payloads.
     index.merge(&shifted).expect("merge");
-    let mut offsets_only = WalIndex::new();
-    for (region, r) in index.regions() {
-        for e in r.entries() {
-            offsets_only
-                .push(region, IndexEntry::offset_only(e.offset))
-                .expect("push");
-        }
-    }
-    if let Some(l) = index.last_index() {
-        offsets_only.set_last_index(l);
-    }
+    let offsets_only = index.without_hints();
     for (region, entries) in &written {
         let real_region = region % 100;
         for idx in [&index, &offsets_only] {

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
-use walfetch::index::{IdFormat, IndexEntry, RegionId, RegionRule, WalIndex};
+use walfetch::index::{IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
@@ -143,7 +143,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "replaying region {region}: {} entries, {region_bytes} payload bytes\n",
         want.len()
     );
-    let offsets_only = strip_hints(&index);
+    let offsets_only = index.without_hints();
     let runs: [(&str, StrategyKind, &WalIndex); 4] = [
         ("full scan", StrategyKind::Scan, &index),
         (
@@ -248,19 +248,4 @@ async fn write_wal(
             .push((appended.await?, payload));
     }
     Ok((written, writer.close().await?))
-}
-
-/// The same index without hints, as a GreptimeDB index file would give it.
-fn strip_hints(index: &WalIndex) -> WalIndex {
-    let mut out = WalIndex::new();
-    for (region, r) in index.regions() {
-        for e in r.entries() {
-            // Offsets come from a valid index: they stay in order.
-            let _ = out.push(region, IndexEntry::offset_only(e.offset));
-        }
-    }
-    if let Some(l) = index.last_index() {
-        out.set_last_index(l);
-    }
-    out
 }

@@ -257,6 +257,23 @@ impl WalIndex {
         Ok(())
     }
 
+    /// The same index without hints: offsets only, as a GreptimeDB index
+    /// file gives them.
+    pub fn without_hints(&self) -> WalIndex {
+        let regions = self
+            .regions
+            .iter()
+            .map(|(id, r)| {
+                let entries = r.entries.iter().map(|e| IndexEntry::offset_only(e.offset)).collect();
+                (*id, RegionIndex { entries })
+            })
+            .collect();
+        WalIndex {
+            regions,
+            last_index: self.last_index,
+        }
+    }
+
     /// Total number of entries.
     pub fn len(&self) -> usize {
         self.regions.values().map(RegionIndex::len).sum()
