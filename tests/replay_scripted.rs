@@ -251,3 +251,125 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
     let kept: Vec<_> = want.iter().filter(|(o, _)| *o >= cut).cloned().collect();
     assert_eq!(got.expect("tail"), kept);
 }
+
+#[tokio::test]
+async fn read_committed_drops_aborted_transactions_and_control_batches() {
+    use walfetch::cluster::IsolationLevel;
+    use walfetch::codec::{BatchBuilder, ControlType, NewRecord};
+    use walfetch::index::IndexEntry;
+
+    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
+    broker.create_topic(TOPIC, 1).expect("topic");
+    let cluster = Arc::new(
+        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
+            .await
+            .expect("connect"),
+    );
+    let region: RegionId = 5;
+    let key = Bytes::copy_from_slice(&region.to_be_bytes());
+    let entries = |tag: &str| -> Vec<NewRecord> {
+        (0..3)
+            .map(|i| NewRecord {
+                offset_delta: i,
+                key: Some(key.clone()),
+                value: Some(Bytes::from(format!("{tag} {i}"))),
+                ..NewRecord::default()
+            })
+            .collect()
+    };
+    let append =
+        |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
+    // committed txn (producer 1), aborted txn (producer 2), plain batch, and
+    // a tail: another aborted txn and a plain batch.
+    let committed = append(
+        BatchBuilder::new(0)
+            .producer(1, 0, 0)
+            .transactional(true)
+            .encode(&entries("committed"))
+            .unwrap(),
+    );
+    let aborted = append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 0)
+            .transactional(true)
+            .encode(&entries("aborted"))
+            .unwrap(),
+    );
+    append(
+        BatchBuilder::new(0)
+            .producer(1, 0, 3)
+            .encode_marker(ControlType::Commit, 0, 0)
+            .unwrap(),
+    );
+    append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 3)
+            .encode_marker(ControlType::Abort, 0, 0)
+            .unwrap(),
+    );
+    let plain = append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
+    let tail_aborted = append(
+        BatchBuilder::new(0)
+            .producer(3, 0, 0)
+            .transactional(true)
+            .encode(&entries("tail-aborted"))
+            .unwrap(),
+    );
+    append(
+        BatchBuilder::new(0)
+            .producer(3, 0, 3)
+            .encode_marker(ControlType::Abort, 0, 0)
+            .unwrap(),
+    );
+    let tail_plain = append(BatchBuilder::new(0).encode(&entries("tail-plain")).unwrap());
+
+    // The index covers the committed and plain entries, up to the plain batch.
+    let mut index = WalIndex::new();
+    for base in [committed, plain] {
+        for i in 0..3 {
+            index
+                .push(region, IndexEntry::offset_only(base + i))
+                .unwrap();
+        }
+    }
+    index.set_last_index(plain + 2);
+    let options = ConsumerOptions {
+        isolation: IsolationLevel::ReadCommitted,
+        ..ConsumerOptions::default()
+    };
+    let (got, stats) = replay_with(&cluster, &index, region, options.clone()).await;
+    let got: Vec<i64> = got
+        .expect("read_committed replay")
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect();
+    let want: Vec<i64> = [committed, plain, tail_plain]
+        .iter()
+        .flat_map(|&b| b..b + 3)
+        .collect();
+    assert_eq!(got, want, "no aborted record, no control record");
+    assert!(stats.lost.is_empty());
+    assert!(aborted > committed && tail_aborted > plain);
+
+    // An indexed entry inside an aborted transaction is reported, not yielded.
+    let mut with_aborted = index.clone();
+    let mut entries_of_region = Vec::new();
+    for (_, r) in index.regions() {
+        entries_of_region.extend(r.entries().iter().map(|e| e.offset));
+    }
+    entries_of_region.push(aborted + 1);
+    entries_of_region.sort_unstable();
+    with_aborted = {
+        let mut i = WalIndex::new();
+        for o in entries_of_region {
+            i.push(region, IndexEntry::offset_only(o)).unwrap();
+        }
+        i.set_last_index(with_aborted.last_index().unwrap());
+        i
+    };
+    let (got, _) = replay_with(&cluster, &with_aborted, region, options).await;
+    assert!(
+        matches!(got, Err(Error::LostOffsets { ref offsets, .. }) if offsets == &vec![aborted + 1]),
+        "{got:?}"
+    );
+}

@@ -264,7 +264,11 @@ impl WalIndex {
             .regions
             .iter()
             .map(|(id, r)| {
-                let entries = r.entries.iter().map(|e| IndexEntry::offset_only(e.offset)).collect();
+                let entries = r
+                    .entries
+                    .iter()
+                    .map(|e| IndexEntry::offset_only(e.offset))
+                    .collect();
                 (*id, RegionIndex { entries })
             })
             .collect();

@@ -288,9 +288,10 @@ impl Planner {
         let max = u64::from(self.config.max_fetch_bytes);
         // Position of the current batch's start, relative to the fetch start.
         let (mut cur_base, mut cur_pos) = (base, 0u64);
-        // Bytes needed so far: the first batch comes whole regardless.
-        let mut needed = u64::from(len);
-        let mut wanted_end = u64::from(record_end);
+        // Bytes the fetch returns so far: the first batch comes whole
+        // regardless (KIP-74), so reaching into the rest of it, or into the
+        // batch right after it, costs only what lies past these bytes.
+        let mut needed = u64::from(len).max(u64::from(record_end));
         let mut last = start;
         for i in start + 1..end {
             let Some((b, blen, rend)) = self.locate(i) else {
@@ -299,19 +300,18 @@ impl Planner {
             let pos = if b == cur_base {
                 cur_pos
             } else {
-                match self.walk(cur_base, cur_pos, b, wanted_end + gap_limit) {
+                match self.walk(cur_base, cur_pos, b, needed + gap_limit) {
                     Some(pos) => pos,
                     None => break,
                 }
             };
-            let gap = pos.saturating_sub(wanted_end);
+            let gap = pos.saturating_sub(needed);
             let this_end = pos + u64::from(rend.min(blen));
             if (b != cur_base && gap > gap_limit) || this_end > max {
                 break;
             }
             cur_base = b;
             cur_pos = pos;
-            wanted_end = wanted_end.max(this_end);
             needed = needed.max(this_end);
             last = i;
         }
@@ -732,6 +732,15 @@ mod tests {
                 1.001,
             ),
             ("a single entry", dense.clone(), offsets([42]), 1, 1.0),
+            // The first batch comes whole anyway: reaching the next batch
+            // costs no gap, however early the first entry sits.
+            (
+                "an entry early in a big batch, the next in the batch after",
+                log(&[100, 10], 1000),
+                offsets([0, 105]),
+                1,
+                1.0,
+            ),
         ];
         for (name, log, wanted, max_fetches, max_ratio) in cases {
             let layout = Layout::from_index(&full_index(&log, 0));
