@@ -63,6 +63,7 @@ use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::index::{IndexEntry, WalIndex};
 use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch::plan::PlanConfig;
 use walfetch_testkit::ScriptedCluster;
 
 use contenders::{Clients, Contender, RunResult, Scenario};
@@ -88,6 +89,8 @@ usage: cargo bench --bench replay -- [options]
   --checkpoint F       replay from this fraction of the log (default 0.25)
   --runs N             measured runs per contender and scenario (default 5)
   --seed N             workload seed (default 42)
+  --round-trip-us N    walfetch planner's cost model: round trip in µs
+                       (default: the planner's own, 150); 0 never merges runs
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +122,7 @@ struct Args {
     checkpoint: f64,
     runs: usize,
     seed: u64,
+    round_trip: Option<Duration>,
 }
 
 impl Args {
@@ -140,6 +144,7 @@ impl Args {
             checkpoint: 0.25,
             runs: if quick { 1 } else { 5 },
             seed: 42,
+            round_trip: None,
         }
     }
 
@@ -205,6 +210,10 @@ impl Args {
                 "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
                 "--runs" => out.runs = num("--runs", value("--runs")?)?,
                 "--seed" => out.seed = num("--seed", value("--seed")?)?,
+                "--round-trip-us" => {
+                    let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
+                    out.round_trip = Some(Duration::from_micros(us));
+                }
                 flag if flag.starts_with('-') => {
                     return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
                 }
@@ -332,8 +341,9 @@ fn run() -> Result<ExitCode, String> {
 
     let targets = report::check_targets(&rows, BrokerKind::Scripted.name());
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },
+        args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         args.regions,
         args.zipf,
         args.entries,
@@ -451,6 +461,13 @@ async fn bench_broker(
         let clients = Clients {
             walfetch: Arc::clone(&cluster),
             rskafka: HashMap::from([(topic.clone(), Arc::new(partition))]),
+            plan: {
+                let mut plan = PlanConfig::default();
+                if let Some(rt) = args.round_trip {
+                    plan.cost.round_trip = rt;
+                }
+                plan
+            },
         };
 
         for scenario in scenarios(&topic, &written, args.checkpoint)? {
@@ -460,11 +477,6 @@ async fn bench_broker(
                 scenario.range.clone(),
                 scenario.indexed_end(),
             )?;
-            if std::env::var("REPLAY_DEBUG")
-                .is_ok_and(|d| d == format!("{} {}", spec.name, scenario.label()))
-            {
-                floor::debug_plan(&layout, &scenario);
-            }
             let t = Instant::now();
             let mut results: BTreeMap<Contender, Vec<RunResult>> = BTreeMap::new();
             let context = |c: Contender| {

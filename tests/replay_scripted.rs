@@ -129,6 +129,12 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
                     got.len(),
                     want.len()
                 );
+                assert!(
+                    stats.floor_bytes > 0 && stats.floor_bytes <= stats.records_bytes,
+                    "{compression} {strategy:?} region {region}: floor {} > received {}",
+                    stats.floor_bytes,
+                    stats.records_bytes
+                );
                 bytes.insert(format!("{strategy:?}"), stats.wire_bytes);
             }
             assert!(

@@ -11,7 +11,7 @@ use rskafka::client::partition::PartitionClient;
 use walfetch::cluster::Cluster;
 use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
-use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy};
+use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, PlanConfig};
 
 use crate::proxy::Proxy;
 use crate::workload::WrittenEntry;
@@ -218,6 +218,8 @@ pub(crate) struct Clients {
     pub(crate) walfetch: Arc<Cluster>,
     /// rskafka partition clients by topic.
     pub(crate) rskafka: HashMap<String, Arc<PartitionClient>>,
+    /// walfetch's planner settings (its default unless `--round-trip-us`).
+    pub(crate) plan: PlanConfig,
 }
 
 /// Runs one replay of `scenario` by `contender` and checks its output.
@@ -236,7 +238,7 @@ pub(crate) async fn run(
                 .ok_or_else(|| format!("no rskafka client for {}", scenario.topic))?;
             replay_rskafka(client, proxy, scenario).await?
         }
-        _ => replay_walfetch(contender, &clients.walfetch, scenario).await?,
+        _ => replay_walfetch(contender, &clients.walfetch, clients.plan, scenario).await?,
     };
     result.wire_bytes = proxy.received() - received;
     result.request_bytes = proxy.sent() - sent;
@@ -247,6 +249,7 @@ pub(crate) async fn run(
 async fn replay_walfetch(
     contender: Contender,
     cluster: &Arc<Cluster>,
+    plan: PlanConfig,
     scenario: &Scenario,
 ) -> Result<RunResult, String> {
     let (strategy, index) = match contender {
@@ -258,6 +261,7 @@ async fn replay_walfetch(
     };
     let options = ConsumerOptions {
         strategy,
+        plan,
         ..ConsumerOptions::default()
     };
     let range = ReplayRange {

@@ -19,6 +19,6 @@ pub use control::{ControlRecord, ControlType};
 pub use encode::{BatchBuilder, EncodedBatch, NewRecord};
 pub use error::{Error, Section};
 pub use header::{Attributes, BatchHeader, Compression, TimestampType, HEADER_LEN, LOG_OVERHEAD};
-pub use record::{Header, Headers, Record};
+pub use record::{Header, Headers, Record, RecordRef};
 pub use records::Records;
 pub use transactions::{AbortedTransaction, TransactionFilter};

@@ -118,6 +118,132 @@ impl Record {
     }
 }
 
+/// A decoded record borrowed from its [`Records`](crate::Records) iterator,
+/// as [`Records::next_ref`](crate::Records::next_ref) yields it: the same
+/// fields as a [`Record`], read from the same bytes, but without taking a
+/// reference count on the batch's buffer. It lives until the iterator's
+/// next call; [`RecordRef::to_record`] turns it into an owned [`Record`]
+/// (still without copying the bytes) when it has to outlive that.
+#[derive(Clone, Copy)]
+pub struct RecordRef<'a> {
+    meta: Meta,
+    fields: Fields,
+    /// The record's body: the bytes after its length varint.
+    body: &'a [u8],
+    /// The buffer `body` lies in, for zero-copy `Bytes` slices.
+    backing: &'a Bytes,
+    /// Where `body` starts in `backing`.
+    body_start: usize,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The borrowed record whose `body` is `backing[body_start..body_start + len]`.
+    #[inline]
+    pub(crate) fn new(
+        meta: Meta,
+        fields: Fields,
+        backing: &'a Bytes,
+        body_start: usize,
+        len: usize,
+    ) -> Self {
+        Self {
+            meta,
+            fields,
+            body: backing
+                .get(body_start..body_start + len)
+                .unwrap_or_default(),
+            backing,
+            body_start,
+        }
+    }
+
+    /// The record's offset in the partition.
+    #[inline]
+    pub fn offset(&self) -> i64 {
+        self.meta.offset
+    }
+
+    /// The record's timestamp in milliseconds (for a batch with log-append
+    /// time, the batch's `maxTimestamp`, as Kafka consumers report it).
+    #[inline]
+    pub fn timestamp(&self) -> i64 {
+        self.meta.timestamp
+    }
+
+    /// The key, or `None` for a null key. The slice borrows the batch's
+    /// buffer (or its decompressed records), not this `RecordRef`.
+    #[inline]
+    pub fn key(&self) -> Option<&'a [u8]> {
+        let body = self.body;
+        self.fields.key.and_then(|s| body.get(s.range()))
+    }
+
+    /// The value, or `None` for a null value (a tombstone). The slice borrows
+    /// the batch's buffer (or its decompressed records), not this `RecordRef`.
+    #[inline]
+    pub fn value(&self) -> Option<&'a [u8]> {
+        let body = self.body;
+        self.fields.value.and_then(|s| body.get(s.range()))
+    }
+
+    /// Number of headers.
+    #[inline]
+    pub fn header_count(&self) -> usize {
+        self.fields.header_count as usize
+    }
+
+    /// The headers, in order, as borrowed views (of the same lifetime as the
+    /// key and value).
+    pub fn headers(&self) -> Headers<'a> {
+        let at = self.fields.headers_at as usize;
+        Headers {
+            reader: Reader::new(self.body.get(at..).unwrap_or_default()),
+            left: self.fields.header_count,
+            body: self.backing,
+            base: self.body_start + at,
+        }
+    }
+
+    /// The record's size on the wire, its length varint included.
+    #[inline]
+    pub fn wire_len(&self) -> usize {
+        self.meta.wire_len as usize
+    }
+
+    /// Where the record lies in its batch, in bytes from the batch's first
+    /// byte (length varint included), when the batch is uncompressed; `None`
+    /// in a compressed batch. As [`Record::batch_range`].
+    pub fn batch_range(&self) -> Option<std::ops::Range<usize>> {
+        self.meta
+            .batch_start
+            .map(|s| s as usize..s as usize + self.meta.wire_len as usize)
+    }
+
+    /// The owned record: equal to the one [`Records::next`](Iterator::next)
+    /// would have yielded here. Its bytes are a zero-copy `Bytes` slice of
+    /// the same buffer (one reference count taken).
+    pub fn to_record(&self) -> Record {
+        let body = self
+            .backing
+            .slice(self.body_start..self.body_start + self.body.len());
+        Record::from_parts(body, self.meta, self.fields)
+    }
+}
+
+impl std::fmt::Debug for RecordRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordRef")
+            .field("offset", &self.meta.offset)
+            .field("timestamp", &self.meta.timestamp)
+            .field("wire_len", &self.meta.wire_len)
+            .field("batch_start", &self.meta.batch_start)
+            .field("key", &self.key())
+            .field("value", &self.value())
+            .field("header_count", &self.fields.header_count)
+            .finish()
+    }
+}
+
 /// One record header: a key (a string by convention) and an optional value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header<'a> {
@@ -201,18 +327,53 @@ pub(crate) fn parse_prefix(body: &[u8]) -> Result<Prefix, (usize, &'static str)>
     })
 }
 
-/// Decodes the rest of a record whose prefix was read. Errors carry the byte
-/// position inside `body` and what was wrong.
+/// Where a record's fields lie in its body (the bytes after its length
+/// varint): what the one record parser, [`parse_record`], produces for both
+/// the owned [`Record`] and the borrowed [`RecordRef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fields {
+    pub(crate) key: Option<Span>,
+    pub(crate) value: Option<Span>,
+    /// Where the first header's key length starts.
+    pub(crate) headers_at: u32,
+    pub(crate) header_count: u32,
+}
+
+/// What the batch and the record's position say about a record, beside its
+/// fields: the same for the owned and the borrowed record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) offset: i64,
+    pub(crate) timestamp: i64,
+    pub(crate) wire_len: u32,
+    pub(crate) batch_start: Option<u32>,
+}
+
+impl Record {
+    /// The owned record over `body`, whose fields lie where `fields` says.
+    #[inline]
+    pub(crate) fn from_parts(body: Bytes, meta: Meta, fields: Fields) -> Self {
+        Record {
+            offset: meta.offset,
+            timestamp: meta.timestamp,
+            wire_len: meta.wire_len,
+            batch_start: meta.batch_start,
+            body,
+            key: fields.key,
+            value: fields.value,
+            headers_at: fields.headers_at,
+            header_count: fields.header_count,
+        }
+    }
+}
+
+/// Decodes the rest of a record whose prefix was read: where its key, value
+/// and headers lie in `body` (the bytes after the length varint, exactly the
+/// record's length of them). Errors carry the byte position inside `body`
+/// and what was wrong.
 #[inline]
-pub(crate) fn parse_record(
-    body: Bytes,
-    prefix: Prefix,
-    offset: i64,
-    timestamp: i64,
-    wire_len: usize,
-    batch_start: Option<u32>,
-) -> Result<Record, (usize, &'static str)> {
-    let mut r = Reader::new(&body);
+pub(crate) fn parse_record(body: &[u8], prefix: Prefix) -> Result<Fields, (usize, &'static str)> {
+    let mut r = Reader::new(body);
     let at = |r: &Reader<'_>, f: ReadFault| (prefix.len + r.position(), describe(f));
     r.skip(prefix.len).map_err(|f| at(&r, f))?;
     let key = nullable(&mut r, "negative key length below -1")?;
@@ -234,16 +395,11 @@ pub(crate) fn parse_record(
             "record length runs past the record's last header",
         ));
     }
-    Ok(Record {
-        offset,
-        timestamp,
-        wire_len: wire_len as u32,
-        batch_start,
+    Ok(Fields {
         key,
         value,
         headers_at,
         header_count,
-        body,
     })
 }
 

@@ -11,10 +11,11 @@ use bytes::{Bytes, BytesMut};
 
 use crate::compression::{self, Decompressed};
 use crate::header::HEADER_LEN;
-use crate::record::{describe, parse_prefix, parse_record, Prefix};
+use crate::record::{describe, parse_prefix, parse_record, Fields, Meta, Prefix};
 use crate::wire::{ReadFault, Reader};
 use crate::{
-    BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, Section, TimestampType,
+    BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, RecordRef, Section,
+    TimestampType,
 };
 
 /// First read size of a streaming decompression; it doubles up to [`MAX_CHUNK`].
@@ -62,6 +63,37 @@ impl std::fmt::Debug for Source {
 /// An iterator over a batch's records in offset order.
 ///
 /// Yields `Err` at most once, then ends.
+///
+/// Two ways to walk it, which may be mixed: as an [`Iterator`] of owned
+/// [`Record`]s (each holds a zero-copy `Bytes` slice of the batch, one
+/// reference count per record), or with [`Records::next_ref`], a lending
+/// iterator of [`RecordRef`]s that borrow the batch's bytes and take no
+/// reference count:
+///
+/// ```
+/// # use walfetch_codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
+/// # let records: Vec<NewRecord> = (0..3)
+/// #     .map(|i| NewRecord {
+/// #         offset_delta: i,
+/// #         timestamp: 0,
+/// #         key: None,
+/// #         value: Some(vec![b'x'; 10].into()),
+/// #         headers: Vec::new(),
+/// #     })
+/// #     .collect();
+/// # let batch = BatchBuilder::new(0).encode(&records)?;
+/// # let buf = batch.bytes;
+/// let mut value_bytes = 0;
+/// for batch in Batches::new(buf, DecodeOptions::default()) {
+///     let mut records = batch?.records()?;
+///     while let Some(record) = records.next_ref() {
+///         let record = record?;
+///         value_bytes += record.value().map_or(0, <[u8]>::len);
+///     }
+/// }
+/// assert_eq!(value_bytes, 30);
+/// # Ok::<(), walfetch_codec::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Records {
     base_offset: i64,
@@ -83,6 +115,34 @@ pub struct Records {
     codec: Compression,
     batch_position: usize,
     limit: usize,
+    /// Bytes of the source the last [`Records::next_ref`] handed out by
+    /// borrowing, dropped at the start of the next call (the borrow has
+    /// ended by then).
+    pending: usize,
+    /// The record the last [`Records::next_ref`] split off a streaming
+    /// source: what its `RecordRef` borrows.
+    held: Held,
+}
+
+/// [`Records::held`], printed by its length only.
+#[derive(Default)]
+struct Held(Bytes);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.0.len())
+    }
+}
+
+/// A record found at the source's front and parsed, not yet consumed.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    /// Bytes of its length varint.
+    head: usize,
+    /// Bytes of its body, after the length varint.
+    len: usize,
+    meta: Meta,
+    fields: Fields,
 }
 
 impl Records {
@@ -116,6 +176,8 @@ impl Records {
             codec: Compression::None,
             batch_position: 0,
             limit: 0,
+            pending: 0,
+            held: Held::default(),
         }
     }
 
@@ -393,7 +455,15 @@ impl Records {
         Ok(())
     }
 
-    fn next_record(&mut self) -> Result<Option<Record>, Error> {
+    /// Finds and parses the next record in range, leaving its bytes at the
+    /// source's front: the one record parser of the owned and the borrowed
+    /// paths. First drops the bytes the last borrowed record took.
+    #[inline]
+    fn next_found(&mut self) -> Result<Option<Found>, Error> {
+        if self.pending != 0 {
+            let pending = std::mem::take(&mut self.pending);
+            self.discard(pending);
+        }
         loop {
             if self.index == self.count {
                 self.check_trailing()?;
@@ -448,12 +518,83 @@ impl Records {
                 .unwrap_or_else(|| self.base_timestamp.wrapping_add(prefix.timestamp_delta));
             let batch_start =
                 (self.section == Section::Batch).then_some((self.section_base + at) as u32);
-            let body = self.advance(head, len);
-            let record = parse_record(body, prefix, offset, timestamp, wire_len, batch_start)
+            let fields = parse_record(&self.front()[head..wire_len], prefix)
                 .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             self.index += 1;
-            return Ok(Some(record));
+            return Ok(Some(Found {
+                head,
+                len,
+                meta: Meta {
+                    offset,
+                    timestamp,
+                    wire_len: wire_len as u32,
+                    batch_start,
+                },
+                fields,
+            }));
         }
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, Error> {
+        let Some(found) = self.next_found()? else {
+            return Ok(None);
+        };
+        let body = self.advance(found.head, found.len);
+        Ok(Some(Record::from_parts(body, found.meta, found.fields)))
+    }
+
+    /// The next record, borrowed: a lending iterator yielding exactly the
+    /// records, errors and end that [`Iterator::next`] would (and leaving the
+    /// iterator in the same state), but as [`RecordRef`]s that borrow the
+    /// batch's bytes instead of holding a reference-counted slice. The
+    /// borrow ends before the next call, so walk it with
+    /// `while let Some(record) = records.next_ref() { let record = record?; … }`
+    /// and call [`RecordRef::to_record`] on a record that must be kept.
+    ///
+    /// Uncompressed records, and compressed ones decompressed at once (an
+    /// iteration not bounded before the batch's last offset), are borrowed
+    /// straight from the buffer. A bounded iteration over a compressed batch
+    /// decompresses on demand and splits each record off that stream as the
+    /// owned path does, then lends it.
+    ///
+    /// Calls to `next_ref` and `next` may be mixed: each yields the record
+    /// after the last one either yielded.
+    pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>, Error>> {
+        if self.done {
+            return None;
+        }
+        match self.next_found() {
+            Ok(Some(found)) => Some(Ok(self.lend(found))),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(err) => {
+                self.done = true;
+                Some(Err(err))
+            }
+        }
+    }
+
+    /// Lends the record `found` at the source's front: a whole source keeps
+    /// it there (it is dropped at the next call), a stream splits it off.
+    #[inline]
+    fn lend(&mut self, found: Found) -> RecordRef<'_> {
+        let body_start = match &self.source {
+            Source::Whole { pos, .. } => {
+                self.pending = found.head + found.len;
+                *pos + found.head
+            }
+            Source::Stream { .. } => {
+                self.held = Held(self.advance(found.head, found.len));
+                0
+            }
+        };
+        let backing = match &self.source {
+            Source::Whole { data, .. } => data,
+            Source::Stream { .. } => &self.held.0,
+        };
+        RecordRef::new(found.meta, found.fields, backing, body_start, found.len)
     }
 }
 

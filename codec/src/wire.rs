@@ -22,19 +22,23 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
     }
 
     /// Bytes consumed so far.
+    #[inline]
     pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
+    #[inline]
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], ReadFault> {
         if self.remaining() < n {
             return Err(ReadFault::End);
@@ -44,32 +48,39 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    #[inline]
     pub(crate) fn skip(&mut self, n: usize) -> Result<(), ReadFault> {
         self.take(n).map(|_| ())
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], ReadFault> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
 
+    #[inline]
     pub(crate) fn i8(&mut self) -> Result<i8, ReadFault> {
         Ok(i8::from_be_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn i16(&mut self) -> Result<i16, ReadFault> {
         Ok(i16::from_be_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn i32(&mut self) -> Result<i32, ReadFault> {
         Ok(i32::from_be_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, ReadFault> {
         Ok(u32::from_be_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn i64(&mut self) -> Result<i64, ReadFault> {
         Ok(i64::from_be_bytes(self.array()?))
     }

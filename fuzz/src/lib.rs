@@ -4,8 +4,9 @@
 //! The decode walk asserts only what the codec's API promises for *any*
 //! input: no panic, offsets inside a batch strictly increasing and inside the
 //! batch's range, a bounded iteration yielding only offsets in its bound, and
-//! a record iterator ending after its first error. The round trip asserts
-//! that every field comes back exactly.
+//! a record iterator ending after its first error, and the borrowed walk
+//! (`Records::next_ref`) yielding exactly the owned walk's records, error
+//! and end. The round trip asserts that every field comes back exactly.
 
 #![forbid(unsafe_code)]
 
@@ -14,7 +15,9 @@ pub mod roundtrip;
 use std::hint::black_box;
 
 use bytes::Bytes;
-use walfetch_codec::{AbortedTransaction, Batches, DecodeOptions, Records, TransactionFilter};
+use walfetch_codec::{
+    AbortedTransaction, Batches, DecodeOptions, Record, Records, TransactionFilter,
+};
 
 /// Decodes `data` as the `records` bytes of a Fetch response partition:
 /// every complete batch (header, control record, `read_committed` filter,
@@ -52,12 +55,18 @@ pub fn decode(data: &[u8], opts: DecodeOptions) {
 
         let (first, last) = (batch.base_offset(), batch.last_offset());
         if let Ok(records) = batch.records() {
-            walk(records, first, last);
+            let owned = walk(records, first, last);
+            if let Ok(records) = batch.records() {
+                walk_borrowed(records, &owned);
+            }
         }
         // A bounded iteration: the middle of the batch's offset range.
         let mid = first.saturating_add(i64::from(header.last_offset_delta / 2));
         if let Ok(records) = batch.records_in(mid..=mid) {
-            walk(records, mid, mid);
+            let owned = walk(records, mid, mid);
+            if let Ok(records) = batch.records_in(mid..=mid) {
+                walk_borrowed(records, &owned);
+            }
         }
     }
     black_box(batches.position());
@@ -75,25 +84,39 @@ pub fn decode(data: &[u8], opts: DecodeOptions) {
                 Some(h) => (h.base_offset, h.last_offset()),
                 None => (i64::MIN, i64::MAX),
             };
-            walk(records, first, last);
+            let owned = walk(records, first, last);
+            if let Some(records) = partial.records_unverified() {
+                walk_borrowed(records, &owned);
+            }
         }
     }
 }
 
+/// What an owned walk yielded: its records, then its error (as a message)
+/// if it ended with one.
+struct Walked {
+    records: Vec<Record>,
+    error: Option<String>,
+}
+
 /// Touches every field of every record, checking that offsets increase
 /// strictly and stay in `first..=last`, and that nothing follows an error.
-fn walk(mut records: Records, first: i64, last: i64) {
+fn walk(mut records: Records, first: i64, last: i64) -> Walked {
     let mut prev = None;
+    let mut walked = Walked {
+        records: Vec::new(),
+        error: None,
+    };
     while let Some(record) = records.next() {
         let record = match record {
             Ok(record) => record,
             Err(err) => {
-                black_box(err.to_string());
+                walked.error = Some(err.to_string());
                 assert!(
                     records.next().is_none(),
                     "a record iterator yielded after an error"
                 );
-                return;
+                return walked;
             }
         };
         let offset = record.offset();
@@ -121,7 +144,43 @@ fn walk(mut records: Records, first: i64, last: i64) {
             record.header_count(),
             "headers iterated != header count"
         );
+        walked.records.push(record);
     }
+    walked
+}
+
+/// Walks `records` with `Records::next_ref`, asserting that it lends exactly
+/// the records, field by field, and the error of the owned walk `owned`.
+fn walk_borrowed(mut records: Records, owned: &Walked) {
+    let mut i = 0;
+    while let Some(record) = records.next_ref() {
+        let record = match record {
+            Ok(record) => record,
+            Err(err) => {
+                assert_eq!(i, owned.records.len(), "borrowed walk failed early: {err}");
+                assert_eq!(Some(err.to_string()), owned.error, "a different error");
+                assert!(
+                    records.next_ref().is_none(),
+                    "a record iterator lent after an error"
+                );
+                return;
+            }
+        };
+        let Some(want) = owned.records.get(i) else {
+            panic!("borrowed walk lent record {i} past the owned walk's end");
+        };
+        assert_eq!(record.offset(), want.offset());
+        assert_eq!(record.timestamp(), want.timestamp());
+        assert_eq!(record.key(), want.key());
+        assert_eq!(record.value(), want.value());
+        assert_eq!(record.wire_len(), want.wire_len());
+        assert_eq!(record.batch_range(), want.batch_range());
+        assert!(record.headers().eq(want.headers()), "headers differ");
+        assert_eq!(&record.to_record(), want, "to_record differs");
+        i += 1;
+    }
+    assert_eq!(i, owned.records.len(), "borrowed walk ended early");
+    assert_eq!(owned.error, None, "borrowed walk ended without the error");
 }
 
 /// Decodes `data[1..]` as the payload of a response frame (header, then

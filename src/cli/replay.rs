@@ -147,7 +147,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "{}",
         stats_json(
             consumer.strategy_name(),
-            consumer.stats(),
+            &consumer.stats(),
             started.elapsed()
         )
     );
@@ -175,6 +175,8 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "records_bytes": stats.records_bytes,
         "yielded_bytes": stats.yielded_bytes,
         "read_amplification": stats.read_amplification(),
+        "floor_bytes": stats.floor_bytes,
+        "floor_amplification": stats.floor_amplification(),
         "lost": stats.lost,
         "time_to_first_ms": stats.time_to_first.map(|d| d.as_secs_f64() * 1e3),
         "elapsed_ms": elapsed.as_secs_f64() * 1e3,

@@ -52,9 +52,12 @@ pub(crate) struct Absorbed {
     pub(crate) tail_next: Option<i64>,
     /// The response did not cover the first wanted offset.
     pub(crate) misaligned: bool,
+    /// Every batch extent the response showed: (base, last, length).
+    pub(crate) batches: Vec<(i64, i64, u32)>,
 }
 
-/// Reads `response` to `fetch`, reporting batch extents to `strategy`.
+/// Reads `response` to `fetch`, reporting batch extents to `strategy` (and
+/// in [`Absorbed::batches`]).
 pub(crate) fn absorb(
     strategy: &mut dyn FetchStrategy,
     fetch: &PlannedFetch,
@@ -95,14 +98,20 @@ pub(crate) fn absorb(
     for batch in &mut batches {
         let batch = batch?;
         let h = *batch.header();
-        strategy.observe_batch(h.base_offset, h.last_offset(), h.total_len() as u32);
+        out.batches
+            .push((h.base_offset, h.last_offset(), h.total_len() as u32));
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
             first = false;
             if h.base_offset > first_wanted {
                 out.misaligned = true;
-                break;
             }
+        }
+        // A response that skipped the first wanted offset delivers nothing,
+        // but its batches still teach the layout and count toward the
+        // records it returned (the estimate strategy's average).
+        if out.misaligned {
+            continue;
         }
         if h.last_offset() < first_wanted {
             continue;
@@ -137,7 +146,8 @@ pub(crate) fn absorb(
     // layout, and its complete uncompressed records can be used.
     if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
         if let Some(h) = partial.header() {
-            strategy.observe_batch(h.base_offset, h.last_offset(), h.total_len() as u32);
+            out.batches
+                .push((h.base_offset, h.last_offset(), h.total_len() as u32));
             if first && h.base_offset > first_wanted {
                 out.misaligned = true;
             }
@@ -167,6 +177,9 @@ pub(crate) fn absorb(
         }
     }
 
+    for &(base, last, len) in &out.batches {
+        strategy.observe_batch(base, last, len);
+    }
     strategy.observe_response(fetch, response.records.len(), at_or_above);
     if out.misaligned {
         out.delivered.clear();

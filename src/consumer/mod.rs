@@ -35,7 +35,8 @@ use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::index::{RegionId, WalIndex};
 use crate::plan::{
-    EstimatePlanner, FetchKind, FetchStrategy, Layout, PlanConfig, PlannedFetch, Planner,
+    floor_from_layout, EstimatePlanner, FetchKind, FetchStrategy, Layout, PlanConfig, PlannedFetch,
+    Planner,
 };
 use absorb::{absorb, AbsorbOptions, Response};
 
@@ -161,6 +162,10 @@ pub struct Consumer {
     stats: ReplayStats,
     started: Instant,
     failed: bool,
+    /// Every batch seen, and where each yielded record ends in its batch:
+    /// what the floor is computed from.
+    seen: Layout,
+    yielded_ends: Vec<(i64, Option<u32>)>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -241,12 +246,17 @@ impl Consumer {
             stats,
             started: Instant::now(),
             failed: false,
+            seen: Layout::new(),
+            yielded_ends: Vec::new(),
         })
     }
 
-    /// The counters so far.
-    pub fn stats(&self) -> &ReplayStats {
-        &self.stats
+    /// The counters so far, with the floor of what was yielded.
+    pub fn stats(&self) -> ReplayStats {
+        ReplayStats {
+            floor_bytes: floor_from_layout(&self.seen, self.yielded_ends.iter().copied()),
+            ..self.stats.clone()
+        }
     }
 
     /// The end offset (exclusive) of the replay.
@@ -357,6 +367,9 @@ impl Consumer {
                     source,
                 }
             })?;
+        for &(base, last, len) in &absorbed.batches {
+            self.seen.observe(base, last, len);
+        }
         if absorbed.misaligned {
             self.strategy
                 .note_misaligned(fetched.log_start_offset.max(0));
@@ -464,6 +477,8 @@ impl Consumer {
     }
 
     fn yielded(&mut self, record: Record) -> Record {
+        self.yielded_ends
+            .push((record.offset(), record.batch_range().map(|r| r.end as u32)));
         self.buffered_bytes -= record.wire_len() as u64;
         self.stats.yielded_bytes += record.wire_len() as u64;
         self.stats

@@ -25,6 +25,10 @@ pub struct ReplayStats {
     /// The most bytes held at once: buffered records plus the byte limits
     /// of fetches in flight.
     pub peak_buffered_bytes: u64,
+    /// The fewest record bytes any consumer must receive under Kafka's
+    /// fetch rules to get what was yielded so far, as far as the batches
+    /// seen show the log (see [`crate::plan::floor_from_layout`]).
+    pub floor_bytes: u64,
 }
 
 impl ReplayStats {
@@ -32,5 +36,11 @@ impl ReplayStats {
     /// the region's own records. `None` before anything was yielded.
     pub fn read_amplification(&self) -> Option<f64> {
         (self.yielded_bytes > 0).then(|| self.wire_bytes as f64 / self.yielded_bytes as f64)
+    }
+
+    /// Records bytes received per byte of the floor: 1.0 is the least
+    /// Kafka's rules allow. `None` before anything was yielded.
+    pub fn floor_amplification(&self) -> Option<f64> {
+        (self.floor_bytes > 0).then(|| self.records_bytes as f64 / self.floor_bytes as f64)
     }
 }

@@ -104,6 +104,11 @@ impl Layout {
         })
     }
 
+    /// The known batches in offset order, as `(base, extent)`.
+    pub fn batches(&self) -> impl Iterator<Item = (i64, Extent)> + '_ {
+        self.batches.iter().map(|(&b, &e)| (b, e))
+    }
+
     /// Number of known batches.
     pub fn len(&self) -> usize {
         self.batches.len()

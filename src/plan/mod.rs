@@ -16,12 +16,14 @@
 
 mod cost;
 mod estimate;
+mod floor;
 mod layout;
 mod planner;
 mod strategy;
 
 pub use cost::CostModel;
 pub use estimate::EstimatePlanner;
+pub use floor::{floor_bytes, floor_from_layout, WantedBatch};
 pub use layout::{Extent, Layout};
 pub use planner::{FetchKind, PlanConfig, PlannedFetch, Planner};
 pub use strategy::FetchStrategy;
