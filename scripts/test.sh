@@ -25,6 +25,10 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 step "tests"
 cargo test --locked --workspace --all-features
 
+step "benchmarks, quick: every replay contender checked against the written entries; codec bench smoke"
+cargo bench --locked --bench replay -- --quick
+cargo bench --locked -p walfetch-codec --bench decode -- --test
+
 step "fuzz smoke (${FUZZ_SECONDS:-10} s per target)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-10}"
 

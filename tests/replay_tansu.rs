@@ -82,7 +82,7 @@ async fn replay(
     topic: &str,
     region: RegionId,
     strategy: StrategyKind,
-) -> Vec<(i64, Bytes, Vec<(Bytes, Option<Bytes>)>)> {
+) -> Vec<Row> {
     let options = ConsumerOptions {
         strategy,
         ..ConsumerOptions::default()
@@ -125,7 +125,7 @@ async fn replay(
     out
 }
 
-fn expected(entries: &[(i64, WalEntry)]) -> Vec<(i64, Bytes, Vec<(Bytes, Option<Bytes>)>)> {
+fn expected(entries: &[(i64, WalEntry)]) -> Vec<Row> {
     entries
         .iter()
         .map(|(o, e)| (*o, e.payload.clone(), e.headers.clone()))

@@ -172,7 +172,7 @@ pub(crate) fn floor(
                 out.region_records += 1;
                 out.region_record_bytes += u64::from(r.wire_len);
             }
-            if (own && r.offset < indexed_end) || r.offset >= indexed_end {
+            if own || r.offset >= indexed_end {
                 let end = match (b.compressed, r.end_in_batch) {
                     (false, Some(e)) => u64::from(e),
                     _ => b.extent.len as u64,

@@ -7,8 +7,11 @@
 //! value). Payloads are seeded, deterministic, JSON-like WAL entries with a
 //! share of random characters, so they compress partly (about 2:1 with gzip).
 //!
-//! Each case is a criterion group with up to four benchmarks on the same bytes:
-//! - `walfetch`: our decoder, CRC on, every record's key and value touched;
+//! Each case is a criterion group with up to five benchmarks on the same bytes:
+//! - `walfetch`: our decoder, CRC on, every record's key and value touched,
+//!   iterating owned `Record`s (`Records` as an `Iterator`);
+//! - `walfetch-borrowed` ("walfetch (borrowed)" in the tables): the same,
+//!   iterating borrowed `RecordRef`s with `Records::next_ref`;
 //! - `kafka-protocol`: `RecordBatchDecoder::decode_all` on the same buffer;
 //! - `crc32c`: bare `crc32c::crc32c` over the whole buffer;
 //! - `decompress` (compressed cases): the bare decompressor on each batch's
@@ -20,7 +23,8 @@
 //!
 //! After the groups, the medians of this run are read back from criterion's
 //! `estimates.json` files (only files written by this run are used) and a
-//! ratio table is printed and written to `<target>/codec-bench.md`.
+//! ratio table is printed and written to `<target>/codec-bench.md`. Both
+//! walfetch contenders appear in it; the targets judge the faster of the two.
 //!
 //! Full run: `cargo bench -p walfetch-codec --bench decode`; smoke run:
 //! `cargo bench -p walfetch-codec --bench decode -- --test`.
@@ -42,6 +46,9 @@ const RECORD_SIZES: [usize; 3] = [100, 1 << 10, 16 << 10];
 const BATCH_SIZES: [usize; 2] = [16 << 10, 1 << 20];
 
 const OURS: &str = "walfetch";
+/// Criterion's id of the borrowed walk; the tables call it [`BORROWED_LABEL`].
+const BORROWED: &str = "walfetch-borrowed";
+const BORROWED_LABEL: &str = "walfetch (borrowed)";
 const KAFKA: &str = "kafka-protocol";
 const CRC: &str = "crc32c";
 const DECOMPRESS: &str = "decompress";
@@ -221,6 +228,12 @@ fn build_case(codec: Compression, record_size: usize, batch_size: usize) -> Case
         case.group_name()
     );
     assert_eq!(
+        decode_borrowed(&case.buf),
+        case.key_value_bytes,
+        "{}: walfetch (borrowed)",
+        case.group_name()
+    );
+    assert_eq!(
         decode_kafka(&case.buf),
         case.key_value_bytes,
         "{}: kafka-protocol",
@@ -244,6 +257,23 @@ fn decode_ours(buf: &Bytes) -> usize {
     for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
         let batch = batch.expect("walfetch decodes the batch");
         for record in batch.records().expect("walfetch opens the records") {
+            let record = record.expect("walfetch decodes the record");
+            let key = black_box(record.key());
+            let value = black_box(record.value());
+            sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        }
+    }
+    sum
+}
+
+/// Our decoder as [`decode_ours`], but lending each record with
+/// `Records::next_ref` (no reference count per record).
+fn decode_borrowed(buf: &Bytes) -> usize {
+    let mut sum = 0;
+    for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
+        let batch = batch.expect("walfetch decodes the batch");
+        let mut records = batch.records().expect("walfetch opens the records");
+        while let Some(record) = records.next_ref() {
             let record = record.expect("walfetch decodes the record");
             let key = black_box(record.key());
             let value = black_box(record.value());
@@ -319,6 +349,9 @@ fn bench_case(c: &mut Criterion, case: &Case) {
     let mut group = c.benchmark_group(case.group_name());
     group.throughput(Throughput::Bytes(case.logical_len as u64));
     group.bench_function(OURS, |b| b.iter(|| decode_ours(black_box(&case.buf))));
+    group.bench_function(BORROWED, |b| {
+        b.iter(|| decode_borrowed(black_box(&case.buf)))
+    });
     group.bench_function(KAFKA, |b| b.iter(|| decode_kafka(black_box(&case.buf))));
     group.bench_function(CRC, |b| b.iter(|| crc32c::crc32c(black_box(&case.buf))));
     if case.codec != Compression::None {
@@ -344,16 +377,30 @@ const PAIRED_QUANTILE: f64 = 0.2;
 /// preempted iterations for every contender alike.
 #[derive(Debug, Default, Clone, Copy)]
 struct Paired {
-    kafka: Option<f64>,
-    crc: Option<f64>,
+    /// Each contender's time (s): walfetch owned, walfetch borrowed,
+    /// kafka-protocol, crc32c, the bare decompressor.
+    owned: f64,
+    borrowed: f64,
+    kafka: f64,
+    crc: f64,
     decompress: Option<f64>,
-    decompress_crc: Option<f64>,
+}
+
+impl Paired {
+    /// The ratios of both walfetch walks over the alternative taking `alt`.
+    fn vs(&self, alt: Option<f64>) -> Walks<Option<f64>> {
+        Walks {
+            owned: ratio(Some(self.owned), alt),
+            borrowed: ratio(Some(self.borrowed), alt),
+        }
+    }
 }
 
 fn paired(case: &Case) -> Paired {
     let codec = case.codec;
     let mut contenders: Vec<Box<dyn Fn() -> usize + '_>> = vec![
         Box::new(|| decode_ours(black_box(&case.buf))),
+        Box::new(|| decode_borrowed(black_box(&case.buf))),
         Box::new(|| decode_kafka(black_box(&case.buf))),
         Box::new(|| crc32c::crc32c(black_box(&case.buf)) as usize),
     ];
@@ -390,13 +437,58 @@ fn paired(case: &Case) -> Paired {
             t[((t.len() - 1) as f64 * PAIRED_QUANTILE) as usize]
         })
         .collect();
-    let ours = quantiles[0];
-    let vs = |i: usize| quantiles.get(i).map(|t| t / ours);
     Paired {
-        kafka: vs(1),
-        crc: vs(2),
-        decompress: vs(3),
-        decompress_crc: quantiles.get(3).map(|bare| (bare + quantiles[2]) / ours),
+        owned: quantiles[0],
+        borrowed: quantiles[1],
+        kafka: quantiles[2],
+        crc: quantiles[3],
+        decompress: quantiles.get(4).copied(),
+    }
+}
+
+/// A value for each of walfetch's two walks: owned records and borrowed ones.
+#[derive(Debug, Clone, Copy)]
+struct Walks<T> {
+    owned: T,
+    borrowed: T,
+}
+
+impl Walks<Option<f64>> {
+    /// "owned / borrowed", as ratios.
+    fn show(self) -> String {
+        format!("{} / {}", fmt_ratio(self.owned), fmt_ratio(self.borrowed))
+    }
+}
+
+/// The walk the targets judge: the faster of the two (times in any unit),
+/// the borrowed one on a tie.
+fn judged(owned: Option<f64>, borrowed: Option<f64>) -> Walk {
+    match (owned, borrowed) {
+        (Some(o), Some(b)) if o < b => Walk::Owned,
+        (Some(_), None) => Walk::Owned,
+        _ => Walk::Borrowed,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    Owned,
+    Borrowed,
+}
+
+impl Walk {
+    fn pick<T>(self, walks: Walks<T>) -> T {
+        match self {
+            Walk::Owned => walks.owned,
+            Walk::Borrowed => walks.borrowed,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Walk::Owned => OURS,
+            Walk::Borrowed => BORROWED_LABEL,
+        }
     }
 }
 
@@ -464,6 +556,9 @@ fn size_label(n: usize) -> String {
     }
 }
 
+/// A target's verdict on the paired ratios and on the criterion medians.
+type Verdicts = (Option<bool>, Option<bool>);
+
 fn verdict(r: Option<f64>, target: f64) -> Option<bool> {
     Some(r? >= target)
 }
@@ -485,7 +580,8 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
     for case in cases {
         let group = case.group_name();
         let ours = median_ns(&dir, &group, OURS, since);
-        if ours.is_none() {
+        let borrowed = median_ns(&dir, &group, BORROWED, since);
+        if ours.is_none() && borrowed.is_none() {
             continue; // Filtered out, or a run without analysis (--test).
         }
         let kafka = median_ns(&dir, &group, KAFKA, since);
@@ -493,8 +589,12 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
         let bare = median_ns(&dir, &group, DECOMPRESS, since);
         // The decoder must also check the CRC, which the bare decompressor does not.
         let bare_crc = bare.zip(crc).map(|(b, c)| b + c);
-        let (vs_kafka, vs_crc) = (ratio(ours, kafka), ratio(ours, crc));
-        let (vs_bare, vs_bare_crc) = (ratio(ours, bare), ratio(ours, bare_crc));
+        let vs = |alt: Option<f64>| Walks {
+            owned: ratio(ours, alt),
+            borrowed: ratio(borrowed, alt),
+        };
+        let (vs_kafka, vs_crc) = (vs(kafka), vs(crc));
+        let (vs_bare, vs_bare_crc) = (vs(bare), vs(bare_crc));
         let label = format!(
             "| {} | {} | {} ×{} |",
             case.codec.name(),
@@ -504,48 +604,50 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
         );
         let _ = writeln!(
             medians,
-            "{label} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "{label} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             case.records,
             case.buf.len(),
             fmt_us(ours),
             fmt_rate(case.logical_len, ours),
+            fmt_us(borrowed),
+            fmt_rate(case.logical_len, borrowed),
+            fmt_ratio(ratio(borrowed, ours)),
             fmt_us(kafka),
-            fmt_ratio(vs_kafka),
+            vs_kafka.show(),
             fmt_us(crc),
-            fmt_ratio(vs_crc),
+            vs_crc.show(),
             fmt_us(bare),
-            fmt_ratio(vs_bare),
+            vs_bare.show(),
             fmt_us(bare_crc),
-            fmt_ratio(vs_bare_crc),
+            vs_bare_crc.show(),
+            judged(ours, borrowed).label(),
         );
 
         let p = paired(case);
-        let checks: Vec<(Option<bool>, Option<bool>, &str)> = match case.codec {
+        let walk = judged(Some(p.owned), Some(p.borrowed));
+        let criterion_walk = judged(ours, borrowed);
+        let (p_kafka, p_crc) = (p.vs(Some(p.kafka)), p.vs(Some(p.crc)));
+        let p_bare = p.vs(p.decompress);
+        let p_bare_crc = p.vs(p.decompress.map(|d| d + p.crc));
+        let check = |paired: Walks<Option<f64>>, medians: Walks<Option<f64>>, target: f64| {
+            (
+                verdict(walk.pick(paired), target),
+                verdict(criterion_walk.pick(medians), target),
+            )
+        };
+        let checks: Vec<(Verdicts, &str)> = match case.codec {
             Compression::None if case.record_size == 100 => vec![
-                (
-                    verdict(p.crc, CRC_TARGET),
-                    verdict(vs_crc, CRC_TARGET),
-                    "≥0.8× crc32c",
-                ),
-                (
-                    verdict(p.kafka, KAFKA_TARGET),
-                    verdict(vs_kafka, KAFKA_TARGET),
-                    "≥3× kafka-protocol",
-                ),
+                (check(p_crc, vs_crc, CRC_TARGET), "≥0.8× crc32c"),
+                (check(p_kafka, vs_kafka, KAFKA_TARGET), "≥3× kafka-protocol"),
             ],
-            Compression::None => vec![(
-                verdict(p.crc, CRC_TARGET),
-                verdict(vs_crc, CRC_TARGET),
-                "≥0.8× crc32c",
-            )],
+            Compression::None => vec![(check(p_crc, vs_crc, CRC_TARGET), "≥0.8× crc32c")],
             _ => vec![(
-                verdict(p.decompress, DECOMPRESS_TARGET),
-                verdict(vs_bare, DECOMPRESS_TARGET),
+                check(p_bare, vs_bare, DECOMPRESS_TARGET),
                 "within 10% of decompress",
             )],
         };
         let mut targets = Vec::new();
-        for (paired_met, criterion_met, what) in checks {
+        for ((paired_met, criterion_met), what) in checks {
             match paired_met {
                 Some(true) => met += 1,
                 Some(false) => missed += 1,
@@ -556,11 +658,13 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
         }
         let _ = writeln!(
             pairs,
-            "{label} {} | {} | {} | {} | {} |",
-            fmt_ratio(p.kafka),
-            fmt_ratio(p.crc),
-            fmt_ratio(p.decompress),
-            fmt_ratio(p.decompress_crc),
+            "{label} {} | {} | {} | {} | {} | {} | {} |",
+            fmt_ratio(Some(p.owned / p.borrowed)),
+            p_kafka.show(),
+            p_crc.show(),
+            p_bare.show(),
+            p_bare_crc.show(),
+            walk.label(),
             targets.join("; "),
         );
     }
@@ -572,22 +676,29 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
     let _ = writeln!(
         out,
         "One `cargo bench -p walfetch-codec --bench decode` run. Each case is a buffer of about \
-         1 MiB of records (uncompressed) in batches of the given size. A ratio is walfetch's \
-         throughput over the alternative's, i.e. the alternative's time over walfetch's (> 1: \
-         walfetch is faster). `decompress` is the bare decompressor on each batch's records \
-         section; `decompress+crc` adds crc32c over the buffer, work a decoder that checks CRCs \
-         cannot skip. walfetch GiB/s counts the records' uncompressed size.\n"
+         1 MiB of records (uncompressed) in batches of the given size. walfetch runs two ways: \
+         `walfetch` iterates owned `Record`s (a reference-counted `Bytes` slice each), \
+         `{BORROWED_LABEL}` lends `RecordRef`s with `Records::next_ref` (no reference count); \
+         both check CRCs and touch every key and value. A ratio is walfetch's throughput over \
+         the alternative's, i.e. the alternative's time over walfetch's (> 1: walfetch is \
+         faster), written `owned / borrowed`; `borrowed vs owned` is the borrowed walk's \
+         throughput over the owned walk's. `decompress` is the bare decompressor on each \
+         batch's records section; `decompress+crc` adds crc32c over the buffer, work a decoder \
+         that checks CRCs cannot skip. walfetch GiB/s counts the records' uncompressed size. \
+         The targets judge the faster of the two walks (column `judged`): the borrowed one \
+         wherever it is faster, as a consumer that needs no owned record would use it.\n"
     );
     let _ = writeln!(out, "### Criterion medians\n");
     let _ = writeln!(
         out,
         "| codec | record | batch ×count | records | buffer B | walfetch µs | walfetch GiB/s | \
-         kafka-protocol µs | vs kafka-protocol | crc32c µs | vs crc32c | decompress µs | \
-         vs decompress | decompress+crc µs | vs decompress+crc |"
+         {BORROWED_LABEL} µs | {BORROWED_LABEL} GiB/s | borrowed vs owned | kafka-protocol µs | \
+         vs kafka-protocol | crc32c µs | vs crc32c | decompress µs | vs decompress | \
+         decompress+crc µs | vs decompress+crc | judged |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     out.push_str(&medians);
     let _ = writeln!(out, "\n### Paired ratios and targets\n");
@@ -597,10 +708,11 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
          iteration by iteration ({}–{} rounds, about {} s a case) after the criterion groups, on \
          the same buffers: on a shared machine, milliseconds-long preemptions land on whichever \
          iteration runs, and a low quantile of interleaved iterations drops them for every \
-         contender alike, where sequential criterion groups each see a different share. Targets \
-         are judged on these; the verdict on the criterion medians is in brackets. Targets: \
-         `none` at ≥ {CRC_TARGET}× bare crc32c, and ≥ {KAFKA_TARGET}× kafka-protocol with 100 B \
-         records; compressed within 10% of the bare decompressor's time (ratio ≥ \
+         contender alike, where sequential criterion groups each see a different share. Ratios \
+         are `owned / borrowed`. Targets are judged on these, for the faster walk (`judged`); \
+         the verdict on the criterion medians (for the walk faster there) is in brackets. \
+         Targets: `none` at ≥ {CRC_TARGET}× bare crc32c, and ≥ {KAFKA_TARGET}× kafka-protocol \
+         with 100 B records; compressed within 10% of the bare decompressor's time (ratio ≥ \
          {DECOMPRESS_TARGET:.3}).\n",
         PAIRED_ROUNDS.0,
         PAIRED_ROUNDS.1,
@@ -608,10 +720,10 @@ fn report(cases: &[Case], since: SystemTime) -> Option<String> {
     );
     let _ = writeln!(
         out,
-        "| codec | record | batch ×count | vs kafka-protocol | vs crc32c | vs decompress | \
-         vs decompress+crc | targets |"
+        "| codec | record | batch ×count | borrowed vs owned | vs kafka-protocol | vs crc32c | \
+         vs decompress | vs decompress+crc | judged | targets |"
     );
-    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---|---|");
     out.push_str(&pairs);
     let _ = writeln!(
         out,

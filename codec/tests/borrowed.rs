@@ -125,7 +125,7 @@ fn assert_same(borrowed: &RecordRef<'_>, owned: &Record, i: usize) {
 /// error; checks that it stays ended.
 fn walk_owned(mut records: Records) -> Vec<Result<Record, Fault>> {
     let mut out = Vec::new();
-    while let Some(record) = records.next() {
+    for record in records.by_ref() {
         let failed = record.is_err();
         out.push(record.map_err(|e| fault(&e)));
         if failed {

@@ -18,7 +18,7 @@
 //! containing a mid-batch fetch offset (Tansu 0.6): once that is seen, a
 //! fetch for an entry that keeps being handed back starts 1, 2, 4, ...
 //! offsets lower (never below the log start) until it lands in the batch
-//! before the entry's.
+//! before the entry's, and its byte range is measured from where it starts.
 
 use std::ops::Range;
 
@@ -94,8 +94,11 @@ impl FetchStrategy for EstimatePlanner {
                 .partition_point(|e| start_of(e.offset) < MERGE_WINDOW)
                 .max(1);
             let last = self.entries[self.next + merged - 1].offset;
-            let span = start_of(last) + self.avg + 1.0;
             let offset = self.start_for(first, Some(self.next));
+            // A fetch backed off below `first` must also cover the offsets
+            // in between, or a broker that returns whole batches only
+            // (Tansu 0.6) never reaches `first` and the back-off runs away.
+            let span = start_of(last) + self.avg + 1.0 + (first - offset) as f64 * self.avg;
             let fetch = PlannedFetch {
                 offset,
                 max_bytes: span.clamp(1.0, MAX_BATCH_BYTES) as u32,
@@ -109,9 +112,10 @@ impl FetchStrategy for EstimatePlanner {
         }
         let tail = self.tail.clone()?;
         self.in_flight = true;
-        let remaining = (tail.end - tail.start) as f64;
+        let offset = self.start_for(tail.start, None);
+        let remaining = (tail.end - offset) as f64;
         Some(PlannedFetch {
-            offset: self.start_for(tail.start, None),
+            offset,
             max_bytes: (remaining * self.avg).clamp(1.0, MAX_BATCH_BYTES) as u32,
             kind: FetchKind::Tail { from: tail.start },
         })
@@ -172,6 +176,24 @@ impl FetchStrategy for EstimatePlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backed_off_fetch_covers_the_offsets_it_backs_over() {
+        let entries: Vec<IndexEntry> = [100].map(IndexEntry::offset_only).to_vec();
+        let mut p = EstimatePlanner::new(&entries, Some(200..210));
+        let f = p.next_fetch().unwrap();
+        p.observe_response(&f, 1000, 10); // avg 100 B
+        p.note_misaligned(0);
+        for attempt in 0..4 {
+            p.requeue(0..1);
+            let f = p.next_fetch().unwrap();
+            let back = 1 << attempt;
+            assert_eq!(f.offset, 100 - back, "attempt {attempt}");
+            // One record's range (100 + 1 B) plus the offsets backed over.
+            assert_eq!(f.max_bytes, 101 + back as u32 * 100, "attempt {attempt}");
+            p.observe_response(&f, 1000, 10);
+        }
+    }
 
     #[test]
     fn starts_at_256_kib_per_record_and_learns() {

@@ -132,7 +132,9 @@ mod tests {
     fn adjacent_batches_merge_and_cut_the_last_one() {
         // Two adjacent 1000-byte batches, wanted up to byte 100 of each.
         let (bytes, groups) = floor_bytes(&[batch(0, 1000, 100), batch(1000, 1000, 100)]);
-        assert_eq!((bytes, groups), (1100, vec![0..2]));
+        assert_eq!(bytes, 1100);
+        assert_eq!(groups.len(), 1, "one fetch");
+        assert_eq!(groups[0], 0..2);
     }
 
     #[test]
@@ -162,7 +164,9 @@ mod tests {
     fn a_small_gap_is_worth_reading_to_cut_the_next_batch() {
         // Gap of 100 bytes; reading it lets the 2nd batch be cut at 10.
         let (bytes, groups) = floor_bytes(&[batch(0, 1000, 1000), batch(1100, 1000, 10)]);
-        assert_eq!((bytes, groups), (1110, vec![0..2]));
+        assert_eq!(bytes, 1110);
+        assert_eq!(groups.len(), 1, "one fetch");
+        assert_eq!(groups[0], 0..2);
         assert_eq!(floor_bytes(&[]), (0, vec![]));
     }
 }

@@ -100,6 +100,38 @@ async fn limited_versions_are_advertised_and_enforced() {
 }
 
 #[tokio::test]
+async fn metadata_advertises_the_address_it_is_given() {
+    // A proxy in front of broker 1: clients that follow the metadata go
+    // through it. Broker 2 has none and advertises its listener.
+    let proxy: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let cluster = ScriptedCluster::builder()
+        .brokers(2)
+        .advertised_addrs([proxy])
+        .start()
+        .await
+        .expect("start");
+    let listener = cluster.addr(1).expect("broker 1");
+    assert_ne!(listener, proxy, "the listener itself is unchanged");
+    let mut client = RawClient::connect(listener).await;
+    let mut request = MetadataRequest::default();
+    request.topics = None;
+    let response = client.call(12, &request).await.expect("Metadata v12");
+    let brokers: Vec<_> = response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.host.to_string(), b.port))
+        .collect();
+    let second = cluster.addr(2).expect("broker 2");
+    assert_eq!(
+        brokers,
+        vec![
+            (1, "127.0.0.1".to_string(), 9),
+            (2, "127.0.0.1".to_string(), i32::from(second.port())),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn metadata_every_version() {
     let cluster = ScriptedCluster::start(3).await.expect("start");
     let id = cluster.create_topic("wal", 4).expect("create");
