@@ -332,6 +332,16 @@ pub(crate) fn markdown(
     s
 }
 
+/// A power of ten of bytes, for axis ticks: `10 kB`, `1 MB`.
+fn decimal_bytes(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{} GB", v / 1e9),
+        v if v >= 1e6 => format!("{} MB", v / 1e6),
+        v if v >= 1e3 => format!("{} kB", v / 1e3),
+        v => format!("{v} B"),
+    }
+}
+
 const COLORS: [&str; 5] = ["#9e9e9e", "#ef8a62", "#b2182b", "#67a9cf", "#2166ac"];
 
 /// One grouped bar chart (log scale) per broker and measure: read
@@ -360,9 +370,9 @@ pub(crate) fn svg(rows: &[Row]) -> String {
     let group_w = bar * 5.0 + 12.0;
     let left = 70.0;
     let plot_w = group_w * max_groups as f64;
-    let width = left + plot_w + 20.0;
+    let width = left + plot_w + 110.0;
     let chart_h = 220.0;
-    let label_h = 110.0;
+    let label_h = 140.0;
     let panel_h = chart_h + label_h + 40.0;
     let height = 60.0 + panel_h * 2.0 * brokers.len() as f64;
     let mut s = String::new();
@@ -408,7 +418,13 @@ pub(crate) fn svg(rows: &[Row]) -> String {
                 .collect();
             let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
             let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
-            let (lo, hi) = (lo.log10().floor().min(0.0), hi.log10().ceil());
+            // Amplification from 1×; bytes from the decade below the least.
+            let lo = if measure.starts_with("amp") {
+                lo.log10().floor().min(0.0)
+            } else {
+                lo.log10().floor()
+            };
+            let hi = hi.log10().ceil().max(lo + 1.0);
             let top = y0 + 20.0;
             let y = |v: f64| top + chart_h * (1.0 - (v.max(1e-9).log10() - lo) / (hi - lo));
             let _ = writeln!(
@@ -421,9 +437,9 @@ pub(crate) fn svg(rows: &[Row]) -> String {
                 let v = 10f64.powi(d);
                 let yy = y(v);
                 let label = if measure.starts_with("amp") {
-                    format!("{v}")
+                    format!("{v}×")
                 } else {
-                    bytes(v as u64)
+                    decimal_bytes(v)
                 };
                 let _ = writeln!(
                     s,
