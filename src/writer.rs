@@ -79,7 +79,10 @@ impl WalEntry {
         }
     }
 
-    fn size(&self) -> usize {
+    /// The bytes this entry counts against [`WriterConfig::max_batch_bytes`]:
+    /// its payload and headers plus a fixed allowance for the record's
+    /// framing.
+    pub fn batch_bytes(&self) -> usize {
         32 + self.payload.len()
             + self
                 .headers
@@ -225,18 +228,18 @@ async fn run(
             },
         };
         let deadline = tokio::time::Instant::now() + config.linger;
-        let mut size = first.entry.size();
+        let mut size = first.entry.batch_bytes();
         let mut batch = vec![first];
         let mut flushes = Vec::new();
         while size < config.max_batch_bytes {
             tokio::select! {
                 command = queue.recv() => match command {
                     Some(Command::Append(p)) => {
-                        if size + p.entry.size() > config.max_batch_bytes {
+                        if size + p.entry.batch_bytes() > config.max_batch_bytes {
                             carry = Some(p);
                             break;
                         }
-                        size += p.entry.size();
+                        size += p.entry.batch_bytes();
                         batch.push(p);
                     }
                     Some(Command::Flush(done)) => {

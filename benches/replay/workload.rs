@@ -77,31 +77,11 @@ pub(crate) struct WorkloadSpec {
 }
 
 /// One entry as generated.
-#[derive(Debug, Clone)]
-pub(crate) struct GenEntry {
-    pub(crate) region: RegionId,
-    pub(crate) payload: Bytes,
-    /// Sorted by key, keys unique.
-    pub(crate) headers: Vec<(Bytes, Option<Bytes>)>,
-}
-
-impl GenEntry {
-    /// The size [`WalWriter`] counts against `max_batch_bytes`.
-    fn writer_size(&self) -> usize {
-        32 + self.payload.len()
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 4)
-                .sum::<usize>()
-    }
-}
-
 /// A batch as the simulated writer closes it.
 #[derive(Debug, Clone)]
 pub(crate) struct PlannedBatch {
     pub(crate) writer: usize,
-    pub(crate) entries: Vec<GenEntry>,
+    pub(crate) entries: Vec<WalEntry>,
 }
 
 /// An entry as written: its offset and content.
@@ -173,7 +153,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
     struct Open {
         deadline: u64,
         size: usize,
-        entries: Vec<GenEntry>,
+        entries: Vec<WalEntry>,
     }
     let mut rng = Rng::new(spec.seed);
     let cdf = zipf_cdf(spec.regions.max(1), spec.zipf);
@@ -223,12 +203,12 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
         } else {
             Vec::new()
         };
-        let entry = GenEntry {
+        let entry = WalEntry {
             region,
             payload: payload(&mut rng, region, seq, now, size),
             headers,
         };
-        let esize = entry.writer_size();
+        let esize = entry.batch_bytes();
         if open[writer]
             .as_ref()
             .is_some_and(|o| o.size + esize > spec.max_batch_bytes)
@@ -280,13 +260,8 @@ pub(crate) async fn write(
         let writer = &writers[batch.writer];
         let mut pending = Vec::with_capacity(batch.entries.len());
         for e in &batch.entries {
-            let entry = WalEntry {
-                region: e.region,
-                payload: e.payload.clone(),
-                headers: e.headers.clone(),
-            };
             let appended = writer
-                .append(entry)
+                .append(e.clone())
                 .await
                 .map_err(|e| format!("append to {topic}: {e}"))?;
             pending.push(appended);

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use walfetch_codec::{
     BatchBuilder, Batches, Compression, DecodeOptions, Error, NewRecord, Record, RecordRef,
-    Records, SnappyFraming, HEADER_LEN,
+    Records, HEADER_LEN,
 };
 
 /// An error as the comparison sees it: its kind and its message.
@@ -23,54 +23,19 @@ fn fault(err: &Error) -> Fault {
     (discriminant(err), err.to_string())
 }
 
-fn bytes_field(max: usize) -> impl Strategy<Value = Option<Bytes>> {
-    prop::option::of(prop::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from))
-}
+mod common;
 
+use common::{compression, Shape};
+
+/// Records with up to 40-byte keys, 20-byte header values, values under
+/// `max_value` bytes and fewer than `max_records` a batch.
 fn records(max_value: usize, max_records: usize) -> impl Strategy<Value = Vec<NewRecord>> {
-    let record = (
-        1..4i32,
-        -1_000_000i64..1_000_000,
-        bytes_field(40),
-        bytes_field(max_value),
-        prop::collection::vec(
-            (
-                prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
-                bytes_field(20),
-            ),
-            0..3,
-        ),
-    );
-    prop::collection::vec(record, 1..max_records).prop_map(|rs| {
-        let mut delta = -1;
-        rs.into_iter()
-            .map(|(gap, ts, key, value, headers)| {
-                delta += gap;
-                NewRecord {
-                    offset_delta: delta,
-                    timestamp: 1_700_000_000_000 + ts,
-                    key,
-                    value,
-                    headers,
-                }
-            })
-            .collect()
+    common::records(Shape {
+        key: 40,
+        value: max_value,
+        header_value: 20,
+        records: max_records,
     })
-}
-
-fn compression() -> impl Strategy<Value = (Compression, SnappyFraming)> {
-    (
-        prop::sample::select(Compression::ALL.to_vec()),
-        any::<bool>(),
-    )
-        .prop_map(|(c, raw)| {
-            let framing = if raw {
-                SnappyFraming::Raw
-            } else {
-                SnappyFraming::Xerial
-            };
-            (c, framing)
-        })
 }
 
 /// Asserts that `borrowed` is `owned`, field by field and as a whole.

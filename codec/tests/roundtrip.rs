@@ -5,60 +5,21 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use walfetch_codec::{
-    BatchBuilder, Batches, Compression, DecodeOptions, EncodedBatch, NewRecord, SnappyFraming,
-    TimestampType,
+    BatchBuilder, Batches, Compression, DecodeOptions, EncodedBatch, NewRecord, TimestampType,
 };
 
-fn bytes_field() -> impl Strategy<Value = Option<Bytes>> {
-    prop::option::of(prop::collection::vec(any::<u8>(), 0..300).prop_map(Bytes::from))
-}
+mod common;
 
+use common::{compression, Shape};
+
+/// Records of up to 300-byte keys, values and header values, 1-39 a batch.
 fn records() -> impl Strategy<Value = Vec<NewRecord>> {
-    let record = (
-        1..4i32,
-        -1_000_000i64..1_000_000,
-        bytes_field(),
-        bytes_field(),
-        prop::collection::vec(
-            (
-                prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
-                bytes_field(),
-            ),
-            0..3,
-        ),
-    );
-    prop::collection::vec(record, 1..40).prop_map(|rs| {
-        let mut delta = -1;
-        rs.into_iter()
-            .map(|(gap, ts, key, value, headers)| {
-                delta += gap;
-                NewRecord {
-                    offset_delta: delta,
-                    timestamp: 1_700_000_000_000 + ts,
-                    key,
-                    value,
-                    headers,
-                }
-            })
-            .collect()
+    common::records(Shape {
+        key: 300,
+        value: 300,
+        header_value: 300,
+        records: 40,
     })
-}
-
-fn compression() -> impl Strategy<Value = (Compression, SnappyFraming)> {
-    (
-        prop::sample::select(Compression::ALL.to_vec()),
-        any::<bool>(),
-    )
-        .prop_map(|(c, raw)| {
-            (
-                c,
-                if raw {
-                    SnappyFraming::Raw
-                } else {
-                    SnappyFraming::Xerial
-                },
-            )
-        })
 }
 
 fn builder() -> impl Strategy<Value = BatchBuilder> {

@@ -145,12 +145,6 @@ impl Planner {
             && self.tail.is_none_or(|t| t.in_flight)
     }
 
-    /// Whether the indexed entries are all planned and none handed back:
-    /// the tail scan may start.
-    fn indexed_done(&self) -> bool {
-        self.requeued.is_empty() && self.next == self.entries.len()
-    }
-
     /// The log now starts at `offset`: no fetch starts below it.
     pub fn note_log_start(&mut self, offset: i64) {
         self.log_start = self.log_start.max(offset);
@@ -237,17 +231,6 @@ impl Planner {
                 self.tail = None;
             }
         }
-    }
-
-    /// The tail scan's remaining range, if any.
-    pub fn tail_remaining(&self) -> Option<Range<i64>> {
-        self.tail.map(|t| t.next..t.to)
-    }
-
-    /// Whether the tail may be planned now (used by the consumer to order
-    /// output: tail records come after every indexed entry).
-    pub fn tail_ready(&self) -> bool {
-        self.indexed_done()
     }
 
     /// Average encoded bytes per offset seen so far.

@@ -1,0 +1,73 @@
+//! proptest strategies shared by the codec's test files.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use walfetch_codec::{Compression, NewRecord, SnappyFraming};
+
+/// A nullable byte field of fewer than `max` bytes.
+fn bytes_field(max: usize) -> impl Strategy<Value = Option<Bytes>> {
+    prop::option::of(prop::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from))
+}
+
+/// Size limits of generated records (each bound exclusive).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Key bytes.
+    pub(crate) key: usize,
+    /// Value bytes.
+    pub(crate) value: usize,
+    /// Header value bytes.
+    pub(crate) header_value: usize,
+    /// Records in a batch.
+    pub(crate) records: usize,
+}
+
+/// A batch's records: increasing offset deltas with gaps (as after
+/// compaction), timestamps around 2023, nullable keys and values, 0-2
+/// headers.
+pub(crate) fn records(shape: Shape) -> impl Strategy<Value = Vec<NewRecord>> {
+    let record = (
+        1..4i32,
+        -1_000_000i64..1_000_000,
+        bytes_field(shape.key),
+        bytes_field(shape.value),
+        prop::collection::vec(
+            (
+                prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
+                bytes_field(shape.header_value),
+            ),
+            0..3,
+        ),
+    );
+    prop::collection::vec(record, 1..shape.records).prop_map(|rs| {
+        let mut delta = -1;
+        rs.into_iter()
+            .map(|(gap, ts, key, value, headers)| {
+                delta += gap;
+                NewRecord {
+                    offset_delta: delta,
+                    timestamp: 1_700_000_000_000 + ts,
+                    key,
+                    value,
+                    headers,
+                }
+            })
+            .collect()
+    })
+}
+
+/// Every codec, snappy with either framing.
+pub(crate) fn compression() -> impl Strategy<Value = (Compression, SnappyFraming)> {
+    (
+        prop::sample::select(Compression::ALL.to_vec()),
+        any::<bool>(),
+    )
+        .prop_map(|(c, raw)| {
+            let framing = if raw {
+                SnappyFraming::Raw
+            } else {
+                SnappyFraming::Xerial
+            };
+            (c, framing)
+        })
+}
