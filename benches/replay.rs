@@ -59,6 +59,7 @@ use std::time::{Duration, Instant};
 
 use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
 use rskafka::client::ClientBuilder;
+use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::index::{IndexEntry, WalIndex};
@@ -439,6 +440,22 @@ async fn bench_broker(
         );
         eprintln!("{info}");
         datasets.push(info);
+        // The link as the planner's cost model sees it (through the proxy).
+        let link = measure_link(&cluster, &topic, 0, 20)
+            .await
+            .map_err(|e| format!("{name}: measuring the link: {e}"))?;
+        let link_info = format!(
+            "{name}, {}: link through the proxy: round trip {} µs (median of {}), bandwidth {}; the planner's default model: {} µs, {:.0} MB/s",
+            spec.name,
+            link.round_trip.as_micros(),
+            link.samples,
+            link.bytes_per_second
+                .map_or_else(|| "not measured".into(), |b| format!("{:.0} MB/s", b / 1e6)),
+            PlanConfig::default().cost.round_trip.as_micros(),
+            PlanConfig::default().cost.bytes_per_second / 1e6,
+        );
+        eprintln!("{link_info}");
+        datasets.push(link_info);
 
         // Clients for the replays, warmed up (connections open, metadata
         // known) so that no replay pays for setup.

@@ -2,6 +2,7 @@
 
 pub use walfetch_codec as codec;
 
+pub mod calibrate;
 pub mod cluster;
 pub mod connection;
 pub mod consumer;

@@ -125,8 +125,48 @@ async fn build_show_and_replay_from_the_command_line() {
         )
         .unwrap();
         assert!(stats["fetches"].as_u64().unwrap() > 0, "{stats}");
+        assert!(stats["round_trips"].as_u64().unwrap() <= stats["fetches"].as_u64().unwrap());
         assert_eq!(stats["lost"], serde_json::json!([]));
     }
+
+    // The link's figures, and a replay with a cost model set by hand.
+    let out = walfetch(&["calibrate", "-b", &addr, "-t", "wal", "--samples", "3"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let link: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert!(link["round_trip_us"].as_u64().unwrap() > 0, "{link}");
+    assert!(link["merge_gap_bytes"].as_u64().is_some(), "{link}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--round-trip-us"));
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--index",
+        path(&index),
+        "--region",
+        "1",
+        "--format",
+        "raw",
+        "--round-trip-us",
+        "2000",
+        "--bytes-per-second",
+        "1e8",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        region_1.len()
+    );
 
     let out = walfetch(&[
         "replay",

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
+use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
@@ -32,6 +33,19 @@ async fn setup(
     entries: usize,
     compression: Compression,
 ) -> (ScriptedCluster, Arc<Cluster>, Written, WalIndex) {
+    setup_sized(brokers, entries, compression, 400, 4 << 10).await
+}
+
+/// [`setup`] with payloads of up to `max_payload` bytes (random beyond 400,
+/// so that compression does not shrink them away) in batches of up to
+/// `batch_bytes`.
+async fn setup_sized(
+    brokers: usize,
+    entries: usize,
+    compression: Compression,
+    max_payload: usize,
+    batch_bytes: usize,
+) -> (ScriptedCluster, Arc<Cluster>, Written, WalIndex) {
     let scripted = ScriptedCluster::start(brokers)
         .await
         .expect("scripted broker");
@@ -45,7 +59,7 @@ async fn setup(
     let cluster = Arc::new(Cluster::connect(config).await.expect("connect"));
     let mut writer_config = WriterConfig::new(TOPIC, 0);
     writer_config.compression = compression;
-    writer_config.max_batch_bytes = 4 << 10;
+    writer_config.max_batch_bytes = batch_bytes;
     let writer = WalWriter::new(Arc::clone(&cluster), writer_config);
     let mut pending = Vec::new();
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -54,10 +68,16 @@ async fn setup(
         state ^= state >> 7;
         state ^= state << 17;
         let region = (state % 8).min((state >> 17) % 8);
-        let payload = Bytes::from(format!(
-            "r{region} n{n} {}",
-            "y".repeat((state >> 40) as usize % 400)
-        ));
+        let len = (state >> 40) as usize % max_payload;
+        let mut payload = format!("r{region} n{n} {}", "y".repeat(len.min(400)));
+        let mut noise = state;
+        while payload.len() < len {
+            noise ^= noise << 13;
+            noise ^= noise >> 7;
+            noise ^= noise << 17;
+            payload.push_str(&format!("{noise:016x}"));
+        }
+        let payload = Bytes::from(payload);
         let appended = writer
             .append(WalEntry::new(region, payload.clone()))
             .await
@@ -135,6 +155,12 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
                     stats.floor_bytes,
                     stats.records_bytes
                 );
+                if strategy == StrategyKind::Index {
+                    assert!(stats.round_trips <= stats.fetches, "{stats:?}");
+                } else {
+                    // One fetch in flight: every fetch is a round trip.
+                    assert_eq!(stats.round_trips, stats.fetches, "{strategy:?}");
+                }
                 bytes.insert(format!("{strategy:?}"), stats.wire_bytes);
             }
             assert!(
@@ -168,6 +194,38 @@ async fn offsets_only_index_on_kafka_rules_and_on_other_brokers_habits() {
             }
         }
     }
+}
+
+/// Without hints, walfetch's planner moves fewer bytes than the estimate
+/// strategy and waits on fewer round trips, on every region.
+#[tokio::test]
+async fn offsets_only_beats_the_estimate_on_bytes_and_round_trips() {
+    let mut pipelined = (0, 0);
+    for compression in [Compression::None, Compression::Lz4] {
+        let (_broker, cluster, written, index) =
+            setup_sized(1, 4000, compression, 8 << 10, 64 << 10).await;
+        let offsets_only = index.without_hints();
+        for &region in written.keys() {
+            let mut stats = Vec::new();
+            for strategy in [StrategyKind::Index, StrategyKind::Estimate] {
+                let options = ConsumerOptions {
+                    strategy,
+                    ..ConsumerOptions::default()
+                };
+                let (got, s) = replay_with(&cluster, &offsets_only, region, options).await;
+                assert!(got.unwrap() == written[&region], "{strategy:?}");
+                stats.push(s);
+            }
+            let (ours, estimate) = (&stats[0], &stats[1]);
+            let context = format!("{compression} region {region}: {ours:?} vs {estimate:?}");
+            assert!(ours.wire_bytes < estimate.wire_bytes, "{context}");
+            assert!(ours.round_trips < estimate.round_trips, "{context}");
+            pipelined.0 += ours.fetches;
+            pipelined.1 += ours.round_trips;
+        }
+    }
+    // Fetches sent together share a round trip.
+    assert!(pipelined.1 < pipelined.0, "{pipelined:?}");
 }
 
 #[tokio::test]
@@ -377,5 +435,31 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
     assert!(
         matches!(got, Err(Error::LostOffsets { ref offsets, .. }) if offsets == &vec![aborted + 1]),
         "{got:?}"
+    );
+}
+
+/// `measure_link` times real fetches: a broker that answers 30 ms late
+/// shows a round trip of at least that, and the planner's merge gap grows
+/// with it.
+#[tokio::test]
+async fn calibration_measures_the_round_trip_and_bandwidth() {
+    let (broker, cluster, _, _) = setup_sized(1, 600, Compression::None, 4000, 64 << 10).await;
+    let quick = measure_link(&cluster, TOPIC, 0, 3).await.unwrap();
+    let bandwidth = quick.bytes_per_second.expect("1 MB of records: enough");
+    assert!(
+        bandwidth > 0.0 && quick.bandwidth_fetch_bytes >= 256 << 10,
+        "{quick:?}"
+    );
+    let delay = Duration::from_millis(30);
+    broker.script(
+        Fault::on(ApiKey::Fetch)
+            .times(100)
+            .then(FaultAction::Delay(delay)),
+    );
+    let slow = measure_link(&cluster, TOPIC, 0, 3).await.unwrap();
+    assert!(slow.round_trip >= delay, "{slow:?}");
+    assert!(
+        slow.cost_model(4).merge_gap_bytes() > quick.cost_model(4).merge_gap_bytes(),
+        "{quick:?} {slow:?}"
     );
 }

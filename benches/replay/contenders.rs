@@ -96,6 +96,9 @@ pub(crate) struct RunResult {
     /// The consumer's own count of Fetch response bytes (walfetch only).
     pub(crate) consumer_wire_bytes: Option<u64>,
     pub(crate) fetches: u64,
+    /// Round trips on the critical path (equal to `fetches` for a replay
+    /// with one fetch in flight).
+    pub(crate) round_trips: u64,
     pub(crate) wall: Duration,
     pub(crate) time_to_first: Option<Duration>,
     pub(crate) peak_buffered: u64,
@@ -289,6 +292,7 @@ async fn replay_walfetch(
         other_records,
         consumer_wire_bytes: Some(stats.wire_bytes),
         fetches: stats.fetches,
+        round_trips: stats.round_trips,
         wall,
         time_to_first,
         peak_buffered: stats.peak_buffered_bytes,
@@ -442,6 +446,7 @@ async fn replay_rskafka(
         entries,
         other_records,
         fetches,
+        round_trips: fetches,
         wall,
         time_to_first,
         peak_buffered: peak,

@@ -155,12 +155,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ("walfetch, with hints", StrategyKind::Index, &index),
     ];
     println!(
-        "| {:<24} | {:>8} | {:>12} | {:>8} | {:>14} | {:>9} |",
-        "strategy", "entries", "wire bytes", "fetches", "amplification", "time ms"
+        "| {:<24} | {:>8} | {:>12} | {:>8} | {:>11} | {:>14} | {:>9} |",
+        "strategy", "entries", "wire bytes", "fetches", "round trips", "amplification", "time ms"
     );
     println!(
-        "|{:-<26}|{:->10}|{:->14}|{:->10}|{:->16}|{:->11}|",
-        "", "", "", "", "", ""
+        "|{:-<26}|{:->10}|{:->14}|{:->10}|{:->13}|{:->16}|{:->11}|",
+        "", "", "", "", "", "", ""
     );
     let mut wire = Vec::new();
     for (name, strategy, idx) in runs {
@@ -194,11 +194,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         let stats = consumer.stats();
         println!(
-            "| {:<24} | {:>8} | {:>12} | {:>8} | {:>13.1}x | {:>9.1} |",
+            "| {:<24} | {:>8} | {:>12} | {:>8} | {:>11} | {:>13.1}x | {:>9.1} |",
             name,
             got.len(),
             stats.wire_bytes,
             stats.fetches,
+            stats.round_trips,
             stats.wire_bytes as f64 / region_bytes.max(1) as f64,
             elapsed.as_secs_f64() * 1e3
         );

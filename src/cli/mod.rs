@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own file.
 
+mod calibrate;
 mod capture;
 mod connect;
 mod demo;
@@ -38,6 +39,9 @@ enum Command {
     Dump(dump::Args),
     /// Save a partition's raw record batches, as Fetch returns them, to a file.
     Capture(capture::Args),
+    /// Measure the round trip and bandwidth to a partition's leader: the
+    /// planner's cost model for `replay --round-trip-us --bytes-per-second`.
+    Calibrate(calibrate::Args),
 }
 
 pub(crate) fn main() -> ExitCode {
@@ -48,6 +52,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Replay(args) => block_on(replay::run(args)),
         Command::Index(command) => block_on(index::run(command)),
         Command::Capture(args) => block_on(capture::run(args)),
+        Command::Calibrate(args) => block_on(calibrate::run(args)),
     };
     match result {
         Ok(code) => code,

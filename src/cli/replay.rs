@@ -13,6 +13,7 @@ use walfetch::consumer::{
     Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::index::{read_index_file, RegionRule};
+use walfetch::plan::PlanConfig;
 
 use super::connect::{check_partition, connect, Target};
 use super::index::RuleArgs;
@@ -65,6 +66,14 @@ pub(crate) struct Args {
     /// stats) instead of failing.
     #[arg(long)]
     skip_lost: bool,
+    /// The planner's round trip, in µs (see `walfetch calibrate`; default:
+    /// a loopback figure).
+    #[arg(long)]
+    round_trip_us: Option<u64>,
+    /// The planner's bandwidth, in bytes per second (see `walfetch
+    /// calibrate`).
+    #[arg(long)]
+    bytes_per_second: Option<f64>,
     #[command(flatten)]
     rule: RuleArgs,
 }
@@ -74,7 +83,19 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cluster = connect(&args.target.brokers).await?;
     check_partition(&cluster, &args.target).await?;
     let rule: RegionRule = args.rule.rule()?;
+    let mut plan = PlanConfig::default();
+    if let Some(us) = args.round_trip_us {
+        plan.cost.round_trip = Duration::from_micros(us);
+    }
+    if let Some(bps) = args.bytes_per_second {
+        anyhow::ensure!(
+            bps.is_finite() && bps > 0.0,
+            "--bytes-per-second must be a positive number, not {bps}"
+        );
+        plan.cost.bytes_per_second = bps;
+    }
     let options = ConsumerOptions {
+        plan,
         strategy: match args.strategy {
             Strategy::Index => StrategyKind::Index,
             Strategy::Estimate => StrategyKind::Estimate,
@@ -171,6 +192,7 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "entries": stats.entries,
         "tail_records": stats.tail_records,
         "fetches": stats.fetches,
+        "round_trips": stats.round_trips,
         "wire_bytes": stats.wire_bytes,
         "records_bytes": stats.records_bytes,
         "yielded_bytes": stats.yielded_bytes,

@@ -13,7 +13,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use walfetch_codec::{
-    AbortedTransaction, Batches, DecodeOptions, Error as CodecError, Record, TransactionFilter,
+    AbortedTransaction, BatchHeader, Batches, DecodeOptions, Error as CodecError, Record,
+    TransactionFilter,
 };
 
 use crate::plan::{FetchKind, FetchStrategy, PlannedFetch};
@@ -52,8 +53,8 @@ pub(crate) struct Absorbed {
     pub(crate) tail_next: Option<i64>,
     /// The response did not cover the first wanted offset.
     pub(crate) misaligned: bool,
-    /// Every batch extent the response showed: (base, last, length).
-    pub(crate) batches: Vec<(i64, i64, u32)>,
+    /// Every batch the response showed: (base, last, length, compressed).
+    pub(crate) batches: Vec<(i64, i64, u32, bool)>,
 }
 
 /// Reads `response` to `fetch`, reporting batch extents to `strategy` (and
@@ -98,8 +99,7 @@ pub(crate) fn absorb(
     for batch in &mut batches {
         let batch = batch?;
         let h = *batch.header();
-        out.batches
-            .push((h.base_offset, h.last_offset(), h.total_len() as u32));
+        out.batches.push(seen(&h));
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
             first = false;
@@ -146,8 +146,7 @@ pub(crate) fn absorb(
     // layout, and its complete uncompressed records can be used.
     if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
         if let Some(h) = partial.header() {
-            out.batches
-                .push((h.base_offset, h.last_offset(), h.total_len() as u32));
+            out.batches.push(seen(&h));
             if first && h.base_offset > first_wanted {
                 out.misaligned = true;
             }
@@ -177,8 +176,8 @@ pub(crate) fn absorb(
         }
     }
 
-    for &(base, last, len) in &out.batches {
-        strategy.observe_batch(base, last, len);
+    for &(base, last, len, compressed) in &out.batches {
+        strategy.observe_batch(base, last, len, compressed);
     }
     strategy.observe_response(fetch, response.records.len(), at_or_above);
     if out.misaligned {
@@ -195,6 +194,17 @@ pub(crate) fn absorb(
         out.tail_next = Some((covered + 1).max(first_wanted));
     }
     Ok(out)
+}
+
+/// What a batch header teaches the layout: (base, last, length, compressed).
+fn seen(h: &BatchHeader) -> (i64, i64, u32, bool) {
+    let compressed = h.attributes.compression_id() != 0;
+    (
+        h.base_offset,
+        h.last_offset(),
+        h.total_len() as u32,
+        compressed,
+    )
 }
 
 /// Delivers `record` if it is the entry at `cursor`; entries it passed are lost.

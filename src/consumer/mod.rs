@@ -131,7 +131,9 @@ enum Outcome {
     },
 }
 
-type InFlight = BoxFuture<'static, (PlannedFetch, Result<Outcome, ClientError>)>;
+/// A fetch in flight; the `u64` is its round trip (see
+/// [`ReplayStats::round_trips`]).
+type InFlight = BoxFuture<'static, (PlannedFetch, u64, Result<Outcome, ClientError>)>;
 
 /// Where each indexed entry stands.
 #[derive(Debug)]
@@ -286,9 +288,11 @@ impl Consumer {
                 .with_max_wait(Duration::ZERO)
                 .with_isolation(self.options.isolation);
             let cluster = Arc::clone(&self.cluster);
+            // It waits on nothing answered after the latest response seen.
+            let round_trip = self.stats.round_trips + 1;
             self.in_flight.push(Box::pin(async move {
                 let outcome = fetch_once(&cluster, &params).await;
-                (fetch, outcome)
+                (fetch, round_trip, outcome)
             }));
             self.note_buffered();
         }
@@ -367,7 +371,19 @@ impl Consumer {
                     source,
                 }
             })?;
-        for &(base, last, len) in &absorbed.batches {
+        tracing::debug!(
+            strategy = self.strategy.name(),
+            offset = fetch.offset,
+            max_bytes = fetch.max_bytes,
+            kind = ?fetch.kind,
+            records_bytes = fetched.records.len(),
+            batches = absorbed.batches.len(),
+            delivered = absorbed.delivered.len(),
+            requeue = ?absorbed.requeue,
+            misaligned = absorbed.misaligned,
+            "fetch answered"
+        );
+        for &(base, last, len, _) in &absorbed.batches {
             self.seen.observe(base, last, len);
         }
         if absorbed.misaligned {
@@ -510,6 +526,7 @@ async fn log_end(
         .with_isolation(isolation);
     let fetched = cluster.fetch(&params).await?;
     stats.fetches += 1;
+    stats.round_trips += 1;
     stats.wire_bytes += fetched.wire_bytes as u64;
     stats.records_bytes += fetched.records.len() as u64;
     let end = match isolation {
@@ -570,7 +587,8 @@ impl Stream for Consumer {
             }
             this.launch();
             match this.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some((fetch, outcome))) => {
+                Poll::Ready(Some((fetch, round_trip, outcome))) => {
+                    this.stats.round_trips = this.stats.round_trips.max(round_trip);
                     if let Err(err) = this.settle(fetch, outcome) {
                         this.failed = true;
                         return Poll::Ready(Some(Err(err)));

@@ -5,8 +5,17 @@ use std::time::Duration;
 /// Counters of one replay, readable at any time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayStats {
-    /// Fetch requests answered.
+    /// Fetch requests answered (with the one confirming the log's end when
+    /// the replay runs to it; the ListOffsets request before it is not
+    /// counted here nor in `round_trips`).
     pub fetches: u64,
+    /// Round trips on the replay's critical path: fetches sent together
+    /// (pipelined, before any of them was answered) share one round trip,
+    /// and a fetch sent after a response counts one more than that
+    /// response's. With one fetch in flight this equals `fetches`; the time
+    /// a replay spends waiting on latency is about `round_trips` × the
+    /// round-trip time.
+    pub round_trips: u64,
     /// Bytes of Fetch responses on the wire (frames, length prefixes included).
     pub wire_bytes: u64,
     /// Bytes of the `records` fields of those responses.

@@ -121,7 +121,7 @@ impl FetchStrategy for EstimatePlanner {
         })
     }
 
-    fn observe_batch(&mut self, _base: i64, _last: i64, _len: u32) {}
+    fn observe_batch(&mut self, _base: i64, _last: i64, _len: u32, _compressed: bool) {}
 
     fn observe_response(
         &mut self,

@@ -11,6 +11,16 @@
 //! - Nothing here is trusted for correctness: the consumer checks each
 //!   response and hands back what a fetch did not deliver.
 //!
+//! # Without hints
+//! Byte positions are exact only as far as known batches reach (hints, or
+//! batches responses carried); past that the planner estimates them from
+//! the bytes per offset seen so far, leaves a margin past an estimated end
+//! (a whole batch when batches are compressed: a cut compressed batch is
+//! useless), and reads across a gap when splitting would not save the
+//! margins two estimated fetches carry. A fetch that hits the byte cap with
+//! an estimated end claims every remaining entry and takes all its response
+//! carries; the rest follows from where it really ended.
+//!
 //! # References
 //! - Kafka protocol guide, Fetch API; KIP-74 (fetch `max_bytes`).
 

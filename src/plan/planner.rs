@@ -11,10 +11,13 @@ use crate::index::IndexEntry;
 pub struct PlanConfig {
     /// The cost model for merging runs.
     pub cost: CostModel,
-    /// Largest byte limit of one fetch (bounds one response's memory).
+    /// Largest byte limit of one fetch (bounds one response's memory); the
+    /// byte limit of each fetch of a tail scan, where every record is
+    /// wanted and fewer, larger fetches waste less of the batches a broker
+    /// cuts.
     pub max_fetch_bytes: u32,
     /// Byte limit of a fetch with nothing to size it from (no hints, no
-    /// observed batches yet), and of each fetch of a tail scan.
+    /// observed batches yet).
     pub probe_bytes: u32,
 }
 
@@ -55,6 +58,44 @@ pub struct PlannedFetch {
     pub kind: FetchKind,
 }
 
+/// How far a fetch being planned reaches, in bytes from the start of its
+/// response, as of its latest entry.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    /// The latest entry's batch, if known: its base and its start.
+    batch: Option<(i64, f64)>,
+    /// Where the latest entry's bytes begin: its batch's start if known,
+    /// else its record's.
+    start: f64,
+    /// Where the bytes the fetch needs end.
+    end: f64,
+    /// Whether any of it is estimated.
+    estimated: bool,
+}
+
+impl Position {
+    /// An entry in the batch at `base` starting at byte `pos`, its record
+    /// ending `record_end` bytes into the batch.
+    fn in_batch(base: i64, pos: f64, record_end: u32, estimated: bool) -> Self {
+        Self {
+            batch: Some((base, pos)),
+            start: pos,
+            end: pos + f64::from(record_end),
+            estimated,
+        }
+    }
+
+    /// An entry in an unknown batch, its record estimated at `pos`.
+    fn record(pos: f64, per_offset: f64) -> Self {
+        Self {
+            batch: None,
+            start: pos,
+            end: pos + per_offset,
+            estimated: true,
+        }
+    }
+}
+
 /// Tail scan state: `next..to` remains.
 #[derive(Debug, Clone, Copy)]
 struct Tail {
@@ -79,6 +120,8 @@ pub struct Planner {
     /// Observed bytes and offsets, for estimates without hints.
     seen_bytes: u64,
     seen_offsets: u64,
+    seen_batches: u64,
+    seen_compressed: u64,
     /// Set once the broker answered a mid-batch fetch offset without the
     /// batch containing it: from then on, fetches start at known batch
     /// boundaries, or at `log_start`.
@@ -113,6 +156,8 @@ impl Planner {
             }),
             seen_bytes: 0,
             seen_offsets: 0,
+            seen_batches: 0,
+            seen_compressed: 0,
             aligned_from: None,
             attempts: BTreeMap::new(),
             log_start: 0,
@@ -176,7 +221,6 @@ impl Planner {
             }
             return Some(fetch);
         }
-        let probe = self.config.probe_bytes;
         let tail = self.tail?;
         if tail.in_flight {
             return None;
@@ -194,25 +238,36 @@ impl Planner {
         });
         Some(PlannedFetch {
             offset,
-            max_bytes: probe,
+            max_bytes: self.config.max_fetch_bytes,
             kind: FetchKind::Tail { from: tail.next },
         })
     }
 
-    /// Learns a batch a response carried (complete batches only).
-    pub fn observe_batch(&mut self, base: i64, last: i64, len: u32) {
+    /// Learns a batch a response carried (complete, or the header of one
+    /// the broker cut).
+    pub fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool) {
         self.layout.observe(base, last, len);
         self.seen_bytes += u64::from(len);
         self.seen_offsets += (last - base + 1).max(1) as u64;
+        self.seen_batches += 1;
+        self.seen_compressed += u64::from(compressed);
     }
 
     /// Hands back entries a fetch did not deliver; they are planned again
-    /// before anything new.
+    /// before anything new, as one run with the entries right after them
+    /// if those are not planned yet.
     pub fn requeue(&mut self, entries: Range<usize>) {
         if entries.start < entries.end {
             *self.attempts.entry(entries.start).or_default() += 1;
-            let end = self.requeued.entry(entries.start).or_insert(entries.end);
-            *end = (*end).max(entries.end);
+            let mut end = entries.end;
+            if let Some(following) = self.requeued.remove(&end) {
+                end = following;
+            } else if end == self.next {
+                end = self.entries.len();
+                self.next = end;
+            }
+            let e = self.requeued.entry(entries.start).or_insert(end);
+            *e = (*e).max(end);
         }
     }
 
@@ -255,56 +310,130 @@ impl Planner {
     }
 
     /// Plans one fetch for entries from `start`, extending it over following
-    /// entries (below `end`) while that is cheaper than another fetch.
+    /// entries (below `end`) while reading the gap to the next one costs less
+    /// than another fetch.
+    ///
+    /// Byte positions are exact while the batches read are known and known
+    /// to be adjacent (hints, or batches earlier responses carried); past
+    /// that they are estimated from the bytes per offset seen so far,
+    /// counted from the last known batch end.
+    ///
+    /// A fetch that reaches the byte cap with its end estimated claims
+    /// every entry up to `end`: where its response really ends is
+    /// unknown, so it takes all it carries, and what follows is planned
+    /// from there once the consumer hands it back.
     fn plan_run(&self, start: usize, end: usize) -> PlannedFetch {
-        match self.locate(start) {
-            Some(first) => self.plan_located(start, end, first),
-            None => self.plan_estimated(start, end),
+        let first = self.locate(start);
+        if first.is_none() && self.bytes_per_offset().is_none() {
+            return self.probe(start, end);
         }
-    }
-
-    /// A run whose first entry's batch is known: byte positions are exact
-    /// as long as the following batches are known to be adjacent.
-    fn plan_located(&self, start: usize, end: usize, first: (i64, u32, u32)) -> PlannedFetch {
-        let (base, len, record_end) = first;
-        let gap_limit = self.config.cost.merge_gap_bytes();
-        let max = u64::from(self.config.max_fetch_bytes);
-        // Position of the current batch's start, relative to the fetch start.
-        let (mut cur_base, mut cur_pos) = (base, 0u64);
-        // Bytes the fetch returns so far: the first batch comes whole
-        // regardless (KIP-74), so reaching into the rest of it, or into the
-        // batch right after it, costs only what lies past these bytes.
-        let mut needed = u64::from(len).max(u64::from(record_end));
+        let batch = self.average_batch();
+        let gap_limit = self.config.cost.merge_gap_bytes() as f64;
+        let max = f64::from(self.config.max_fetch_bytes);
+        let (offset, mut at) = match first {
+            // The first batch comes whole regardless (KIP-74), so reaching
+            // into the rest of it costs nothing.
+            Some((base, len, record_end)) => (
+                base,
+                Position::in_batch(base, 0.0, len.max(record_end), false),
+            ),
+            None => {
+                let offset = self.estimated_start(start);
+                // The response starts at the batch holding `offset`: on
+                // average half a batch before it.
+                let per_offset = self.bytes_per_offset().unwrap_or(1.0);
+                let pos = batch / 2.0 + (self.entries[start].offset - offset) as f64 * per_offset;
+                (offset, Position::record(pos, per_offset))
+            }
+        };
         let mut last = start;
         for i in start + 1..end {
-            let Some((b, blen, rend)) = self.locate(i) else {
+            let Some(next) = self.position(i, &at, at.end + gap_limit) else {
                 break;
             };
-            let pos = if b == cur_base {
-                cur_pos
+            // Splitting here would not save the slack an estimated end
+            // carries, nor the half batch a fetch from an offset whose batch
+            // is unknown reads before it.
+            let unknown_start = if next.batch.is_none() {
+                batch / 2.0
             } else {
-                match self.walk(cur_base, cur_pos, b, needed + gap_limit) {
-                    Some(pos) => pos,
-                    None => break,
-                }
+                0.0
             };
-            let gap = pos.saturating_sub(needed);
-            let this_end = pos + u64::from(rend.min(blen));
-            if (b != cur_base && gap > gap_limit) || this_end > max {
+            let allowance = gap_limit + self.end_slack(&at, batch) + unknown_start;
+            let same_batch =
+                matches!((at.batch, next.batch), (Some((a, _)), Some((b, _))) if a == b);
+            let gap = next.start - at.end;
+            if !same_batch && gap > allowance {
                 break;
             }
-            cur_base = b;
-            cur_pos = pos;
-            needed = needed.max(this_end);
+            if next.end > max {
+                if next.estimated {
+                    return PlannedFetch {
+                        offset,
+                        max_bytes: self.config.max_fetch_bytes,
+                        kind: FetchKind::Indexed {
+                            entries: start..end,
+                        },
+                    };
+                }
+                break;
+            }
+            at = Position {
+                end: at.end.max(next.end),
+                ..next
+            };
             last = i;
         }
         PlannedFetch {
-            offset: base,
-            max_bytes: needed.min(u64::from(u32::MAX)) as u32,
+            offset,
+            max_bytes: (at.end + self.end_slack(&at, batch)).clamp(1.0, max) as u32,
             kind: FetchKind::Indexed {
                 entries: start..last + 1,
             },
         }
+    }
+
+    /// Where entry `i` sits in the response of a fetch whose previous entry
+    /// sits at `at`: in `at`'s batch; exactly, in a known batch reached from
+    /// an exact `at` through known adjacent batches within `limit` bytes;
+    /// or estimated. `None` ends the fetch: a known batch not reached from
+    /// an exact `at` (another writer's batches lie between, of unknown
+    /// size; splitting there costs nothing but the round trip, both ends
+    /// being exact), or nothing to estimate from.
+    fn position(&self, i: usize, at: &Position, limit: f64) -> Option<Position> {
+        let located = self.locate(i);
+        if let (Some((base, pos)), Some((b, blen, record_end))) = (at.batch, located) {
+            if b == base {
+                return Some(Position::in_batch(
+                    b,
+                    pos,
+                    record_end.min(blen),
+                    at.estimated,
+                ));
+            }
+            if !at.estimated {
+                let p = self.walk(base, pos as u64, b, limit as u64)?;
+                return Some(Position::in_batch(b, p as f64, record_end.min(blen), false));
+            }
+        }
+        // Count bytes per offset from the end of the last known batch, or
+        // from the end of the previous entry's record.
+        let per_offset = self.bytes_per_offset()?;
+        let (from, from_pos) = match at.batch {
+            Some((base, pos)) => {
+                let (_, extent) = self.layout.containing(base)?;
+                (extent.last_known + 1, pos + f64::from(extent.len))
+            }
+            None => (self.entries[i - 1].offset + 1, at.end),
+        };
+        let at_offset = |o: i64| from_pos + (o - from).max(0) as f64 * per_offset;
+        Some(match located {
+            // Its batch is known: only the bytes before it are estimated.
+            Some((b, blen, record_end)) => {
+                Position::in_batch(b, at_offset(b), record_end.min(blen), true)
+            }
+            None => Position::record(at_offset(self.entries[i].offset), per_offset),
+        })
     }
 
     /// Follows known adjacent batches from `from` (at byte `pos`) to the
@@ -324,50 +453,48 @@ impl Planner {
         (base == to).then_some(pos)
     }
 
-    /// A run with nothing known of where its first entry sits: start at the
-    /// entry's offset and size the limit from the bytes per offset seen so
-    /// far (or a probe's size when nothing was seen).
-    fn plan_estimated(&self, start: usize, end: usize) -> PlannedFetch {
-        let wanted = self.entries[start].offset;
-        // On a broker that skips the containing batch, start where a batch
-        // is known to start.
-        let first = match self.aligned_from {
-            None => wanted,
-            Some(_) => self.backed_off(wanted, self.attempts.get(&start).copied().unwrap_or(0)),
-        };
-        let Some(per_offset) = self.bytes_per_offset() else {
-            return PlannedFetch {
-                offset: first,
-                max_bytes: self.config.probe_bytes,
-                kind: FetchKind::Indexed {
-                    entries: start
-                        ..self.entries_within(start, end, u64::from(self.config.probe_bytes), 1.0),
-                },
-            };
-        };
-        let gap_offsets = (self.config.cost.merge_gap_bytes() as f64 / per_offset).max(1.0) as i64;
-        let mut last = start;
-        for i in start + 1..end {
-            let o = self.entries[i].offset;
-            let span_bytes = (o - first + 1) as f64 * per_offset;
-            if o - self.entries[last].offset > gap_offsets
-                || span_bytes > f64::from(self.config.max_fetch_bytes)
-            {
-                break;
-            }
-            last = i;
-        }
-        // The response starts at the batch holding `first`, on average half
-        // a batch earlier; one average batch of slack covers that.
-        let batch = self.seen_bytes as f64 / self.layout.len().max(1) as f64;
-        let span = (self.entries[last].offset - first + 1) as f64 * per_offset + batch;
+    /// The first fetch, with nothing seen to size it by: a probe.
+    fn probe(&self, start: usize, end: usize) -> PlannedFetch {
         PlannedFetch {
-            offset: first,
-            max_bytes: span.clamp(1.0, f64::from(self.config.max_fetch_bytes)) as u32,
+            offset: self.estimated_start(start),
+            max_bytes: self.config.probe_bytes,
             kind: FetchKind::Indexed {
-                entries: start..last + 1,
+                entries: start
+                    ..self.entries_within(start, end, u64::from(self.config.probe_bytes), 1.0),
             },
         }
+    }
+
+    /// The fetch offset for entry `start` when its batch is unknown: the
+    /// entry itself, or on a broker that skips the batch containing a
+    /// mid-batch offset, a known batch start below it.
+    fn estimated_start(&self, start: usize) -> i64 {
+        let wanted = self.entries[start].offset;
+        match self.aligned_from {
+            None => wanted,
+            Some(_) => self.backed_off(wanted, self.attempts.get(&start).copied().unwrap_or(0)),
+        }
+    }
+
+    /// Bytes a fetch ending at `at` reads past it: where the end is
+    /// estimated, room for the estimate's error, more when records arrive
+    /// only with their whole (compressed) batch.
+    fn end_slack(&self, at: &Position, batch: f64) -> f64 {
+        match (at.estimated, self.mostly_compressed()) {
+            (false, _) => 0.0,
+            (true, false) => batch / 2.0,
+            (true, true) => batch,
+        }
+    }
+
+    /// Average encoded length of the batches seen so far (0 before any).
+    fn average_batch(&self) -> f64 {
+        self.seen_bytes as f64 / self.seen_batches.max(1) as f64
+    }
+
+    /// Whether most batches seen were compressed.
+    fn mostly_compressed(&self) -> bool {
+        self.seen_compressed * 2 > self.seen_batches
     }
 
     /// A fetch offset below `offset` likely to land in the batch before the
@@ -376,11 +503,7 @@ impl Planner {
     /// with each failed attempt, never below a known boundary or the log
     /// start.
     fn backed_off(&self, offset: i64, attempt: u32) -> i64 {
-        let per_batch = if self.layout.is_empty() {
-            1
-        } else {
-            (self.seen_offsets / self.layout.len() as u64).max(1) as i64
-        };
+        let per_batch = (self.seen_offsets / self.seen_batches.max(1)).max(1) as i64;
         let back = per_batch.saturating_mul(1 << attempt.min(20));
         let floor = self
             .layout
@@ -408,8 +531,8 @@ impl super::FetchStrategy for Planner {
     fn next_fetch(&mut self) -> Option<PlannedFetch> {
         Planner::next_fetch(self)
     }
-    fn observe_batch(&mut self, base: i64, last: i64, len: u32) {
-        Planner::observe_batch(self, base, last, len);
+    fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool) {
+        Planner::observe_batch(self, base, last, len, compressed);
     }
     fn requeue(&mut self, entries: Range<usize>) {
         Planner::requeue(self, entries);
@@ -530,11 +653,15 @@ mod tests {
             let mut present: Vec<i64> = Vec::new();
             for b in &whole {
                 bytes += u64::from(b.len);
-                planner.observe_batch(b.base, b.last(), b.len);
+                planner.observe_batch(b.base, b.last(), b.len, b.compressed);
                 present.extend(b.base..=b.last());
             }
             if let Some((b, cut)) = partial {
                 bytes += u64::from(cut);
+                // The header of a cut batch teaches its extent too.
+                if cut >= 61 {
+                    planner.observe_batch(b.base, b.last(), b.len, b.compressed);
+                }
                 if !b.compressed {
                     present.extend(
                         b.ends
@@ -793,6 +920,83 @@ mod tests {
     }
 
     #[test]
+    fn offsets_only_reads_across_gaps_cheaper_than_the_slack_a_split_costs() {
+        // ~100 KB batches, an entry every 14 offsets (~70 KB apart): more
+        // than the cost model's merge gap, less than the slack two
+        // estimated fetches carry between them. One fetch after the probe.
+        let log = log(&[20; 60], 5000);
+        let wanted: Vec<i64> = (0..60 * 20).step_by(14).collect();
+        let entries: Vec<IndexEntry> = wanted.iter().map(|&o| IndexEntry::offset_only(o)).collect();
+        let out = replay(&log, &entries, Layout::new(), Habit::Kafka);
+        assert_eq!(out.delivered, wanted);
+        let total: u64 = log.iter().map(|b| u64::from(b.len)).sum();
+        assert!(out.fetches <= 3, "{} fetches", out.fetches);
+        assert!(out.bytes <= total + (1 << 20), "{}", out.bytes);
+    }
+
+    #[test]
+    fn offsets_only_resumes_a_cut_run_in_one_fetch() {
+        // The probe is cut inside a compressed batch: its header tells
+        // where the batch starts, and the next fetch starts there and goes
+        // on, estimated, over every entry left.
+        let mut log = log(&[10; 30], 10_000);
+        for b in &mut log {
+            b.compressed = true;
+        }
+        let wanted: Vec<i64> = (0..300).step_by(5).collect();
+        let entries: Vec<IndexEntry> = wanted.iter().map(|&o| IndexEntry::offset_only(o)).collect();
+        let out = replay(&log, &entries, Layout::new(), Habit::Kafka);
+        assert_eq!(out.delivered, wanted);
+        assert_eq!(out.fetches, 2);
+    }
+
+    #[test]
+    fn an_estimated_end_leaves_a_whole_batch_when_batches_are_compressed() {
+        let limit = |compressed: bool| {
+            let entries = [IndexEntry::offset_only(500)];
+            let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
+            for b in 0..10 {
+                planner.observe_batch(b * 10, b * 10 + 9, 1000, compressed);
+            }
+            planner.next_fetch().unwrap().max_bytes
+        };
+        // Half a batch before the record (the batch holding it starts
+        // there on average), the record (100 B per offset), then half a
+        // batch of room, or a whole one when compressed.
+        assert_eq!(limit(false), 500 + 100 + 500);
+        assert_eq!(limit(true), 500 + 100 + 1000);
+    }
+
+    #[test]
+    fn a_full_estimated_fetch_takes_all_it_carries_and_the_rest_follows_it() {
+        // 1000 B per offset seen; 19 MB of wanted offsets: more than one
+        // fetch can take.
+        let entries: Vec<IndexEntry> = (1000..20_000).map(IndexEntry::offset_only).collect();
+        let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
+        for b in 0..100 {
+            planner.observe_batch(b * 10, b * 10 + 9, 10_000, false);
+        }
+        let first = planner.next_fetch().unwrap();
+        assert_eq!(first.max_bytes, PlanConfig::default().max_fetch_bytes);
+        assert_eq!(
+            first.kind,
+            FetchKind::Indexed {
+                entries: 0..entries.len()
+            },
+            "where its response ends is unknown: it claims every entry"
+        );
+        assert_eq!(
+            planner.next_fetch(),
+            None,
+            "the rest waits for the response"
+        );
+        // The response delivered entries up to 8000.
+        planner.requeue(8000..entries.len());
+        let next = planner.next_fetch().unwrap();
+        assert_eq!(next.offset, entries[8000].offset);
+    }
+
+    #[test]
     fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
         let log = log(&[50; 40], 200);
         let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();
@@ -871,6 +1075,9 @@ mod tests {
             (tail.offset, tail.kind),
             (100, FetchKind::Tail { from: 100 })
         );
+        // Every record is wanted: the largest fetch wastes least of the
+        // batch a broker cuts.
+        assert_eq!(tail.max_bytes, PlanConfig::default().max_fetch_bytes);
         assert!(planner.next_fetch().is_none(), "one tail fetch in flight");
         planner.tail_progress(180);
         assert_eq!(planner.next_fetch().unwrap().offset, 180);

@@ -17,8 +17,9 @@ pub trait FetchStrategy: Send + std::fmt::Debug {
     /// response" while fetches are in flight.
     fn next_fetch(&mut self) -> Option<PlannedFetch>;
 
-    /// A complete batch a response carried.
-    fn observe_batch(&mut self, base: i64, last: i64, len: u32);
+    /// A batch a response carried — complete, or the header of one the
+    /// broker cut — and whether it is compressed.
+    fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool);
 
     /// A response to `fetch` carried `records_bytes` bytes of records, of
     /// which `records_at_or_above` records sat at or above the fetch offset.
