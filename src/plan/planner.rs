@@ -1059,6 +1059,39 @@ mod tests {
         assert_eq!((out.fetches, out.bytes), (1, 2 * u64::from(log[0].len)));
     }
 
+    proptest::proptest! {
+        /// Any log, any wanted offsets, hints or none, any broker habit:
+        /// every entry is delivered, in a bounded number of fetches.
+        #[test]
+        fn every_entry_is_delivered_whatever_the_log(
+            sizes in proptest::collection::vec(1usize..30, 1..40),
+            record in 10u32..5000,
+            compressed: bool,
+            picks in proptest::collection::vec(0u16..1000, 1..60),
+            hints: bool,
+            habit in 0u8..3,
+        ) {
+            let mut log = log(&sizes, record);
+            for b in &mut log {
+                b.compressed = compressed;
+            }
+            let total: i64 = sizes.iter().sum::<usize>() as i64;
+            let mut wanted: Vec<i64> = picks.iter().map(|&p| i64::from(p) % total).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let (entries, layout) = if hints {
+                (hinted(&log, &wanted), Layout::from_index(&full_index(&log, 0)))
+            } else {
+                let entries = wanted.iter().map(|&o| IndexEntry::offset_only(o)).collect();
+                (entries, Layout::new())
+            };
+            let habit = [Habit::Kafka, Habit::NeverCut, Habit::SkipContaining][usize::from(habit)];
+            let out = replay(&log, &entries, layout, habit);
+            proptest::prop_assert_eq!(&out.delivered, &wanted);
+            proptest::prop_assert!(out.fetches <= 4 * wanted.len() + 20, "{} fetches", out.fetches);
+        }
+    }
+
     #[test]
     fn the_tail_is_scanned_after_the_index_one_fetch_at_a_time() {
         let entries = [IndexEntry::offset_only(5)];
