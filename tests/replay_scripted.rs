@@ -172,7 +172,7 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
 }
 
 #[tokio::test]
-async fn offsets_only_index_on_kafka_rules_and_on_other_brokers_habits() {
+async fn every_strategy_on_kafka_rules_and_on_other_brokers_habits() {
     let (broker, cluster, written, index) = setup(1, 800, Compression::None).await;
     let offsets_only = index.without_hints();
     for habits in [
@@ -180,17 +180,32 @@ async fn offsets_only_index_on_kafka_rules_and_on_other_brokers_habits() {
         Habits::TANSU_0_6,
         Habits {
             never_cut: true,
-            skip_containing_batch: false,
+            ..Habits::KAFKA
+        },
+        Habits {
+            repeat_last_batch: true,
+            ..Habits::KAFKA
         },
     ] {
         for node in broker.node_ids() {
             broker.set_habits(node, habits).expect("habits");
         }
-        for idx in [&index, &offsets_only] {
+        let runs = [
+            (&index, StrategyKind::Index),
+            (&offsets_only, StrategyKind::Index),
+            (&offsets_only, StrategyKind::Estimate),
+            (&offsets_only, StrategyKind::Scan),
+        ];
+        for (idx, strategy) in runs {
             for (&region, want) in &written {
-                let (got, _) = replay_with(&cluster, idx, region, ConsumerOptions::default()).await;
-                let got = got.unwrap_or_else(|e| panic!("{habits:?} region {region}: {e}"));
-                assert!(&got == want, "{habits:?} region {region}");
+                let options = ConsumerOptions {
+                    strategy,
+                    ..ConsumerOptions::default()
+                };
+                let (got, _) = replay_with(&cluster, idx, region, options).await;
+                let got =
+                    got.unwrap_or_else(|e| panic!("{habits:?} {strategy:?} region {region}: {e}"));
+                assert!(&got == want, "{habits:?} {strategy:?} region {region}");
             }
         }
     }

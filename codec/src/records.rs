@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::compression::{self, Decompressed};
 use crate::header::HEADER_LEN;
-use crate::record::{describe, parse_prefix, parse_record, Fields, Meta, Prefix};
+use crate::record::{describe, parse_fields, parse_prefix, Fields, Meta};
 use crate::wire::{ReadFault, Reader};
 use crate::{
     BatchHeader, Compression, DecodeOptions, Error, Record, RecordBatch, RecordRef, Section,
@@ -39,6 +39,28 @@ enum Source {
         /// The compressed records, for a codec's one-shot decompression.
         payload: Bytes,
     },
+}
+
+impl Source {
+    /// The available bytes at the front. A method of the source alone (not
+    /// of [`Records`]), so the record parser can read them while it updates
+    /// the iterator's other fields.
+    #[inline]
+    fn front(&self) -> &[u8] {
+        match self {
+            Source::Whole { data, pos } => data.get(*pos..).unwrap_or_default(),
+            Source::Stream { buf, .. } => buf,
+        }
+    }
+
+    /// The position of the front, for error messages.
+    #[inline]
+    fn front_position(&self) -> usize {
+        match self {
+            Source::Whole { pos, .. } => *pos,
+            Source::Stream { consumed, .. } => *consumed,
+        }
+    }
 }
 
 impl std::fmt::Debug for Source {
@@ -115,10 +137,6 @@ pub struct Records {
     codec: Compression,
     batch_position: usize,
     limit: usize,
-    /// Bytes of the source the last [`Records::next_ref`] handed out by
-    /// borrowing, dropped at the start of the next call (the borrow has
-    /// ended by then).
-    pending: usize,
     /// The record the last [`Records::next_ref`] split off a streaming
     /// source: what its `RecordRef` borrows.
     held: Held,
@@ -176,7 +194,6 @@ impl Records {
             codec: Compression::None,
             batch_position: 0,
             limit: 0,
-            pending: 0,
             held: Held::default(),
         }
     }
@@ -391,22 +408,19 @@ impl Records {
     }
 
     /// The available bytes at the source's front.
+    #[inline]
     fn front(&self) -> &[u8] {
-        match &self.source {
-            Source::Whole { data, pos } => &data[*pos..],
-            Source::Stream { buf, .. } => buf,
-        }
+        self.source.front()
     }
 
     /// The source position of the front, for error messages.
+    #[inline]
     fn front_position(&self) -> usize {
-        match &self.source {
-            Source::Whole { pos, .. } => *pos,
-            Source::Stream { consumed, .. } => *consumed,
-        }
+        self.source.front_position()
     }
 
     /// Drops the next `skip` bytes of the source and hands out the `n` after them.
+    #[inline]
     fn advance(&mut self, skip: usize, n: usize) -> Bytes {
         match &mut self.source {
             Source::Whole { data, pos } => {
@@ -423,6 +437,7 @@ impl Records {
     }
 
     /// Drops the next `n` bytes of the source.
+    #[inline]
     fn discard(&mut self, n: usize) {
         match &mut self.source {
             Source::Whole { pos, .. } => *pos += n,
@@ -457,20 +472,16 @@ impl Records {
 
     /// Finds and parses the next record in range, leaving its bytes at the
     /// source's front: the one record parser of the owned and the borrowed
-    /// paths. First drops the bytes the last borrowed record took.
-    #[inline]
+    /// paths.
+    #[inline(always)]
     fn next_found(&mut self) -> Result<Option<Found>, Error> {
-        if self.pending != 0 {
-            let pending = std::mem::take(&mut self.pending);
-            self.discard(pending);
-        }
         loop {
             if self.index == self.count {
                 self.check_trailing()?;
                 return Ok(None);
             }
             // The length varint: at most 5 bytes.
-            self.fill(5)?;
+            let mut available = self.fill(5)?;
             let at = self.front_position();
             let mut r = Reader::new(self.front());
             let len = match r.varint() {
@@ -486,14 +497,20 @@ impl Records {
                 return Err(self.corrupt(at, "negative record length"));
             };
             let wire_len = head + len;
-            if self.fill(wire_len)? < wire_len {
+            if available < wire_len {
+                available = self.fill(wire_len)?;
+            }
+            if available < wire_len {
                 if self.truncated {
                     return Ok(None);
                 }
                 return Err(self.corrupt(at, "record length runs past the end of the records"));
             }
-            let prefix: Prefix = parse_prefix(&self.front()[head..wire_len])
-                .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
+            // One reader over the body for the prefix and the fields; it
+            // borrows the source only, so the fields below stay writable.
+            let body = self.source.front().get(head..wire_len).unwrap_or_default();
+            let mut r = Reader::new(body);
+            let prefix = parse_prefix(&mut r).map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             let delta = i64::from(prefix.offset_delta);
             if delta <= self.prev_delta || delta > i64::from(self.last_offset_delta) {
                 return Err(self.corrupt(
@@ -513,13 +530,12 @@ impl Records {
                 self.discard(wire_len);
                 continue;
             }
+            let fields = parse_fields(&mut r).map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             let timestamp = self
                 .log_append_time
                 .unwrap_or_else(|| self.base_timestamp.wrapping_add(prefix.timestamp_delta));
             let batch_start =
                 (self.section == Section::Batch).then_some((self.section_base + at) as u32);
-            let fields = parse_record(&self.front()[head..wire_len], prefix)
-                .map_err(|(p, w)| self.corrupt(at + head + p, w))?;
             self.index += 1;
             return Ok(Some(Found {
                 head,
@@ -535,6 +551,7 @@ impl Records {
         }
     }
 
+    #[inline(always)]
     fn next_record(&mut self) -> Result<Option<Record>, Error> {
         let Some(found) = self.next_found()? else {
             return Ok(None);
@@ -559,6 +576,11 @@ impl Records {
     ///
     /// Calls to `next_ref` and `next` may be mixed: each yields the record
     /// after the last one either yielded.
+    //
+    // `#[inline]` (also on `next` and on the helpers they call): inlined
+    // into the caller's loop, the record stays in registers instead of
+    // going out through memory, and the helpers are not cross-crate calls.
+    #[inline]
     pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>, Error>> {
         if self.done {
             return None;
@@ -576,14 +598,15 @@ impl Records {
         }
     }
 
-    /// Lends the record `found` at the source's front: a whole source keeps
-    /// it there (it is dropped at the next call), a stream splits it off.
+    /// Lends the record `found` at the source's front: a whole source moves
+    /// past it (the buffer still holds it), a stream splits it off.
     #[inline]
     fn lend(&mut self, found: Found) -> RecordRef<'_> {
-        let body_start = match &self.source {
+        let body_start = match &mut self.source {
             Source::Whole { pos, .. } => {
-                self.pending = found.head + found.len;
-                *pos + found.head
+                let body_start = *pos + found.head;
+                *pos = body_start + found.len;
+                body_start
             }
             Source::Stream { .. } => {
                 self.held = Held(self.advance(found.head, found.len));
@@ -601,6 +624,7 @@ impl Records {
 impl Iterator for Records {
     type Item = Result<Record, Error>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;

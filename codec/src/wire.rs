@@ -15,36 +15,42 @@ pub(crate) enum ReadFault {
 }
 
 /// A cursor over a byte slice that never reads past its end.
+///
+/// It keeps the unread bytes as a slice (and the whole length, for
+/// positions), so a read checks one length and slices without a second
+/// bounds check.
 #[derive(Debug, Clone)]
 pub(crate) struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    rest: &'a [u8],
+    len: usize,
 }
 
 impl<'a> Reader<'a> {
     #[inline]
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
+        Self {
+            rest: buf,
+            len: buf.len(),
+        }
     }
 
     /// Bytes consumed so far.
     #[inline]
     pub(crate) fn position(&self) -> usize {
-        self.pos
+        self.len - self.rest.len()
     }
 
     #[inline]
     pub(crate) fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.rest.len()
     }
 
     #[inline]
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], ReadFault> {
-        if self.remaining() < n {
+        let Some((out, rest)) = self.rest.split_at_checked(n) else {
             return Err(ReadFault::End);
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
+        };
+        self.rest = rest;
         Ok(out)
     }
 
@@ -85,36 +91,75 @@ impl<'a> Reader<'a> {
         Ok(i64::from_be_bytes(self.array()?))
     }
 
-    /// An unsigned LEB128 value of at most `max_bytes` bytes.
-    #[inline]
-    fn unsigned(&mut self, max_bytes: usize) -> Result<u64, ReadFault> {
+    /// An unsigned LEB128 value of at most `N` bytes.
+    ///
+    /// A one-byte value (a record's header count, most key lengths) is read
+    /// first on its own. A longer one is read from a window of `N` bytes,
+    /// with no bounds check per byte; near the end of the bytes the window is
+    /// zero-padded (see [`padded`]). Everything stays inline and in
+    /// registers: an out-of-line slow path taking `&mut self` made every
+    /// caller keep its reader on the stack.
+    #[inline(always)]
+    fn unsigned<const N: usize>(&mut self) -> Result<u64, ReadFault> {
+        let rest = self.rest;
+        if let Some((&byte, after)) = rest.split_first() {
+            if byte & 0x80 == 0 {
+                self.rest = after;
+                return Ok(u64::from(byte));
+            }
+        }
+        let padding;
+        let window = match rest.first_chunk::<N>() {
+            Some(window) => window,
+            None => {
+                padding = padded(rest);
+                &padding
+            }
+        };
         let mut value = 0u64;
-        for i in 0..max_bytes {
-            let Some(&byte) = self.buf.get(self.pos) else {
-                return Err(ReadFault::End);
-            };
-            self.pos += 1;
+        for (i, &byte) in window.iter().enumerate() {
             value |= u64::from(byte & 0x7f) << (7 * i);
             if byte & 0x80 == 0 {
+                // Ending on the padding means running past the bytes.
+                let Some(after) = rest.get(i + 1..) else {
+                    self.rest = &[];
+                    return Err(ReadFault::End);
+                };
+                self.rest = after;
                 return Ok(value);
             }
         }
+        self.rest = rest.get(N..).unwrap_or_default();
         Err(ReadFault::VarintTooLong)
     }
 
     /// A zig-zag `VARINT` (at most 5 bytes).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varint(&mut self) -> Result<i32, ReadFault> {
-        let raw = self.unsigned(5)? as u32;
+        let raw = self.unsigned::<5>()? as u32;
         Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
     }
 
     /// A zig-zag `VARLONG` (at most 10 bytes).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varlong(&mut self) -> Result<i64, ReadFault> {
-        let raw = self.unsigned(10)?;
+        let raw = self.unsigned::<10>()?;
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
+}
+
+/// The first `N` bytes of `rest`, which has fewer, followed by zeros.
+///
+/// A zero byte ends a varint, so a varint read from the padded window that
+/// runs past `rest` ends on the padding, where the byte-by-byte reading
+/// would have run out of bytes; it can never look too long.
+#[cold]
+fn padded<const N: usize>(rest: &[u8]) -> [u8; N] {
+    let mut window = [0; N];
+    for (to, from) in window.iter_mut().zip(rest) {
+        *to = *from;
+    }
+    window
 }
 
 /// Appends a zig-zag `VARINT`.
@@ -182,6 +227,35 @@ mod tests {
             put_varint(&mut out, v);
             assert_eq!(out, bytes, "{v}");
         }
+    }
+
+    proptest! {
+        /// A varint cut short anywhere is `End` with every byte consumed,
+        /// whether it is read from a full window or a padded one.
+        #[test]
+        fn truncated_varints_end_at_the_end(v: i64, pad in 0usize..12) {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            for cut in 0..out.len() {
+                let mut r = Reader::new(&out[..cut]);
+                prop_assert_eq!(r.varlong(), Err(ReadFault::End));
+                prop_assert_eq!(r.position(), cut);
+            }
+            out.resize(out.len() + pad, 0xaa);
+            let mut r = Reader::new(&out);
+            prop_assert_eq!(r.varlong(), Ok(v));
+            prop_assert_eq!(r.remaining(), pad);
+        }
+    }
+
+    #[test]
+    fn overlong_varints_consume_their_maximum_length() {
+        let mut r = Reader::new(&[0xff; 8]);
+        assert_eq!(r.varint(), Err(ReadFault::VarintTooLong));
+        assert_eq!(r.position(), 5);
+        let mut r = Reader::new(&[0x80; 12]);
+        assert_eq!(r.varlong(), Err(ReadFault::VarintTooLong));
+        assert_eq!(r.position(), 10);
     }
 
     #[test]

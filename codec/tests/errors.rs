@@ -145,6 +145,24 @@ fn a_corrupt_record_names_its_index_and_byte() {
 }
 
 #[test]
+fn a_header_count_cut_short_is_reported_where_the_record_ends() {
+    let encoded = BatchBuilder::new(0).encode(&values(1, 10)).unwrap();
+    let record = encoded.record_ranges[0].clone();
+    let mut buf = encoded.bytes.to_vec();
+    // The header count is the record's last byte: make it a varint that
+    // goes on past the record.
+    buf[record.end - 1] = 0x80;
+    fix_crc(&mut buf);
+    let batch = only_batch(Bytes::from(buf));
+    let err = batch.records().unwrap().next().unwrap().unwrap_err();
+    assert!(
+        matches!(err, Error::CorruptRecord { index: 0, position, .. } if position == record.end),
+        "{err:?}, record at {record:?}"
+    );
+    assert!(err.to_string().contains("runs past"), "{err}");
+}
+
+#[test]
 fn decompression_bombs_hit_the_cap() {
     // 1 MiB of one byte compresses to almost nothing with every codec.
     let bomb = vec![NewRecord::value(0, vec![0u8; 1 << 20])];

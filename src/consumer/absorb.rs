@@ -96,9 +96,19 @@ pub(crate) fn absorb(
     let mut batches = Batches::new(response.records.clone(), opts.decode);
     let mut first = true;
 
+    // The highest last offset of the batches read so far.
+    let mut seen_last: Option<i64> = None;
+
     for batch in &mut batches {
         let batch = batch?;
         let h = *batch.header();
+        // A batch that ends at or below one this response already carried
+        // is a repeat (Tansu 0.6 sends the log's last batch twice): nothing
+        // in it is new.
+        if seen_last.is_some_and(|last| h.last_offset() <= last) {
+            continue;
+        }
+        seen_last = Some(h.last_offset());
         out.batches.push(seen(&h));
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
@@ -113,7 +123,7 @@ pub(crate) fn absorb(
         if out.misaligned {
             continue;
         }
-        if h.last_offset() < first_wanted {
+        if h.last_offset() <= covered {
             continue;
         }
         let admitted = match filter.as_mut() {
@@ -123,7 +133,7 @@ pub(crate) fn absorb(
         if admitted {
             if let Some(from) = tail_from {
                 let end = opts.tail_end;
-                for record in batch.records_in(from..end)? {
+                for record in batch.records_in(from.max(covered + 1)..end)? {
                     out.tail.push(record?);
                 }
             } else {
@@ -161,7 +171,8 @@ pub(crate) fn absorb(
                     let record = record?;
                     last_seen = Some(record.offset());
                     if let Some(from) = tail_from {
-                        if record.offset() >= from && record.offset() < opts.tail_end {
+                        let fresh = record.offset() >= from.max(covered + 1);
+                        if fresh && record.offset() < opts.tail_end {
                             out.tail.push(record);
                         }
                     } else if cursor < wanted.len() && record.offset() >= wanted[cursor] {

@@ -214,7 +214,21 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
                 limit = limit.saturating_sub(slice.len());
                 total += slice.len();
             }
-            data.records = Some(log.bytes(slice.bytes));
+            let last = log.extents().len();
+            data.records = Some(
+                if habits.repeat_last_batch
+                    && !slice.partial
+                    && slice.batches.end == last
+                    && last > 0
+                {
+                    let repeated = log.extents()[last - 1];
+                    let mut both = BytesMut::from(&log.bytes(slice.bytes)[..]);
+                    both.extend_from_slice(&log.bytes(repeated.position..repeated.end()));
+                    both.freeze()
+                } else {
+                    log.bytes(slice.bytes)
+                },
+            );
             out.partitions.push(data);
         }
         response.responses.push(out);
