@@ -28,20 +28,34 @@ enum Source {
     Whole { data: Bytes, pos: usize },
     /// Decompressing on demand; `buf` holds bytes not yet handed out.
     Stream {
-        reader: Box<dyn Read + Send>,
+        /// The decompressor, once opened: the first fill opens it unless it
+        /// decompresses everything at once without it.
+        reader: Option<Box<dyn Read + Send>>,
         buf: BytesMut,
         consumed: usize,
         produced: usize,
         next_chunk: usize,
         eof: bool,
-        /// Expected decompressed size, for decompressing the rest at once.
-        len_hint: usize,
         /// The compressed records, for a codec's one-shot decompression.
         payload: Bytes,
     },
 }
 
 impl Source {
+    /// A stream of the decompressed `payload`, read from `reader` (opened
+    /// on the first fill if `None`), nothing read yet.
+    fn stream(reader: Option<Box<dyn Read + Send>>, payload: Bytes) -> Self {
+        Source::Stream {
+            reader,
+            buf: BytesMut::new(),
+            consumed: 0,
+            produced: 0,
+            next_chunk: FIRST_CHUNK,
+            eof: false,
+            payload,
+        }
+    }
+
     /// The available bytes at the front. A method of the source alone (not
     /// of [`Records`]), so the record parser can read them while it updates
     /// the iterator's other fields.
@@ -223,25 +237,13 @@ impl Records {
                 Section::Batch,
             ),
             _ => {
-                let len_hint = compression::decompressed_len_hint(codec, &payload);
-                let source = match compression::decompress(
-                    codec,
-                    payload.clone(),
-                    opts.max_decompressed_bytes,
-                )
-                .map_err(decompress_error)?
-                {
+                let started =
+                    compression::decompress(codec, payload.clone(), opts.max_decompressed_bytes)
+                        .map_err(decompress_error)?;
+                let source = match started {
                     Decompressed::Whole(data) => Source::Whole { data, pos: 0 },
-                    Decompressed::Stream(reader) => Source::Stream {
-                        reader,
-                        buf: BytesMut::new(),
-                        consumed: 0,
-                        produced: 0,
-                        next_chunk: FIRST_CHUNK,
-                        eof: false,
-                        len_hint,
-                        payload,
-                    },
+                    Decompressed::Stream(reader) => Source::stream(Some(reader), payload),
+                    Decompressed::Deferred(payload) => Source::stream(None, payload),
                 };
                 (source, Section::DecompressedRecords)
             }
@@ -303,82 +305,46 @@ impl Records {
     /// [`Records::fill`] when the decompressor has to run.
     ///
     /// When no offset bound can stop the iteration before the batch's last
-    /// record, everything left is decompressed at once with `read_to_end`
-    /// into one buffer sized from the codec's length hint (no regrowing and
-    /// re-zeroing chunk by chunk; the records then split off it with no
-    /// further bookkeeping). Otherwise chunks of doubling size are read, so a
-    /// bounded iteration stops decompressing early.
+    /// record, everything is decompressed at once (see
+    /// [`Records::decompress_all`]). Otherwise chunks of doubling size are
+    /// read, so a bounded iteration stops decompressing early.
     #[inline(never)]
     fn fill_stream(&mut self, n: usize) -> Result<usize, Error> {
-        let (codec, base_offset, position, limit) = (
-            self.codec,
-            self.base_offset,
-            self.batch_position,
-            self.limit,
-        );
+        let (codec, limit) = (self.codec, self.limit);
         let unbounded = self.end
             >= self
                 .base_offset
                 .saturating_add(i64::from(self.last_offset_delta));
+        let decompress_error = self.decompress_error();
+        let too_large = self.too_large();
         let Source::Stream {
             reader,
             buf,
             produced,
             next_chunk,
             eof,
-            len_hint,
             payload,
             ..
         } = &mut self.source
         else {
             return Ok(self.front().len());
         };
-        let too_large = || Error::DecompressedTooLarge {
-            base_offset,
-            position,
-            codec,
-            limit,
-        };
-        let decompress_error = |source| Error::Decompress {
-            base_offset,
-            position,
-            codec,
-            source,
-        };
         if unbounded && *produced == 0 {
-            // One byte over the cap tells "exactly at the cap" from "over it".
-            let room = limit.saturating_add(1);
-            // The hint comes from the compressed bytes: capped (by the codec's
-            // ratio bound, and here by the cap), never trusted.
-            let capacity = (*len_hint).min(room);
-            let out = match compression::decompress_whole(codec, payload, limit, capacity) {
-                Some(out) => out,
-                None => {
-                    let mut out = Vec::with_capacity(capacity);
-                    reader
-                        .by_ref()
-                        .take(room as u64)
-                        .read_to_end(&mut out)
-                        .map_err(decompress_error)?;
-                    out
-                }
-            };
-            if out.len() > limit {
-                return Err(too_large());
-            }
-            let available = out.len();
-            // Nothing was handed out yet, so positions carry over unchanged.
-            self.source = Source::Whole {
-                data: Bytes::from(out),
-                pos: 0,
-            };
-            return Ok(available);
+            let reader = reader.take();
+            let payload = payload.clone();
+            return self.decompress_all(payload, reader);
         }
+        let reader = match reader {
+            Some(reader) => reader,
+            None => reader.insert(
+                compression::open(codec, payload.clone(), limit).map_err(decompress_error)?,
+            ),
+        };
         while buf.len() < n && !*eof {
             let room = (limit + 1).saturating_sub(*produced);
             let want = (n - buf.len()).max(*next_chunk).min(room);
             if want == 0 {
-                return Err(too_large());
+                return Err(too_large);
             }
             *next_chunk = (*next_chunk * 2).min(MAX_CHUNK);
             let old = buf.len();
@@ -401,10 +367,75 @@ impl Records {
             buf.truncate(filled);
             *produced += filled - old;
             if *produced > limit {
-                return Err(too_large());
+                return Err(too_large);
             }
         }
         Ok(buf.len())
+    }
+
+    /// Decompresses all of `payload` into one buffer, which becomes a whole
+    /// source (nothing was handed out yet, so positions carry over
+    /// unchanged): in one shot where the codec can (a zstd frame stating its
+    /// size goes straight into a buffer of exactly that size), else with
+    /// `read_to_end` from `reader` (opened here if `None`) into a buffer
+    /// sized once from the codec's length hint. Returns the bytes available.
+    fn decompress_all(
+        &mut self,
+        payload: Bytes,
+        reader: Option<Box<dyn Read + Send>>,
+    ) -> Result<usize, Error> {
+        let (codec, limit) = (self.codec, self.limit);
+        // One byte over the cap tells "exactly at the cap" from "over it".
+        let room = limit.saturating_add(1);
+        // The hint comes from the compressed bytes: capped (by the codec's
+        // ratio bound, and here by the cap), never trusted.
+        let capacity = compression::decompressed_len_hint(codec, &payload).min(room);
+        let out = match compression::decompress_whole(codec, &payload, limit, capacity) {
+            Some(out) => out,
+            None => {
+                let decompress_error = self.decompress_error();
+                let reader = match reader {
+                    Some(reader) => reader,
+                    None => compression::open(codec, payload, limit).map_err(decompress_error)?,
+                };
+                let mut out = Vec::with_capacity(capacity);
+                reader
+                    .take(room as u64)
+                    .read_to_end(&mut out)
+                    .map_err(decompress_error)?;
+                out
+            }
+        };
+        if out.len() > limit {
+            return Err(self.too_large());
+        }
+        let available = out.len();
+        self.source = Source::Whole {
+            data: Bytes::from(out),
+            pos: 0,
+        };
+        Ok(available)
+    }
+
+    /// Makes the error for a decompressor's failure.
+    fn decompress_error(&self) -> impl Fn(std::io::Error) -> Error + Copy {
+        let (base_offset, position, codec) = (self.base_offset, self.batch_position, self.codec);
+        move |source| Error::Decompress {
+            base_offset,
+            position,
+            codec,
+            source,
+        }
+    }
+
+    /// The error for records decompressing past the cap.
+    fn too_large(&self) -> Error {
+        Error::DecompressedTooLarge {
+            base_offset: self.base_offset,
+            position: self.batch_position,
+            codec: self.codec,
+            limit: self.limit,
+        }
     }
 
     /// The available bytes at the source's front.

@@ -255,6 +255,53 @@ fn bounded_iteration_of_a_compressed_batch_stops_decompressing() {
 }
 
 #[test]
+fn a_failed_decompression_leaves_nothing_behind_for_the_next_batch() {
+    // LZ4 and zstd keep a decoder per thread between batches: a batch whose
+    // compressed records are damaged (CRC checking off), or over the cap,
+    // fails on its own and the same good batch decodes the same before and
+    // after it.
+    let good = values(50, 300);
+    for codec in [Compression::Lz4, Compression::Zstd] {
+        let encoded = BatchBuilder::new(0)
+            .compression(codec)
+            .encode(&good)
+            .unwrap();
+        let mut damaged = encoded.bytes.to_vec();
+        let n = damaged.len();
+        for b in &mut damaged[n - 30..n - 10] {
+            *b ^= 0x5a;
+        }
+        let no_crc = DecodeOptions {
+            verify_crc: false,
+            ..DecodeOptions::default()
+        };
+        let capped = DecodeOptions {
+            max_decompressed_bytes: 1000,
+            ..DecodeOptions::default()
+        };
+        let read = |buf: &Bytes, opts| -> Result<Vec<_>, Error> {
+            decode_all(buf.clone(), opts)?
+                .remove(0)
+                .records()?
+                .map(|r| r.map(|r| r.value().map(<[u8]>::to_vec)))
+                .collect()
+        };
+        let before = read(&encoded.bytes, DecodeOptions::default()).unwrap();
+        assert_eq!(before.len(), good.len(), "{codec}");
+        assert!(read(&Bytes::from(damaged), no_crc).is_err(), "{codec}");
+        assert!(matches!(
+            read(&encoded.bytes, capped),
+            Err(Error::DecompressedTooLarge { .. })
+        ));
+        assert_eq!(
+            read(&encoded.bytes, DecodeOptions::default()).unwrap(),
+            before,
+            "{codec}"
+        );
+    }
+}
+
+#[test]
 fn control_batches_and_read_committed() {
     let pid_committed = 1;
     let pid_aborted = 2;

@@ -1,6 +1,7 @@
 //! LZ4 frame format. Record batches (magic 2) carry a standard LZ4 frame with a
 //! correct header checksum (KIP-57 fixed the Java client's old one for magic 1+).
 
+use std::cell::Cell;
 use std::io::{self, BufRead, Read, Write};
 
 use bytes::{Buf, Bytes};
@@ -10,10 +11,62 @@ pub(super) fn reader(data: Bytes) -> Box<dyn Read + Send> {
     Box::new(FrameDecoder::new(data.reader()))
 }
 
-/// Decodes the whole frame into one buffer, block by block as the frame
+/// Decodes the whole payload into one buffer, block by block as the frame
 /// decoder's own `read_to_end` does; `None` on an error or past `limit`.
-pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Option<Vec<u8>> {
-    let mut decoder = FrameDecoder::new(data);
+///
+/// The decoder is this thread's kept one where there is one (see
+/// [`DECODER`]), so its block buffers are not allocated again for every
+/// batch.
+pub(super) fn decompress_whole(data: &Bytes, limit: usize, capacity: usize) -> Option<Vec<u8>> {
+    let keep = has_small_blocks(data);
+    let mut decoder = kept_decoder(data.clone());
+    let out = decode_all(&mut decoder, limit, capacity)?;
+    if keep {
+        // The frames ended cleanly: the decoder waits for a next frame's
+        // header, with no state left from this payload.
+        *decoder.get_mut() = Bytes::new().reader();
+        let _ = DECODER.try_with(|cell| cell.set(Some(decoder)));
+    }
+    Some(out)
+}
+
+/// A frame decoder reading from a batch's compressed bytes.
+type Decoder = FrameDecoder<bytes::buf::Reader<Bytes>>;
+
+thread_local! {
+    /// This thread's idle frame decoder, kept after it decoded a payload to
+    /// its clean end. Setting one up allocates a buffer for compressed and
+    /// one for decompressed blocks, which for a small batch costs a good
+    /// share of decompressing it. Only a decoder whose payload began with a
+    /// frame of 64 KiB blocks (what Kafka clients write) is kept, so what a
+    /// thread holds on to is normally some 200 KiB.
+    static DECODER: Cell<Option<Decoder>> = const { Cell::new(None) };
+}
+
+/// This thread's kept decoder, now reading `data`, or a new one.
+fn kept_decoder(data: Bytes) -> Decoder {
+    match DECODER.try_with(Cell::take).ok().flatten() {
+        Some(mut decoder) => {
+            *decoder.get_mut() = data.reader();
+            decoder
+        }
+        None => FrameDecoder::new(data.reader()),
+    }
+}
+
+/// Whether `data` starts with an LZ4 frame whose blocks are at most 64 KiB:
+/// the standard magic number, then a `BD` byte stating block size id 4.
+fn has_small_blocks(data: &[u8]) -> bool {
+    const MAGIC: [u8; 4] = 0x184D_2204u32.to_le_bytes();
+    const BLOCK_64_KIB: u8 = 4;
+    data.starts_with(&MAGIC)
+        && data
+            .get(5)
+            .is_some_and(|bd| (bd >> 4) & 0x07 == BLOCK_64_KIB)
+}
+
+/// Reads everything `decoder` produces; `None` on an error or past `limit`.
+fn decode_all(decoder: &mut Decoder, limit: usize, capacity: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(capacity.min(limit));
     loop {
         let block = decoder.fill_buf().ok()?;

@@ -16,22 +16,29 @@ mod zstd;
 
 use std::io::{self, Read};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 pub use snappy::SnappyFraming;
 
 use crate::Compression;
 
-/// The decompressed records of a batch, whole or as a stream.
+/// The decompressed records of a batch, whole, as a stream, or not started.
 pub(crate) enum Decompressed {
     /// All decompressed bytes, already in one buffer.
     Whole(Bytes),
     /// A reader producing the decompressed bytes on demand.
     Stream(Box<dyn Read + Send>),
+    /// The compressed bytes, untouched: opening their stream (see [`open`])
+    /// only sets up a decoder and cannot fail on the data, so it waits for
+    /// the first read, and a batch decompressed at once by
+    /// [`decompress_whole`] never sets one up.
+    Deferred(Bytes),
 }
 
 /// Starts decompressing `data`, compressed with `codec`. `limit` is the
 /// decompressed-size cap, checked up front where the format states the size.
+/// Only snappy does work here (it checks the framing, or decompresses a raw
+/// block); gzip, LZ4 and zstd are [`Decompressed::Deferred`].
 pub(crate) fn decompress(
     codec: Compression,
     data: Bytes,
@@ -39,10 +46,29 @@ pub(crate) fn decompress(
 ) -> io::Result<Decompressed> {
     match codec {
         Compression::None => Ok(Decompressed::Whole(data)),
-        Compression::Gzip => Ok(Decompressed::Stream(gzip::reader(data))),
         Compression::Snappy => snappy::decompress(data, limit),
-        Compression::Lz4 => Ok(Decompressed::Stream(lz4::reader(data))),
-        Compression::Zstd => zstd::reader(data, limit).map(Decompressed::Stream),
+        Compression::Gzip | Compression::Lz4 | Compression::Zstd => {
+            Ok(Decompressed::Deferred(data))
+        }
+    }
+}
+
+/// A reader decompressing `data`, compressed with `codec`: the stream of a
+/// [`Decompressed::Deferred`] payload, opened when it is first read.
+pub(crate) fn open(
+    codec: Compression,
+    data: Bytes,
+    limit: usize,
+) -> io::Result<Box<dyn Read + Send>> {
+    match codec {
+        Compression::None => Ok(Box::new(data.reader())),
+        Compression::Gzip => Ok(gzip::reader(data)),
+        Compression::Snappy => Ok(match snappy::decompress(data, limit)? {
+            Decompressed::Stream(reader) => reader,
+            Decompressed::Whole(data) | Decompressed::Deferred(data) => Box::new(data.reader()),
+        }),
+        Compression::Lz4 => Ok(lz4::reader(data)),
+        Compression::Zstd => zstd::reader(data, limit),
     }
 }
 
@@ -74,7 +100,7 @@ pub(crate) fn decompressed_len_hint(codec: Compression, data: &[u8]) -> usize {
 /// instead", which also reports what was wrong, if anything.
 pub(crate) fn decompress_whole(
     codec: Compression,
-    data: &[u8],
+    data: &Bytes,
     limit: usize,
     capacity: usize,
 ) -> Option<Vec<u8>> {

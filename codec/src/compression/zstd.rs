@@ -1,8 +1,10 @@
 //! Zstandard (KIP-110).
 
+use std::cell::RefCell;
 use std::io::{self, Read};
 
 use bytes::{Buf, Bytes};
+use zstd::bulk::Decompressor;
 
 /// A streaming decoder whose window may not exceed the decompressed-size cap
 /// (the window is the largest buffer a zstd frame can make a decoder
@@ -35,7 +37,32 @@ pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
 pub(super) fn decompress_whole(data: &[u8], limit: usize) -> Option<Vec<u8>> {
     let size = stated_len(data).filter(|&size| size <= limit)?;
     let mut out = Vec::with_capacity(size);
-    let mut decompressor = zstd::bulk::Decompressor::new().ok()?;
-    decompressor.decompress_to_buffer(data, &mut out).ok()?;
+    with_decompressor(|decompressor| decompressor.decompress_to_buffer(data, &mut out))?.ok()?;
     Some(out)
+}
+
+thread_local! {
+    /// This thread's one-shot decompression context, kept between batches:
+    /// setting one up (some 100 KiB of tables and buffers) costs more than
+    /// decompressing a small batch's records does.
+    static DECOMPRESSOR: RefCell<Option<Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's one-shot decompression context, set up on
+/// first use. Every one-shot call starts a new frame with no dictionary and
+/// default parameters, so what an earlier call did (or failed at) does not
+/// carry over. `None` if no context can be had (it could not be created, or
+/// the thread is exiting).
+fn with_decompressor<T>(f: impl FnOnce(&mut Decompressor<'static>) -> T) -> Option<T> {
+    DECOMPRESSOR
+        .try_with(|cell| {
+            let mut slot = cell.try_borrow_mut().ok()?;
+            let decompressor = match &mut *slot {
+                Some(decompressor) => decompressor,
+                empty => empty.insert(Decompressor::new().ok()?),
+            };
+            Some(f(decompressor))
+        })
+        .ok()
+        .flatten()
 }
