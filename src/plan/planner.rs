@@ -294,7 +294,7 @@ impl Planner {
     }
 
     /// Where entry `i` is known to sit: (batch base, batch length, end of
-    /// its record in the batch).
+    /// its record in the batch, never past the batch's length).
     fn locate(&self, i: usize) -> Option<(i64, u32, u32)> {
         let entry = self.entries[i];
         if let Some((base, extent)) = self.layout.containing(entry.offset) {
@@ -333,10 +333,7 @@ impl Planner {
         let (offset, mut at) = match first {
             // The first batch comes whole regardless (KIP-74), so reaching
             // into the rest of it costs nothing.
-            Some((base, len, record_end)) => (
-                base,
-                Position::in_batch(base, 0.0, len.max(record_end), false),
-            ),
+            Some((base, len, _)) => (base, Position::in_batch(base, 0.0, len, false)),
             None => {
                 let offset = self.estimated_start(start);
                 // The response starts at the batch holding `offset`: on
@@ -402,18 +399,13 @@ impl Planner {
     /// being exact), or nothing to estimate from.
     fn position(&self, i: usize, at: &Position, limit: f64) -> Option<Position> {
         let located = self.locate(i);
-        if let (Some((base, pos)), Some((b, blen, record_end))) = (at.batch, located) {
+        if let (Some((base, pos)), Some((b, _, record_end))) = (at.batch, located) {
             if b == base {
-                return Some(Position::in_batch(
-                    b,
-                    pos,
-                    record_end.min(blen),
-                    at.estimated,
-                ));
+                return Some(Position::in_batch(b, pos, record_end, at.estimated));
             }
             if !at.estimated {
                 let p = self.walk(base, pos as u64, b, limit as u64)?;
-                return Some(Position::in_batch(b, p as f64, record_end.min(blen), false));
+                return Some(Position::in_batch(b, p as f64, record_end, false));
             }
         }
         // Count bytes per offset from the end of the last known batch, or
@@ -429,9 +421,7 @@ impl Planner {
         let at_offset = |o: i64| from_pos + (o - from).max(0) as f64 * per_offset;
         Some(match located {
             // Its batch is known: only the bytes before it are estimated.
-            Some((b, blen, record_end)) => {
-                Position::in_batch(b, at_offset(b), record_end.min(blen), true)
-            }
+            Some((b, _, record_end)) => Position::in_batch(b, at_offset(b), record_end, true),
             None => Position::record(at_offset(self.entries[i].offset), per_offset),
         })
     }
