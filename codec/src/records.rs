@@ -327,7 +327,7 @@ impl Records {
             ..
         } = &mut self.source
         else {
-            return Ok(self.front().len());
+            return Ok(self.source.front().len());
         };
         if unbounded && *produced == 0 {
             let reader = reader.take();
@@ -438,18 +438,6 @@ impl Records {
         }
     }
 
-    /// The available bytes at the source's front.
-    #[inline]
-    fn front(&self) -> &[u8] {
-        self.source.front()
-    }
-
-    /// The source position of the front, for error messages.
-    #[inline]
-    fn front_position(&self) -> usize {
-        self.source.front_position()
-    }
-
     /// Drops the next `skip` bytes of the source and hands out the `n` after them.
     #[inline]
     fn advance(&mut self, skip: usize, n: usize) -> Bytes {
@@ -493,7 +481,7 @@ impl Records {
                 what: format!(
                     "bytes follow the last of its {} records at byte {} of its {}",
                     self.count,
-                    self.section_base + self.front_position(),
+                    self.section_base + self.source.front_position(),
                     self.section
                 ),
             });
@@ -513,8 +501,8 @@ impl Records {
             }
             // The length varint: at most 5 bytes.
             let mut available = self.fill(5)?;
-            let at = self.front_position();
-            let mut r = Reader::new(self.front());
+            let at = self.source.front_position();
+            let mut r = Reader::new(self.source.front());
             let len = match r.varint() {
                 Ok(len) => len,
                 Err(ReadFault::End) if self.truncated => return Ok(None),
