@@ -15,10 +15,10 @@
 //! ```no_run
 //! # async fn run(cluster: &walfetch::cluster::Cluster) -> Result<(), walfetch::error::Error> {
 //! use walfetch::calibrate::measure_link;
-//! use walfetch::consumer::ConsumerOptions;
+//! use walfetch::consumer::ReplayOptions;
 //!
 //! let link = measure_link(cluster, "wal", 0, 20).await?;
-//! let mut options = ConsumerOptions::default();
+//! let mut options = ReplayOptions::default();
 //! options.plan.cost = link.cost_model(options.max_in_flight);
 //! # Ok(()) }
 //! ```

@@ -11,4 +11,5 @@ pub mod error_code;
 pub mod index;
 pub mod local_broker;
 pub mod plan;
+pub mod replay;
 pub mod writer;

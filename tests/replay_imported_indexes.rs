@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
-use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange};
+use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange};
 use walfetch::index::{build_index, import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
@@ -32,14 +32,9 @@ async fn replay(
         from: 0,
         to: None,
     };
-    let mut consumer = Consumer::new(
-        Arc::clone(cluster),
-        index,
-        range,
-        ConsumerOptions::default(),
-    )
-    .await
-    .unwrap();
+    let mut consumer = Consumer::new(Arc::clone(cluster), index, range, ReplayOptions::default())
+        .await
+        .unwrap();
     let last_index = index.last_index().unwrap_or(-1);
     let mut out = Vec::new();
     while let Some(record) = consumer.next().await {

@@ -15,7 +15,7 @@ use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
-    Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
+    Consumer, LostPolicy, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
@@ -99,7 +99,7 @@ async fn replay_with(
     cluster: &Arc<Cluster>,
     index: &WalIndex,
     region: RegionId,
-    options: ConsumerOptions,
+    options: ReplayOptions,
 ) -> (Result<Vec<(i64, Bytes)>, Error>, ReplayStats) {
     let range = ReplayRange {
         topic: TOPIC.into(),
@@ -115,10 +115,12 @@ async fn replay_with(
     let mut out = Vec::new();
     while let Some(record) = consumer.next().await {
         match record {
-            Ok(r) if r.key() == Some(&region.to_be_bytes()[..]) => {
+            // Records of other regions never reach the caller, not even
+            // from the scan past `last_index`.
+            Ok(r) => {
+                assert_eq!(r.key(), Some(&region.to_be_bytes()[..]), "{}", r.offset());
                 out.push((r.offset(), r.value_bytes().expect("value")))
             }
-            Ok(_) => {}
             Err(e) => return (Err(e), consumer.stats().clone()),
         }
     }
@@ -136,10 +138,7 @@ async fn kafka_rules_every_region_every_strategy_and_fewer_bytes_than_a_scan() {
                 StrategyKind::Estimate,
                 StrategyKind::Scan,
             ] {
-                let options = ConsumerOptions {
-                    strategy,
-                    ..ConsumerOptions::default()
-                };
+                let options = ReplayOptions::default().with_strategy(strategy);
                 let (got, stats) = replay_with(&cluster, &index, region, options).await;
                 let got = got
                     .unwrap_or_else(|e| panic!("{compression} {strategy:?} region {region}: {e}"));
@@ -198,10 +197,7 @@ async fn every_strategy_on_kafka_rules_and_on_other_brokers_habits() {
         ];
         for (idx, strategy) in runs {
             for (&region, want) in &written {
-                let options = ConsumerOptions {
-                    strategy,
-                    ..ConsumerOptions::default()
-                };
+                let options = ReplayOptions::default().with_strategy(strategy);
                 let (got, _) = replay_with(&cluster, idx, region, options).await;
                 let got =
                     got.unwrap_or_else(|e| panic!("{habits:?} {strategy:?} region {region}: {e}"));
@@ -223,10 +219,7 @@ async fn offsets_only_beats_the_estimate_on_bytes_and_round_trips() {
         for &region in written.keys() {
             let mut stats = Vec::new();
             for strategy in [StrategyKind::Index, StrategyKind::Estimate] {
-                let options = ConsumerOptions {
-                    strategy,
-                    ..ConsumerOptions::default()
-                };
+                let options = ReplayOptions::default().with_strategy(strategy);
                 let (got, s) = replay_with(&cluster, &offsets_only, region, options).await;
                 assert!(got.unwrap() == written[&region], "{strategy:?}");
                 stats.push(s);
@@ -270,10 +263,7 @@ async fn faults_mid_replay_lose_and_duplicate_nothing() {
                 .then(FaultAction::Delay(Duration::ZERO)),
         );
         broker.script(Fault::on(ApiKey::Fetch).times(2).then(fault.clone()));
-        let options = ConsumerOptions {
-            max_in_flight: 2,
-            ..ConsumerOptions::default()
-        };
+        let options = ReplayOptions::default().with_max_in_flight(2);
         let (got, _) = replay_with(&cluster, &index, region, options).await;
         let got = got.unwrap_or_else(|e| panic!("{fault:?}: {e}"));
         assert!(
@@ -295,7 +285,7 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
     // Retention removed the first batches.
     let cut = want[want.len() / 3].0;
     broker.advance_log_start(TOPIC, 0, cut).expect("truncate");
-    let (got, _) = replay_with(&cluster, &index, region, ConsumerOptions::default()).await;
+    let (got, _) = replay_with(&cluster, &index, region, ReplayOptions::default()).await;
     match got {
         Err(Error::LostOffsets { offsets, .. }) => {
             assert_eq!(offsets[0], want[0].0, "names the first lost offset");
@@ -303,11 +293,9 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
         other => panic!("expected LostOffsets, got {other:?}"),
     }
     for strategy in [StrategyKind::Index, StrategyKind::Estimate] {
-        let skip = ConsumerOptions {
-            strategy,
-            on_lost: LostPolicy::Skip,
-            ..ConsumerOptions::default()
-        };
+        let skip = ReplayOptions::default()
+            .with_strategy(strategy)
+            .with_on_lost(LostPolicy::Skip);
         let (got, stats) = replay_with(&cluster, &index, region, skip).await;
         let got = got.unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
         let kept: Vec<_> = want.iter().filter(|(o, _)| *o >= cut).cloned().collect();
@@ -322,10 +310,7 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
     // A tail scan that starts below the log start resumes at it.
     let mut short = WalIndex::new();
     short.set_last_index(0);
-    let skip = ConsumerOptions {
-        on_lost: LostPolicy::Skip,
-        ..ConsumerOptions::default()
-    };
+    let skip = ReplayOptions::default().with_on_lost(LostPolicy::Skip);
     let (got, _) = replay_with(&cluster, &short, region, skip).await;
     let kept: Vec<_> = want.iter().filter(|(o, _)| *o >= cut).cloned().collect();
     assert_eq!(got.expect("tail"), kept);
@@ -412,10 +397,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
         }
     }
     index.set_last_index(plain + 2);
-    let options = ConsumerOptions {
-        isolation: IsolationLevel::ReadCommitted,
-        ..ConsumerOptions::default()
-    };
+    let options = ReplayOptions::default().with_isolation(IsolationLevel::ReadCommitted);
     let (got, stats) = replay_with(&cluster, &index, region, options.clone()).await;
     let got: Vec<i64> = got
         .expect("read_committed replay")

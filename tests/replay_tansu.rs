@@ -13,7 +13,7 @@ use futures::StreamExt;
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
-use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
+use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
@@ -83,10 +83,7 @@ async fn replay(
     region: RegionId,
     strategy: StrategyKind,
 ) -> Vec<Row> {
-    let options = ConsumerOptions {
-        strategy,
-        ..ConsumerOptions::default()
-    };
+    let options = ReplayOptions::default().with_strategy(strategy);
     let range = ReplayRange {
         topic: topic.to_string(),
         partition: 0,
@@ -208,7 +205,7 @@ async fn two_writers_interleaving_and_an_offsets_only_index() {
     for (region, entries) in &written {
         let real_region = region % 100;
         for idx in [&index, &offsets_only] {
-            let options = ConsumerOptions::default();
+            let options = ReplayOptions::default();
             let range = ReplayRange {
                 topic: topic.into(),
                 partition: 0,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rskafka::client::partition::PartitionClient;
 use walfetch::cluster::Cluster;
-use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
+use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
 use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, PlanConfig};
 
@@ -262,11 +262,9 @@ async fn replay_walfetch(
         Contender::Hints => (StrategyKind::Index, &scenario.hinted),
         Contender::EstimateRskafka => unreachable!("rskafka runs in replay_rskafka"),
     };
-    let options = ConsumerOptions {
-        strategy,
-        plan,
-        ..ConsumerOptions::default()
-    };
+    let options = ReplayOptions::default()
+        .with_strategy(strategy)
+        .with_plan(plan);
     let range = ReplayRange {
         topic: scenario.topic.clone(),
         partition: 0,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use walfetch::calibrate::measure_link;
-use walfetch::consumer::ConsumerOptions;
+use walfetch::consumer::ReplayOptions;
 
 use super::connect::{check_partition, connect, Target};
 
@@ -27,7 +27,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.samples,
     )
     .await?;
-    let in_flight = ConsumerOptions::default().max_in_flight;
+    let in_flight = ReplayOptions::default().max_in_flight;
     let cost = link.cost_model(in_flight);
     println!(
         "{}",

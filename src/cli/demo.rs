@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::Compression;
-use walfetch::consumer::{Consumer, ConsumerOptions, ReplayRange, StrategyKind};
+use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
@@ -164,10 +164,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let mut wire = Vec::new();
     for (name, strategy, idx) in runs {
-        let options = ConsumerOptions {
-            strategy,
-            ..ConsumerOptions::default()
-        };
+        let options = ReplayOptions::default().with_strategy(strategy);
         let range = ReplayRange {
             topic: topic.clone(),
             partition: 0,

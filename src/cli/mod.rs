@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Replays one region of a shared Kafka write-ahead-log partition, reading
-/// only what the writer's index says belongs to it.
+/// Replays regions of shared Kafka write-ahead-log partitions, reading only
+/// what the writer's index says belongs to them.
 #[derive(Debug, Parser)]
 #[command(name = "walfetch", version, about)]
 struct Cli {
@@ -27,8 +27,9 @@ enum Command {
     /// Write a WAL of many regions to a broker (a local Tansu unless -b is
     /// given), replay one region four ways and compare what each cost.
     Demo(demo::Args),
-    /// Replay one region's entries using an index: JSON lines (or raw
-    /// values) on stdout, stats as one JSON line on stderr.
+    /// Replay regions' entries using the partitions' indexes, many regions
+    /// over many partitions in one pass: JSON lines (or raw values) on
+    /// stdout, stats as one JSON line on stderr.
     Replay(replay::Args),
     /// Build, inspect or import WAL index files.
     #[command(subcommand)]

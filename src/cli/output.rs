@@ -6,9 +6,15 @@ use serde::Serialize;
 use walfetch::codec::{Compression, Record, RecordBatch};
 
 /// One record, as `dump` and `replay` print it. Binary fields are base64;
-/// null stays null.
+/// null stays null. `replay` adds the entry's region, topic and partition.
 #[derive(Debug, Serialize)]
 pub(crate) struct RecordLine {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    region: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<i32>,
     offset: i64,
     timestamp: i64,
     key: Option<String>,
@@ -19,6 +25,9 @@ pub(crate) struct RecordLine {
 impl RecordLine {
     pub(crate) fn new(record: &Record) -> Self {
         Self {
+            region: None,
+            topic: None,
+            partition: None,
             offset: record.offset(),
             timestamp: record.timestamp(),
             key: record.key().map(|k| BASE64.encode(k)),
@@ -33,6 +42,16 @@ impl RecordLine {
                 })
                 .collect(),
         }
+    }
+}
+
+impl RecordLine {
+    /// The line of an entry of `region`, read from `topic`/`partition`.
+    pub(crate) fn in_region(mut self, region: u64, topic: &str, partition: i32) -> Self {
+        self.region = Some(region);
+        self.topic = Some(topic.to_owned());
+        self.partition = Some(partition);
+        self
     }
 }
 

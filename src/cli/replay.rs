@@ -1,7 +1,9 @@
-//! `walfetch replay`: one region's entries, from the index.
+//! `walfetch replay`: the entries of one or many regions, over one or many
+//! partitions, read in one pass using the partitions' indexes.
 
+use std::collections::BTreeMap;
 use std::io::{self, BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -9,19 +11,18 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use walfetch::cluster::IsolationLevel;
-use walfetch::consumer::{
-    Consumer, ConsumerOptions, LostPolicy, ReplayRange, ReplayStats, StrategyKind,
-};
-use walfetch::index::{read_index_file, RegionRule};
+use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats, StrategyKind};
+use walfetch::index::{read_index_file, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
-use super::connect::{check_partition, connect, Target};
+use super::connect::connect;
 use super::index::RuleArgs;
 use super::output::RecordLine;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Format {
-    /// One JSON object per entry (the shape `walfetch dump` prints).
+    /// One JSON object per entry (the shape `walfetch dump` prints, with
+    /// the entry's region, topic and partition).
     Jsonl,
     /// Each entry's value bytes followed by a newline.
     Raw,
@@ -33,21 +34,39 @@ pub(crate) enum Strategy {
     Index,
     /// GreptimeDB's estimate strategy, for comparison.
     Estimate,
-    /// A full scan of the range, filtered by region.
+    /// A full scan of the range, split by the region rule.
     Scan,
 }
-
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  walfetch replay -b 127.0.0.1:9092 -t wal -p 0 --index wal.idx --region 7 --from 1200
+  walfetch replay -b 127.0.0.1:9092 -t wal:0 -t wal:1 --index wal-0.idx --index wal-1.idx \\
+      --checkpoints checkpoints.json")]
 pub(crate) struct Args {
-    #[command(flatten)]
-    target: Target,
-    /// The index file (`walfetch index build` or `import-greptime`).
+    /// Bootstrap brokers, `host:port[,host:port...]`.
+    #[arg(short = 'b', long = "brokers")]
+    brokers: String,
+    /// A partition to read: `TOPIC` (with `-p`) or `TOPIC:PARTITION`.
+    /// Repeat for a recovery across partitions.
+    #[arg(short = 't', long = "topic", required = true)]
+    topics: Vec<String>,
+    /// The partition of a `-t TOPIC` given without one.
+    #[arg(short = 'p', long = "partition", default_value_t = 0)]
+    partition: i32,
+    /// The index file of each partition, in the order of the `-t`s
+    /// (`walfetch index build` or `import-greptime`).
+    #[arg(long = "index")]
+    indexes: Vec<PathBuf>,
+    /// A region to replay, from `--from` (or its checkpoint in
+    /// `--checkpoints`). Repeat for many.
+    #[arg(long = "region")]
+    regions: Vec<RegionId>,
+    /// A JSON object of checkpoints, `{"<region id>": <from offset>, ...}`.
+    /// Without `--region`, every region in it is replayed.
     #[arg(long)]
-    index: PathBuf,
-    /// The region to replay.
-    #[arg(long)]
-    region: u64,
-    /// First offset (a checkpoint).
+    checkpoints: Option<PathBuf>,
+    /// First offset of a region given with `--region` and absent from
+    /// `--checkpoints`.
     #[arg(long, default_value_t = 0)]
     from: i64,
     /// End offset, exclusive (default: the high watermark).
@@ -78,80 +97,81 @@ pub(crate) struct Args {
     rule: RuleArgs,
 }
 
+/// A partition to replay and its index.
+struct Partition {
+    topic: String,
+    partition: i32,
+    index: WalIndex,
+}
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let index = read_index_file(&args.index)?;
-    let cluster = connect(&args.target.brokers).await?;
-    check_partition(&cluster, &args.target).await?;
-    let rule: RegionRule = args.rule.rule()?;
-    let mut plan = PlanConfig::default();
-    if let Some(us) = args.round_trip_us {
-        plan.cost.round_trip = Duration::from_micros(us);
+    let partitions = partitions(&args)?;
+    let checkpoints = checkpoints(&args)?;
+    anyhow::ensure!(
+        args.from >= 0,
+        "--from {}: offsets start at 0 (a checkpoint is an offset in the partition)",
+        args.from
+    );
+    let options = options(&args)?;
+    let cluster = connect(&args.brokers).await?;
+    for p in &partitions {
+        cluster
+            .leader(&p.topic, p.partition)
+            .await
+            .with_context(|| {
+                format!(
+                    "topic {:?} partition {} on {}",
+                    p.topic, p.partition, args.brokers
+                )
+            })?;
     }
-    if let Some(bps) = args.bytes_per_second {
-        anyhow::ensure!(
-            bps.is_finite() && bps > 0.0,
-            "--bytes-per-second must be a positive number, not {bps}"
-        );
-        plan.cost.bytes_per_second = bps;
+    let mut builder = Recovery::builder(cluster).options(options);
+    for p in &partitions {
+        builder = builder.index(p.topic.as_str(), p.partition, &p.index);
+        // A region goes to the partitions whose index lists it; one that no
+        // index lists can only be past `last_index`: every partition's scan.
+        let listed: Vec<_> = checkpoints
+            .iter()
+            .filter(|(r, _)| {
+                p.index.region(**r).is_some()
+                    || partitions.iter().all(|q| q.index.region(**r).is_none())
+            })
+            .collect();
+        for (&region, &from) in listed {
+            builder = builder.region_until(p.topic.as_str(), p.partition, region, from, args.to);
+        }
     }
-    let options = ConsumerOptions {
-        plan,
-        strategy: match args.strategy {
-            Strategy::Index => StrategyKind::Index,
-            Strategy::Estimate => StrategyKind::Estimate,
-            Strategy::Scan => StrategyKind::Scan,
-        },
-        isolation: if args.read_committed {
-            IsolationLevel::ReadCommitted
-        } else {
-            IsolationLevel::ReadUncommitted
-        },
-        on_lost: if args.skip_lost {
-            LostPolicy::Skip
-        } else {
-            LostPolicy::Error
-        },
-        ..ConsumerOptions::default()
-    };
-    let range = ReplayRange {
-        topic: args.target.topic.clone(),
-        partition: args.target.partition,
-        region: args.region,
-        from: args.from,
-        to: args.to,
-    };
     let started = Instant::now();
-    let mut consumer = Consumer::new(cluster, &index, range, options).await?;
-    // Indexed entries are exactly the region's; a scan, and the tail past
-    // `last_index`, yield every record: keep the region's.
-    let filter_from = match args.strategy {
-        Strategy::Scan => i64::MIN,
-        _ => index.last_index().map_or(i64::MIN, |l| l + 1),
-    };
-    let progress = progress_bar(consumer.end_offset() - args.from);
+    let mut recovery = builder.build().await?;
+    let low = checkpoints.values().copied().min().unwrap_or(0);
+    let progress = progress_bar(partitions.len());
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut result = Ok(());
-    while let Some(record) = consumer.next().await {
-        let record = match record {
-            Ok(r) => r,
+    while let Some(entry) = recovery.next().await {
+        let entry = match entry {
+            Ok(e) => e,
             Err(e) => {
                 result = Err(anyhow::Error::new(e));
                 break;
             }
         };
         if let Some(p) = &progress {
-            p.set_position((record.offset() - args.from).max(0) as u64);
-        }
-        if record.offset() >= filter_from && rule.region(&record) != Some(args.region) {
-            continue;
+            p.set_position((entry.record.offset() - low).max(0) as u64);
         }
         let written = match args.format {
-            Format::Jsonl => serde_json::to_writer(&mut out, &RecordLine::new(&record))
-                .map_err(io::Error::from)
-                .and_then(|()| out.write_all(b"\n")),
+            Format::Jsonl => serde_json::to_writer(
+                &mut out,
+                &RecordLine::new(&entry.record).in_region(
+                    entry.region,
+                    &entry.topic,
+                    entry.partition,
+                ),
+            )
+            .map_err(io::Error::from)
+            .and_then(|()| out.write_all(b"\n")),
             Format::Raw => out
-                .write_all(record.value().unwrap_or_default())
+                .write_all(entry.record.value().unwrap_or_default())
                 .and_then(|()| out.write_all(b"\n")),
         };
         match written {
@@ -164,23 +184,166 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.finish_and_clear();
     }
     let _ = out.flush();
+    let strategy = strategy_kind(args.strategy);
     eprintln!(
         "{}",
         stats_json(
-            consumer.strategy_name(),
-            &consumer.stats(),
+            strategy_name(strategy),
+            &recovery.stats(),
             started.elapsed()
         )
     );
     result.map(|()| ExitCode::SUCCESS)
 }
 
-fn progress_bar(len: i64) -> Option<ProgressBar> {
+/// The `-t`s, each with its index (`--index` in the same order).
+fn partitions(args: &Args) -> anyhow::Result<Vec<Partition>> {
+    let mut seen = std::collections::BTreeSet::new();
+    let targets: Vec<(String, i32)> = args
+        .topics
+        .iter()
+        .map(|t| match t.rsplit_once(':') {
+            Some((topic, p)) if !topic.is_empty() => {
+                let partition = p.parse().with_context(|| {
+                    format!("-t {t:?}: the partition after ':' must be a number")
+                })?;
+                Ok((topic.to_owned(), partition))
+            }
+            _ => Ok((t.clone(), args.partition)),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for t in &targets {
+        anyhow::ensure!(seen.insert(t.clone()), "-t {}:{} is given twice", t.0, t.1);
+    }
+    let scan = matches!(args.strategy, Strategy::Scan);
+    anyhow::ensure!(
+        args.indexes.len() == targets.len() || (scan && args.indexes.is_empty()),
+        "{} partition(s) given with -t but {} --index file(s): give one index per partition, \
+         in the same order{}",
+        targets.len(),
+        args.indexes.len(),
+        if scan { " (or none, to scan)" } else { "" }
+    );
+    targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, (topic, partition))| {
+            let index = match args.indexes.get(i) {
+                Some(path) => read_index_file(path)?,
+                None => WalIndex::new(),
+            };
+            Ok(Partition {
+                topic,
+                partition,
+                index,
+            })
+        })
+        .collect()
+}
+
+/// Every region to replay and where it starts: `--checkpoints`, then the
+/// `--region`s (from `--from` unless the file has them).
+fn checkpoints(args: &Args) -> anyhow::Result<BTreeMap<RegionId, i64>> {
+    let mut from_file = match &args.checkpoints {
+        Some(path) => read_checkpoints(path)?,
+        None => BTreeMap::new(),
+    };
+    if args.regions.is_empty() {
+        anyhow::ensure!(
+            !from_file.is_empty(),
+            "no region to replay: give --region R (repeatable) or --checkpoints FILE"
+        );
+        return Ok(from_file);
+    }
+    Ok(args
+        .regions
+        .iter()
+        .map(|&r| (r, from_file.remove(&r).unwrap_or(args.from)))
+        .collect())
+}
+
+/// Reads `{"<region id>": <from offset>, ...}`.
+fn read_checkpoints(path: &Path) -> anyhow::Result<BTreeMap<RegionId, i64>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading checkpoints {}", path.display()))?;
+    let raw: BTreeMap<String, i64> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: expected a JSON object of region id to offset, like {{\"7\": 1200}}",
+            path.display()
+        )
+    })?;
+    raw.into_iter()
+        .map(|(region, from)| {
+            let id = region.trim().parse().with_context(|| {
+                format!(
+                    "{}: {region:?} is not a region id (a number)",
+                    path.display()
+                )
+            })?;
+            anyhow::ensure!(
+                from >= 0,
+                "{}: region {region}: checkpoint {from} is negative",
+                path.display()
+            );
+            Ok((id, from))
+        })
+        .collect()
+}
+
+fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
+    let mut plan = PlanConfig::default();
+    if let Some(us) = args.round_trip_us {
+        plan.cost.round_trip = Duration::from_micros(us);
+    }
+    if let Some(bps) = args.bytes_per_second {
+        anyhow::ensure!(
+            bps.is_finite() && bps > 0.0,
+            "--bytes-per-second must be a positive number, not {bps}"
+        );
+        plan.cost.bytes_per_second = bps;
+    }
+    Ok(ReplayOptions::default()
+        .with_plan(plan)
+        .with_strategy(strategy_kind(args.strategy))
+        .with_isolation(if args.read_committed {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        })
+        .with_on_lost(if args.skip_lost {
+            LostPolicy::Skip
+        } else {
+            LostPolicy::Error
+        })
+        .with_region_rule(args.rule.rule()?))
+}
+
+fn strategy_kind(strategy: Strategy) -> StrategyKind {
+    match strategy {
+        Strategy::Index => StrategyKind::Index,
+        Strategy::Estimate => StrategyKind::Estimate,
+        Strategy::Scan => StrategyKind::Scan,
+    }
+}
+
+/// The name the stats line gives a strategy.
+pub(crate) fn strategy_name(strategy: StrategyKind) -> &'static str {
+    match strategy {
+        StrategyKind::Estimate => "estimate",
+        StrategyKind::Scan => "scan",
+        _ => "walfetch",
+    }
+}
+
+/// On a terminal, a spinner with the offset reached (of the partition read
+/// last) and the time.
+fn progress_bar(partitions: usize) -> Option<ProgressBar> {
     if !io::stderr().is_terminal() {
         return None;
     }
-    let bar = ProgressBar::new(len.max(0) as u64);
-    let style = ProgressStyle::with_template("{bar:40} {pos}/{len} offsets  {elapsed}").ok()?;
+    let bar = ProgressBar::new_spinner();
+    let template = format!("{{spinner}} offset {{pos}} ({partitions} partition(s))  {{elapsed}}");
+    let style = ProgressStyle::with_template(&template).ok()?;
     bar.set_style(style);
     Some(bar)
 }
@@ -191,6 +354,7 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "strategy": strategy,
         "entries": stats.entries,
         "tail_records": stats.tail_records,
+        "tail_skipped": stats.tail_skipped,
         "fetches": stats.fetches,
         "round_trips": stats.round_trips,
         "wire_bytes": stats.wire_bytes,
@@ -203,6 +367,21 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "time_to_first_ms": stats.time_to_first.map(|d| d.as_secs_f64() * 1e3),
         "elapsed_ms": elapsed.as_secs_f64() * 1e3,
         "peak_buffered_bytes": stats.peak_buffered_bytes,
+        "regions": stats
+            .regions
+            .iter()
+            .map(|(id, r)| {
+                (
+                    id.to_string(),
+                    serde_json::json!({
+                        "entries": r.entries,
+                        "tail_records": r.tail_records,
+                        "yielded_bytes": r.yielded_bytes,
+                        "lost": r.lost,
+                    }),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>(),
     })
     .to_string()
 }

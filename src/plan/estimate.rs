@@ -22,7 +22,7 @@
 
 use std::ops::Range;
 
-use super::{FetchKind, FetchStrategy, PlannedFetch};
+use super::{FetchKind, FetchStrategy, PlannedFetch, SeenBatch};
 use crate::index::IndexEntry;
 
 const INITIAL_AVG: f64 = 256.0 * 1024.0;
@@ -121,7 +121,7 @@ impl FetchStrategy for EstimatePlanner {
         })
     }
 
-    fn observe_batch(&mut self, _base: i64, _last: i64, _len: u32, _compressed: bool) {}
+    fn observe_batch(&mut self, _batch: &SeenBatch) {}
 
     fn observe_response(
         &mut self,

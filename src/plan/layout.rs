@@ -22,6 +22,20 @@ pub struct Extent {
     pub exact: bool,
 }
 
+/// A batch a fetch response carried, complete or cut: what it teaches the
+/// layout and the planner's estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenBatch {
+    /// Its base offset.
+    pub base: i64,
+    /// Its last offset (at least `base`).
+    pub last: i64,
+    /// Its encoded length in bytes.
+    pub len: u32,
+    /// Whether its records are compressed.
+    pub compressed: bool,
+}
+
 /// Known batches of one partition, by base offset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layout {
@@ -54,8 +68,12 @@ impl Layout {
         layout
     }
 
-    /// Records a batch a response carried: its real extent.
+    /// Records a batch a response carried: its real extent. An extent
+    /// whose last offset is below its base says nothing and is ignored.
     pub fn observe(&mut self, base: i64, last: i64, len: u32) {
+        if last < base {
+            return;
+        }
         // A batch seen on the wire overrides hints overlapping it.
         let stale: Vec<i64> = self
             .batches
@@ -117,5 +135,21 @@ impl Layout {
     /// Whether nothing is known.
     pub fn is_empty(&self) -> bool {
         self.batches.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inverted_extent_is_ignored_not_a_panic() {
+        // A cut batch's header is not covered by a CRC: a negative last
+        // offset delta once reached `BTreeMap::range` with start > end.
+        let mut layout = Layout::new();
+        layout.observe(10, 19, 100);
+        layout.observe(30, 5, 100);
+        assert_eq!(layout.len(), 1);
+        assert!(layout.containing(12).is_some());
     }
 }

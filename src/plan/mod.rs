@@ -34,6 +34,6 @@ mod strategy;
 pub use cost::CostModel;
 pub use estimate::EstimatePlanner;
 pub use floor::{floor_bytes, floor_from_layout, WantedBatch};
-pub use layout::{Extent, Layout};
+pub use layout::{Extent, Layout, SeenBatch};
 pub use planner::{FetchKind, PlanConfig, PlannedFetch, Planner};
 pub use strategy::FetchStrategy;

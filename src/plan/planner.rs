@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::{CostModel, Layout};
+use super::{CostModel, Layout, SeenBatch};
 use crate::index::IndexEntry;
 
 /// Limits and defaults for planning.
@@ -58,12 +58,33 @@ pub struct PlannedFetch {
     pub kind: FetchKind,
 }
 
+/// Where an entry is known to sit.
+#[derive(Debug, Clone, Copy)]
+struct Located {
+    /// Its batch's base offset.
+    base: i64,
+    /// Its batch's encoded length.
+    batch_len: u32,
+    /// Where its record ends in the batch, never past `batch_len` (the
+    /// batch's end when that is unknown or the batch is compressed).
+    record_end: u32,
+}
+
+/// A known batch within a fetch's response.
+#[derive(Debug, Clone, Copy)]
+struct BatchAt {
+    /// Its base offset.
+    base: i64,
+    /// Where it starts, in bytes from the start of the response.
+    start: f64,
+}
+
 /// How far a fetch being planned reaches, in bytes from the start of its
 /// response, as of its latest entry.
 #[derive(Debug, Clone, Copy)]
 struct Position {
-    /// The latest entry's batch, if known: its base and its start.
-    batch: Option<(i64, f64)>,
+    /// The latest entry's batch, if known.
+    batch: Option<BatchAt>,
     /// Where the latest entry's bytes begin: its batch's start if known,
     /// else its record's.
     start: f64,
@@ -78,7 +99,7 @@ impl Position {
     /// ending `record_end` bytes into the batch.
     fn in_batch(base: i64, pos: f64, record_end: u32, estimated: bool) -> Self {
         Self {
-            batch: Some((base, pos)),
+            batch: Some(BatchAt { base, start: pos }),
             start: pos,
             end: pos + f64::from(record_end),
             estimated,
@@ -245,12 +266,16 @@ impl Planner {
 
     /// Learns a batch a response carried (complete, or the header of one
     /// the broker cut).
-    pub fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool) {
-        self.layout.observe(base, last, len);
-        self.seen_bytes += u64::from(len);
-        self.seen_offsets += (last - base + 1).max(1) as u64;
+    pub fn observe_batch(&mut self, batch: &SeenBatch) {
+        self.layout.observe(batch.base, batch.last, batch.len);
+        self.seen_bytes += u64::from(batch.len);
+        self.seen_offsets += batch
+            .last
+            .saturating_sub(batch.base)
+            .saturating_add(1)
+            .max(1) as u64;
         self.seen_batches += 1;
-        self.seen_compressed += u64::from(compressed);
+        self.seen_compressed += u64::from(batch.compressed);
     }
 
     /// Hands back entries a fetch did not deliver; they are planned again
@@ -293,9 +318,8 @@ impl Planner {
         (self.seen_offsets > 0).then(|| self.seen_bytes as f64 / self.seen_offsets as f64)
     }
 
-    /// Where entry `i` is known to sit: (batch base, batch length, end of
-    /// its record in the batch, never past the batch's length).
-    fn locate(&self, i: usize) -> Option<(i64, u32, u32)> {
+    /// Where entry `i` is known to sit.
+    fn locate(&self, i: usize) -> Option<Located> {
         let entry = self.entries[i];
         if let Some((base, extent)) = self.layout.containing(entry.offset) {
             // A hint for this very batch also knows where the record ends;
@@ -304,7 +328,11 @@ impl Planner {
                 .hint
                 .filter(|h| h.batch_base == base && h.batch_len == extent.len)
                 .map_or(extent.len, |h| h.record_end.min(extent.len));
-            return Some((base, extent.len, end));
+            return Some(Located {
+                base,
+                batch_len: extent.len,
+                record_end: end,
+            });
         }
         None
     }
@@ -333,7 +361,7 @@ impl Planner {
         let (offset, mut at) = match first {
             // The first batch comes whole regardless (KIP-74), so reaching
             // into the rest of it costs nothing.
-            Some((base, len, _)) => (base, Position::in_batch(base, 0.0, len, false)),
+            Some(l) => (l.base, Position::in_batch(l.base, 0.0, l.batch_len, false)),
             None => {
                 let offset = self.estimated_start(start);
                 // The response starts at the batch holding `offset`: on
@@ -358,7 +386,7 @@ impl Planner {
             };
             let allowance = gap_limit + self.end_slack(&at, batch) + unknown_start;
             let same_batch =
-                matches!((at.batch, next.batch), (Some((a, _)), Some((b, _))) if a == b);
+                matches!((at.batch, next.batch), (Some(a), Some(b)) if a.base == b.base);
             let gap = next.start - at.end;
             if !same_batch && gap > allowance {
                 break;
@@ -399,29 +427,34 @@ impl Planner {
     /// being exact), or nothing to estimate from.
     fn position(&self, i: usize, at: &Position, limit: f64) -> Option<Position> {
         let located = self.locate(i);
-        if let (Some((base, pos)), Some((b, _, record_end))) = (at.batch, located) {
-            if b == base {
-                return Some(Position::in_batch(b, pos, record_end, at.estimated));
+        if let (Some(at_batch), Some(l)) = (at.batch, located) {
+            if l.base == at_batch.base {
+                return Some(Position::in_batch(
+                    l.base,
+                    at_batch.start,
+                    l.record_end,
+                    at.estimated,
+                ));
             }
             if !at.estimated {
-                let p = self.walk(base, pos as u64, b, limit as u64)?;
-                return Some(Position::in_batch(b, p as f64, record_end, false));
+                let p = self.walk(at_batch.base, at_batch.start as u64, l.base, limit as u64)?;
+                return Some(Position::in_batch(l.base, p as f64, l.record_end, false));
             }
         }
         // Count bytes per offset from the end of the last known batch, or
         // from the end of the previous entry's record.
         let per_offset = self.bytes_per_offset()?;
         let (from, from_pos) = match at.batch {
-            Some((base, pos)) => {
-                let (_, extent) = self.layout.containing(base)?;
-                (extent.last_known + 1, pos + f64::from(extent.len))
+            Some(b) => {
+                let (_, extent) = self.layout.containing(b.base)?;
+                (extent.last_known + 1, b.start + f64::from(extent.len))
             }
             None => (self.entries[i - 1].offset + 1, at.end),
         };
         let at_offset = |o: i64| from_pos + (o - from).max(0) as f64 * per_offset;
         Some(match located {
             // Its batch is known: only the bytes before it are estimated.
-            Some((b, _, record_end)) => Position::in_batch(b, at_offset(b), record_end, true),
+            Some(l) => Position::in_batch(l.base, at_offset(l.base), l.record_end, true),
             None => Position::record(at_offset(self.entries[i].offset), per_offset),
         })
     }
@@ -521,8 +554,8 @@ impl super::FetchStrategy for Planner {
     fn next_fetch(&mut self) -> Option<PlannedFetch> {
         Planner::next_fetch(self)
     }
-    fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool) {
-        Planner::observe_batch(self, base, last, len, compressed);
+    fn observe_batch(&mut self, batch: &SeenBatch) {
+        Planner::observe_batch(self, batch);
     }
     fn requeue(&mut self, entries: Range<usize>) {
         Planner::requeue(self, entries);
@@ -563,6 +596,15 @@ mod tests {
     impl Batch {
         fn last(&self) -> i64 {
             self.base + self.ends.len() as i64 - 1
+        }
+
+        fn seen(&self) -> SeenBatch {
+            SeenBatch {
+                base: self.base,
+                last: self.last(),
+                len: self.len,
+                compressed: self.compressed,
+            }
         }
     }
 
@@ -643,14 +685,14 @@ mod tests {
             let mut present: Vec<i64> = Vec::new();
             for b in &whole {
                 bytes += u64::from(b.len);
-                planner.observe_batch(b.base, b.last(), b.len, b.compressed);
+                planner.observe_batch(&b.seen());
                 present.extend(b.base..=b.last());
             }
             if let Some((b, cut)) = partial {
                 bytes += u64::from(cut);
                 // The header of a cut batch teaches its extent too.
                 if cut >= 61 {
-                    planner.observe_batch(b.base, b.last(), b.len, b.compressed);
+                    planner.observe_batch(&b.seen());
                 }
                 if !b.compressed {
                     present.extend(
@@ -946,7 +988,12 @@ mod tests {
             let entries = [IndexEntry::offset_only(500)];
             let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
             for b in 0..10 {
-                planner.observe_batch(b * 10, b * 10 + 9, 1000, compressed);
+                planner.observe_batch(&SeenBatch {
+                    base: b * 10,
+                    last: b * 10 + 9,
+                    len: 1000,
+                    compressed,
+                });
             }
             planner.next_fetch().unwrap().max_bytes
         };
@@ -964,7 +1011,12 @@ mod tests {
         let entries: Vec<IndexEntry> = (1000..20_000).map(IndexEntry::offset_only).collect();
         let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
         for b in 0..100 {
-            planner.observe_batch(b * 10, b * 10 + 9, 10_000, false);
+            planner.observe_batch(&SeenBatch {
+                base: b * 10,
+                last: b * 10 + 9,
+                len: 10_000,
+                compressed: false,
+            });
         }
         let first = planner.next_fetch().unwrap();
         assert_eq!(first.max_bytes, PlanConfig::default().max_fetch_bytes);

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::PlannedFetch;
+use super::{PlannedFetch, SeenBatch};
 use crate::index::IndexEntry;
 
 /// A source of fetches for one replay. The consumer asks for fetches, sends
@@ -18,8 +18,8 @@ pub trait FetchStrategy: Send + std::fmt::Debug {
     fn next_fetch(&mut self) -> Option<PlannedFetch>;
 
     /// A batch a response carried — complete, or the header of one the
-    /// broker cut — and whether it is compressed.
-    fn observe_batch(&mut self, base: i64, last: i64, len: u32, compressed: bool);
+    /// broker cut.
+    fn observe_batch(&mut self, batch: &SeenBatch);
 
     /// A response to `fetch` carried `records_bytes` bytes of records, of
     /// which `records_at_or_above` records sat at or above the fetch offset.

@@ -17,7 +17,7 @@ use walfetch_codec::{
     TransactionFilter,
 };
 
-use crate::plan::{FetchKind, FetchStrategy, PlannedFetch};
+use crate::plan::{FetchKind, FetchStrategy, PlannedFetch, SeenBatch};
 
 /// One partition's part of a Fetch response, as absorb needs it.
 #[derive(Debug, Clone)]
@@ -53,8 +53,8 @@ pub(crate) struct Absorbed {
     pub(crate) tail_next: Option<i64>,
     /// The response did not cover the first wanted offset.
     pub(crate) misaligned: bool,
-    /// Every batch the response showed: (base, last, length, compressed).
-    pub(crate) batches: Vec<(i64, i64, u32, bool)>,
+    /// Every batch the response showed.
+    pub(crate) batches: Vec<SeenBatch>,
 }
 
 /// Reads `response` to `fetch`, reporting batch extents to `strategy` (and
@@ -109,7 +109,7 @@ pub(crate) fn absorb(
             continue;
         }
         seen_last = Some(h.last_offset());
-        out.batches.push(seen(&h));
+        out.batches.extend(seen(&h));
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
             first = false;
@@ -156,7 +156,7 @@ pub(crate) fn absorb(
     // layout, and its complete uncompressed records can be used.
     if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
         if let Some(h) = partial.header() {
-            out.batches.push(seen(&h));
+            out.batches.extend(seen(&h));
             if first && h.base_offset > first_wanted {
                 out.misaligned = true;
             }
@@ -187,8 +187,8 @@ pub(crate) fn absorb(
         }
     }
 
-    for &(base, last, len, compressed) in &out.batches {
-        strategy.observe_batch(base, last, len, compressed);
+    for batch in &out.batches {
+        strategy.observe_batch(batch);
     }
     strategy.observe_response(fetch, response.records.len(), at_or_above);
     if out.misaligned {
@@ -207,15 +207,18 @@ pub(crate) fn absorb(
     Ok(out)
 }
 
-/// What a batch header teaches the layout: (base, last, length, compressed).
-fn seen(h: &BatchHeader) -> (i64, i64, u32, bool) {
-    let compressed = h.attributes.compression_id() != 0;
-    (
-        h.base_offset,
-        h.last_offset(),
-        h.total_len() as u32,
-        compressed,
-    )
+/// What a batch header teaches the layout; nothing when the header is
+/// inconsistent (a cut batch's header is not covered by its CRC, and may
+/// claim a last offset below its base or a length past `u32`).
+fn seen(h: &BatchHeader) -> Option<SeenBatch> {
+    let last = h.last_offset();
+    let len = u32::try_from(h.total_len()).ok()?;
+    (last >= h.base_offset).then(|| SeenBatch {
+        base: h.base_offset,
+        last,
+        len,
+        compressed: h.attributes.compression_id() != 0,
+    })
 }
 
 /// Delivers `record` if it is the entry at `cursor`; entries it passed are lost.

@@ -1,0 +1,232 @@
+//! Moves fetches between replay cores and the cluster: the only part of a
+//! replay that does IO. Shared by [`super::Consumer`] and
+//! [`super::Recovery`].
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use crate::cluster::{
+    ClientError, Cluster, FetchParams, FetchedPartition, IsolationLevel, OffsetSpec,
+};
+use crate::error::Error;
+use crate::error_code::ErrorCode;
+use crate::replay::{Entry, FetchAnswer, FetchId, ReplayCore, ReplayStats};
+
+/// A fetch in flight: the core it is for, its id there, and its answer.
+type InFlight = BoxFuture<'static, (usize, FetchId, Result<FetchAnswer, ClientError>)>;
+
+/// Drives a set of replay cores (one per partition) over one cluster,
+/// under one in-flight limit and one memory cap.
+pub(super) struct Driver {
+    cluster: Arc<Cluster>,
+    cores: Vec<ReplayCore>,
+    in_flight: FuturesUnordered<InFlight>,
+    max_in_flight: usize,
+    max_buffered_bytes: u64,
+    /// The highest round trip answered so far (see
+    /// [`ReplayStats::round_trips`]), over every partition.
+    answered: u64,
+    peak_held: u64,
+    /// Where the next turn to yield and to send starts, for fairness.
+    yield_from: usize,
+    send_from: usize,
+    done: bool,
+}
+
+impl Driver {
+    /// Drives `cores`; `setup_round_trips` were spent before (the lookups of
+    /// the log's end, sent side by side).
+    pub(super) fn new(
+        cluster: Arc<Cluster>,
+        cores: Vec<ReplayCore>,
+        max_in_flight: usize,
+        max_buffered_bytes: u64,
+        setup_round_trips: u64,
+    ) -> Self {
+        Self {
+            cluster,
+            cores,
+            in_flight: FuturesUnordered::new(),
+            max_in_flight: max_in_flight.max(1),
+            max_buffered_bytes,
+            answered: setup_round_trips,
+            peak_held: 0,
+            yield_from: 0,
+            send_from: 0,
+            done: false,
+        }
+    }
+
+    pub(super) fn cores(&self) -> &[ReplayCore] {
+        &self.cores
+    }
+
+    /// Every partition's counters summed, with the round trips and peak
+    /// memory of the whole replay.
+    pub(super) fn stats(&self) -> ReplayStats {
+        let mut total = ReplayStats::default();
+        for core in &self.cores {
+            total.add(&core.stats());
+        }
+        total.round_trips = self.answered;
+        total.peak_buffered_bytes = self.peak_held;
+        total
+    }
+
+    /// The next entry of any partition (each partition's in offset order),
+    /// the error that ended the replay, or its end.
+    pub(super) fn poll_entry(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(usize, Entry), Error>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        // Set after a turn with nothing in flight and nothing sent.
+        let mut idle = false;
+        loop {
+            if let Some(item) = self.pop_ready() {
+                self.done = item.is_err();
+                return Poll::Ready(Some(item));
+            }
+            if self.cores.iter().all(ReplayCore::is_finished) {
+                self.done = true;
+                return Poll::Ready(None);
+            }
+            let sent = self.launch();
+            match self.in_flight.poll_next_unpin(cx) {
+                Poll::Ready(Some((i, id, answer))) => {
+                    let core = &mut self.cores[i];
+                    if let Some(rt) = core.round_trip_of(id) {
+                        self.answered = self.answered.max(rt);
+                    }
+                    match answer {
+                        Ok(answer) => core.handle_response(id, answer),
+                        Err(error) => core.handle_error(id, error),
+                    }
+                }
+                // Nothing in flight: a core that sent nothing has ended,
+                // failed or has entries ready; the next turn yields them.
+                // A second such turn in a row would spin: the cores still
+                // unfinished are stalled, and say so.
+                Poll::Ready(None) if sent == 0 && idle => {
+                    for core in &mut self.cores {
+                        core.fail_stalled();
+                    }
+                }
+                Poll::Ready(None) => idle = sent == 0,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// An entry or error ready in some core, taking turns.
+    fn pop_ready(&mut self) -> Option<Result<(usize, Entry), Error>> {
+        let n = self.cores.len();
+        let now = Instant::now();
+        for k in 0..n {
+            let i = (self.yield_from + k) % n;
+            if let Some(item) = self.cores[i].poll_entry(now) {
+                self.yield_from = (i + 1) % n;
+                return Some(item.map(|entry| (i, entry)));
+            }
+        }
+        None
+    }
+
+    /// Sends what the cores have, taking turns, within the limits; how
+    /// many were sent.
+    fn launch(&mut self) -> usize {
+        let n = self.cores.len();
+        let mut sent = 0;
+        loop {
+            let mut any = false;
+            for k in 0..n {
+                if self.in_flight.len() >= self.max_in_flight {
+                    return sent;
+                }
+                let i = (self.send_from + k) % n;
+                let held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
+                let headroom = self.max_buffered_bytes.saturating_sub(held);
+                let core = &mut self.cores[i];
+                let Some(out) = core.poll_fetch(headroom, self.answered) else {
+                    continue;
+                };
+                let limit = i32::try_from(out.max_bytes).unwrap_or(i32::MAX).max(1);
+                let params = FetchParams::new(core.topic(), core.partition(), out.offset)
+                    .with_max_bytes(limit)
+                    .with_max_wait(Duration::ZERO)
+                    .with_isolation(out.isolation);
+                let cluster = Arc::clone(&self.cluster);
+                let id = out.id;
+                self.in_flight.push(Box::pin(async move {
+                    (i, id, fetch_once(&cluster, &params).await)
+                }));
+                self.send_from = (i + 1) % n;
+                self.peak_held = self.peak_held.max(held + u64::from(out.max_bytes));
+                sent += 1;
+                any = true;
+            }
+            if !any {
+                return sent;
+            }
+        }
+    }
+}
+
+/// The end of the log now: the high watermark (the last stable offset under
+/// `read_committed`), and the fetch that confirmed it. ListOffsets gives it
+/// on Kafka; some brokers answer with the last batch's base offset instead
+/// (Tansu 0.6), so a fetch at that offset confirms it: on Kafka an empty
+/// answer, elsewhere the last batch.
+pub(super) async fn log_end(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    isolation: IsolationLevel,
+) -> Result<(i64, FetchedPartition), Error> {
+    let listed = cluster
+        .list_offsets(topic, partition, OffsetSpec::Latest, isolation)
+        .await?
+        .offset
+        .unwrap_or(0);
+    let params = FetchParams::new(topic, partition, listed)
+        .with_max_bytes(1)
+        .with_max_wait(Duration::ZERO)
+        .with_isolation(isolation);
+    let fetched = cluster.fetch(&params).await?;
+    let end = match isolation {
+        IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
+            fetched.last_stable_offset
+        }
+        _ => fetched.high_watermark,
+    };
+    Ok((end.max(listed), fetched))
+}
+
+/// One fetch; an `OFFSET_OUT_OF_RANGE` answer is turned into the partition's
+/// current offsets so the core can tell which entries are gone.
+async fn fetch_once(cluster: &Cluster, params: &FetchParams) -> Result<FetchAnswer, ClientError> {
+    match cluster.fetch(params).await {
+        Ok(fetched) => Ok(FetchAnswer::Fetched(fetched)),
+        Err(ClientError::Kafka {
+            code: ErrorCode::OffsetOutOfRange,
+            ..
+        }) => {
+            let offset = |spec| {
+                cluster.list_offsets(&params.topic, params.partition, spec, params.isolation)
+            };
+            let earliest = offset(OffsetSpec::Earliest).await?;
+            let latest = offset(OffsetSpec::Latest).await?;
+            Ok(FetchAnswer::OutOfRange {
+                log_start: earliest.offset.unwrap_or(0),
+                log_end: latest.offset.unwrap_or(i64::MAX),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}

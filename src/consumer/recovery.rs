@@ -1,0 +1,271 @@
+//! [`Recovery`]: many regions over many partitions, each from its own
+//! checkpoint, in one pass.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::stream::Stream;
+use walfetch_codec::Record;
+
+use super::driver::{log_end, Driver};
+use crate::cluster::Cluster;
+use crate::error::Error;
+use crate::index::{RegionId, WalIndex};
+use crate::replay::{RegionRange, ReplayCore, ReplayOptions, ReplayStats, StrategyKind};
+
+/// One region's wish: `from..to` (`None`: to the log's end).
+#[derive(Debug, Clone, Copy)]
+struct Wish {
+    region: RegionId,
+    from: i64,
+    to: Option<i64>,
+}
+
+/// Builds a [`Recovery`]: the partitions' indexes, the regions and their
+/// checkpoints, the options. See [`Recovery::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until built"]
+pub struct RecoveryBuilder<'a> {
+    cluster: Arc<Cluster>,
+    options: ReplayOptions,
+    indexes: BTreeMap<(String, i32), &'a WalIndex>,
+    wishes: BTreeMap<(String, i32), Vec<Wish>>,
+}
+
+impl<'a> RecoveryBuilder<'a> {
+    /// The index of `topic`/`partition`. Every partition a region is asked
+    /// of needs one, unless the strategy is [`StrategyKind::Scan`].
+    pub fn index(mut self, topic: impl Into<String>, partition: i32, index: &'a WalIndex) -> Self {
+        self.indexes.insert((topic.into(), partition), index);
+        self
+    }
+
+    /// Recover `region` of `topic`/`partition` from offset `from` (its
+    /// checkpoint) to the end of the log as it is when the recovery starts.
+    pub fn region(
+        self,
+        topic: impl Into<String>,
+        partition: i32,
+        region: RegionId,
+        from: i64,
+    ) -> Self {
+        self.region_until(topic, partition, region, from, None)
+    }
+
+    /// Recover `region` of `topic`/`partition` over `from..to` (`None`: to
+    /// the end of the log).
+    pub fn region_until(
+        mut self,
+        topic: impl Into<String>,
+        partition: i32,
+        region: RegionId,
+        from: i64,
+        to: Option<i64>,
+    ) -> Self {
+        self.wishes
+            .entry((topic.into(), partition))
+            .or_default()
+            .push(Wish { region, from, to });
+        self
+    }
+
+    /// How the recovery runs (one set of options for every partition).
+    pub fn options(mut self, options: ReplayOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Looks up the end of every partition a region reads to the end of,
+    /// side by side, and prepares the recovery.
+    ///
+    /// Errors: no region; a partition without an index (unless scanning);
+    /// a region asked for twice in a partition; a range that is negative
+    /// or inverted; the cluster failing to answer.
+    pub async fn build(self) -> Result<Recovery, Error> {
+        let started = Instant::now();
+        if self.wishes.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a recovery needs at least one region".to_owned(),
+            ));
+        }
+        let empty = WalIndex::new();
+        let mut plans = Vec::with_capacity(self.wishes.len());
+        for ((topic, partition), wishes) in &self.wishes {
+            let index = match self.indexes.get(&(topic.clone(), *partition)) {
+                Some(index) => *index,
+                None if self.options.strategy == StrategyKind::Scan => &empty,
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "no index for topic {topic:?} partition {partition} (regions {})",
+                        wishes
+                            .iter()
+                            .map(|w| w.region.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )))
+                }
+            };
+            plans.push((topic.as_str(), *partition, index, wishes));
+        }
+        // The ends of the partitions read to the end, looked up side by side.
+        let isolation = self.options.isolation;
+        let ends = futures::future::try_join_all(plans.iter().map(|(topic, partition, _, w)| {
+            let cluster = Arc::clone(&self.cluster);
+            let needed = w.iter().any(|w| w.to.is_none());
+            async move {
+                match needed {
+                    true => log_end(&cluster, topic, *partition, isolation)
+                        .await
+                        .map(Some),
+                    false => Ok(None),
+                }
+            }
+        }))
+        .await?;
+        let setup = u64::from(ends.iter().any(Option::is_some));
+        let mut cores = Vec::with_capacity(plans.len());
+        for ((topic, partition, index, wishes), end) in plans.into_iter().zip(ends) {
+            let log_end = end.as_ref().map_or(0, |(e, _)| *e);
+            let regions: Vec<RegionRange> = wishes
+                .iter()
+                .map(|w| RegionRange {
+                    region: w.region,
+                    from: w.from,
+                    to: w.to.unwrap_or(log_end),
+                })
+                .collect();
+            let mut core = ReplayCore::new(
+                topic,
+                partition,
+                index,
+                &regions,
+                self.options.clone(),
+                started,
+            )?;
+            if let Some((_, fetched)) = &end {
+                core.count_fetch(fetched);
+            }
+            cores.push(core);
+        }
+        let topics = cores.iter().map(|c| Arc::from(c.topic())).collect();
+        Ok(Recovery {
+            driver: Driver::new(
+                self.cluster,
+                cores,
+                self.options.max_in_flight,
+                self.options.max_buffered_bytes,
+                setup,
+            ),
+            topics,
+        })
+    }
+}
+
+/// One entry of a recovery: the record, its region and where it was read.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RecoveredEntry {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+    /// The region.
+    pub region: RegionId,
+    /// The record.
+    pub record: Record,
+}
+
+/// A recovery of many regions over many partitions in one pass: within a
+/// partition, the plan covers every region's indexed offsets at once, so a
+/// batch holding entries of several regions is read once, and the scan
+/// past `last_index` is read once and split by the region rule. Poll it as
+/// a [`Stream`] of [`RecoveredEntry`]: each partition's entries in offset
+/// order, partitions taking turns. An error names the partition (and the
+/// region, where one is at fault) and ends the stream.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use futures::StreamExt;
+/// # use walfetch::cluster::{Cluster, ClusterConfig};
+/// # use walfetch::consumer::Recovery;
+/// # async fn example(wal0: walfetch::index::WalIndex, wal1: walfetch::index::WalIndex)
+/// #     -> Result<(), walfetch::error::Error> {
+/// let cluster = Arc::new(Cluster::connect(ClusterConfig::new(["127.0.0.1:9092"])).await?);
+/// let mut recovery = Recovery::builder(cluster)
+///     .index("wal", 0, &wal0)
+///     .index("wal", 1, &wal1)
+///     .region("wal", 0, 7, 1_200) // region 7 from its checkpoint at 1200
+///     .region("wal", 0, 9, 800)
+///     .region("wal", 1, 12, 0)
+///     .build()
+///     .await?;
+/// while let Some(entry) = recovery.next().await {
+///     let entry = entry?;
+///     println!("region {} offset {}", entry.region, entry.record.offset());
+/// }
+/// println!("{:?}", recovery.stats().regions);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Recovery {
+    driver: Driver,
+    /// Each core's topic, shared by its entries.
+    topics: Vec<Arc<str>>,
+}
+
+impl std::fmt::Debug for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("partitions", &self.driver.cores())
+            .finish()
+    }
+}
+
+impl Recovery {
+    /// Starts describing a recovery over `cluster`.
+    pub fn builder<'a>(cluster: Arc<Cluster>) -> RecoveryBuilder<'a> {
+        RecoveryBuilder {
+            cluster,
+            options: ReplayOptions::default(),
+            indexes: BTreeMap::new(),
+            wishes: BTreeMap::new(),
+        }
+    }
+
+    /// The counters of the whole recovery so far, with per-region figures
+    /// in [`ReplayStats::regions`]. Round trips count the critical path
+    /// over all partitions (fetches sent side by side share one).
+    pub fn stats(&self) -> ReplayStats {
+        self.driver.stats()
+    }
+
+    /// Each partition's counters: `(topic, partition, stats)`.
+    pub fn partition_stats(&self) -> Vec<(String, i32, ReplayStats)> {
+        self.driver
+            .cores()
+            .iter()
+            .map(|c| (c.topic().to_owned(), c.partition(), c.stats()))
+            .collect()
+    }
+}
+
+impl Stream for Recovery {
+    type Item = Result<RecoveredEntry, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        this.driver.poll_entry(cx).map(|item| {
+            item.map(|r| {
+                r.map(|(i, entry)| RecoveredEntry {
+                    topic: Arc::clone(&this.topics[i]),
+                    partition: this.driver.cores()[i].partition(),
+                    region: entry.region,
+                    record: entry.record,
+                })
+            })
+        })
+    }
+}

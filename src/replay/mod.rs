@@ -1,0 +1,748 @@
+//! The replay core: one partition's replay of any set of regions, as a
+//! plain state machine with no IO and no clock (in the style of
+//! `quinn-proto`). A driver — [`crate::consumer::Consumer`] for one region,
+//! [`crate::consumer::Recovery`] for many regions over many partitions —
+//! moves fetches between it and the network:
+//!
+//! - [`ReplayCore::poll_fetch`] gives the next fetch to send, if the
+//!   strategy has one and the limits allow;
+//! - [`ReplayCore::handle_response`] and [`ReplayCore::handle_error`] take
+//!   back what became of it;
+//! - [`ReplayCore::poll_entry`] gives the next entry in offset order,
+//!   tagged with its region, or the error that ended the replay;
+//! - [`ReplayCore::stats`] tells what it cost.
+//!
+//! Within a partition the plan covers the union of the regions' indexed
+//! offsets, so a batch that holds entries of several regions is fetched
+//! once. Past `last_index` the partition is scanned once and each record is
+//! given to its region by the region rule; records of regions not asked
+//! for are never yielded.
+//!
+//! The core owns what a replay must never get wrong whatever the strategy:
+//! which offsets are wanted, checking each response (see `absorb`),
+//! handing back to the strategy what a response did not deliver, lost
+//! offsets, stall counting, and the order entries come out in. Strategies
+//! ([`crate::plan::Planner`], [`crate::plan::EstimatePlanner`], a scan)
+//! only decide what to fetch next and how large.
+//!
+//! # References
+//! - Kafka protocol guide, Fetch API; KIP-74 (the first batch comes whole,
+//!   the rest is cut at the byte limit); KIP-98 (`read_committed`).
+
+mod absorb;
+mod options;
+mod stats;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use walfetch_codec::Record;
+
+pub use options::{LostPolicy, ReplayOptions, StrategyKind};
+pub use stats::{RegionStats, ReplayStats};
+
+use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
+use crate::error::Error;
+use crate::index::{IndexEntry, RegionId, WalIndex};
+use crate::plan::{
+    floor_from_layout, EstimatePlanner, FetchKind, FetchStrategy, Layout, PlannedFetch, Planner,
+};
+use absorb::{absorb, AbsorbOptions, Response};
+
+/// One region to replay from a partition: its entries in `from..to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionRange {
+    /// The region.
+    pub region: RegionId,
+    /// First offset (a checkpoint).
+    pub from: i64,
+    /// End offset, exclusive.
+    pub to: i64,
+}
+
+/// Names a fetch handed out by [`ReplayCore::poll_fetch`].
+pub type FetchId = u64;
+
+/// A fetch to send: the partition's fetch offset and byte limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingFetch {
+    /// Hand it back with the answer.
+    pub id: FetchId,
+    /// The fetch offset.
+    pub offset: i64,
+    /// The partition's byte limit.
+    pub max_bytes: u32,
+    /// The isolation level to fetch with.
+    pub isolation: IsolationLevel,
+}
+
+/// What became of a fetch.
+#[derive(Debug, Clone)]
+pub enum FetchAnswer {
+    /// The broker answered with records (possibly none).
+    Fetched(FetchedPartition),
+    /// The broker answered `OFFSET_OUT_OF_RANGE`; the partition's offsets,
+    /// looked up after.
+    OutOfRange {
+        /// The log start offset.
+        log_start: i64,
+        /// The log end offset (high watermark).
+        log_end: i64,
+    },
+}
+
+/// One entry of a replay: a record and the region it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The region.
+    pub region: RegionId,
+    /// The record, its key, value and headers slices of the response.
+    pub record: Record,
+}
+
+/// A region as the core tracks it.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    range: RegionRange,
+    /// Where its records stop being indexed and the scan takes over.
+    tail_from: i64,
+}
+
+/// Where each indexed entry stands.
+#[derive(Debug)]
+enum Slot {
+    Pending,
+    Ready(Record),
+    Lost,
+    Done,
+}
+
+/// A fetch in flight: what it was for and its round trip (see
+/// [`ReplayStats::round_trips`]).
+#[derive(Debug)]
+struct InFlight {
+    fetch: PlannedFetch,
+    round_trip: u64,
+}
+
+/// One partition's replay of a set of regions; see the module docs.
+pub struct ReplayCore {
+    topic: String,
+    partition: i32,
+    regions: Vec<Region>,
+    /// For each of the strategy's entries, its region (an index into
+    /// `regions`).
+    entry_regions: Vec<usize>,
+    end: i64,
+    options: ReplayOptions,
+    strategy: Box<dyn FetchStrategy>,
+    in_flight: BTreeMap<FetchId, InFlight>,
+    next_id: FetchId,
+    in_flight_bytes: u64,
+    slots: Vec<Slot>,
+    next_yield: usize,
+    tail: VecDeque<(usize, Record)>,
+    buffered_bytes: u64,
+    stalls: u32,
+    stats: ReplayStats,
+    region_stats: Vec<RegionStats>,
+    started: Instant,
+    /// The error that ended the replay, until [`ReplayCore::poll_entry`]
+    /// hands it out.
+    error: Option<Error>,
+    failed: bool,
+    /// Set once the strategy has nothing more to send and nothing is in
+    /// flight.
+    drained: bool,
+    /// Every batch seen, and where each yielded record ends in its batch:
+    /// what the floor is computed from.
+    seen: Layout,
+    yielded_ends: Vec<(i64, Option<u32>)>,
+}
+
+impl std::fmt::Debug for ReplayCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayCore")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("regions", &self.regions.len())
+            .field("strategy", &self.strategy.name())
+            .field("next_yield", &self.next_yield)
+            .field("in_flight", &self.in_flight.len())
+            .finish()
+    }
+}
+
+impl ReplayCore {
+    /// A replay of `regions` of `topic`/`partition` with `index` (the
+    /// partition's). `end` is the partition's end offset for regions whose
+    /// range runs to the log's end; `now` starts the clock of
+    /// [`ReplayStats::time_to_first`].
+    ///
+    /// Errors: no region, a region asked for twice, a negative or inverted
+    /// range, or an index that gives one offset to two regions.
+    pub fn new(
+        topic: impl Into<String>,
+        partition: i32,
+        index: &WalIndex,
+        regions: &[RegionRange],
+        mut options: ReplayOptions,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        let topic = topic.into();
+        let invalid = |what: String| {
+            Error::InvalidArgument(format!("topic {topic:?} partition {partition}: {what}"))
+        };
+        if regions.is_empty() {
+            return Err(invalid("no region to replay".to_owned()));
+        }
+        let mut tracked: Vec<Region> = Vec::with_capacity(regions.len());
+        for r in regions {
+            if r.from < 0 || r.to < r.from {
+                return Err(invalid(format!(
+                    "region {}: the range {}..{} is {}",
+                    r.region,
+                    r.from,
+                    r.to,
+                    if r.from < 0 { "negative" } else { "inverted" }
+                )));
+            }
+            if tracked.iter().any(|t| t.range.region == r.region) {
+                return Err(invalid(format!("region {} is asked for twice", r.region)));
+            }
+            // The index covers offsets up to `last_index`; past it, scan.
+            let tail_from = index
+                .last_index()
+                .map_or(r.from, |l| l.saturating_add(1).clamp(r.from, r.to));
+            tracked.push(Region {
+                range: *r,
+                tail_from,
+            });
+        }
+        let end = tracked.iter().map(|r| r.range.to).max().unwrap_or(0);
+        // The union of the regions' indexed entries, in offset order.
+        let mut union: Vec<(IndexEntry, usize)> = Vec::new();
+        for (k, r) in tracked.iter().enumerate() {
+            if let Some(region) = index.region(r.range.region) {
+                union.extend(
+                    region
+                        .range(r.range.from, r.tail_from)
+                        .iter()
+                        .map(|&e| (e, k)),
+                );
+            }
+        }
+        union.sort_unstable_by_key(|(e, _)| e.offset);
+        if let Some(w) = union.windows(2).find(|w| w[0].0.offset == w[1].0.offset) {
+            return Err(invalid(format!(
+                "the index gives offset {} to both region {} and region {}",
+                w[0].0.offset, tracked[w[0].1].range.region, tracked[w[1].1].range.region
+            )));
+        }
+        let tail = tracked
+            .iter()
+            .filter(|r| r.tail_from < r.range.to)
+            .map(|r| r.tail_from)
+            .min()
+            .map(|from| from..end);
+        options.plan.cost.in_flight = options.max_in_flight.max(1);
+        let entries: Vec<IndexEntry> = union.iter().map(|(e, _)| *e).collect();
+        let (strategy, entry_regions): (Box<dyn FetchStrategy>, Vec<usize>) = match options.strategy
+        {
+            StrategyKind::Index => (
+                Box::new(Planner::new(
+                    &entries,
+                    tail,
+                    Layout::from_index(index),
+                    options.plan,
+                )),
+                union.iter().map(|(_, k)| *k).collect(),
+            ),
+            StrategyKind::Estimate => (
+                Box::new(EstimatePlanner::new(&entries, tail)),
+                union.iter().map(|(_, k)| *k).collect(),
+            ),
+            StrategyKind::Scan => {
+                let from = tracked.iter().map(|r| r.range.from).min().unwrap_or(0);
+                for r in &mut tracked {
+                    r.tail_from = r.range.from;
+                }
+                (
+                    Box::new(Planner::new(
+                        &[],
+                        Some(from..end),
+                        Layout::new(),
+                        options.plan,
+                    )),
+                    Vec::new(),
+                )
+            }
+        };
+        let slots = (0..strategy.entries().len())
+            .map(|_| Slot::Pending)
+            .collect();
+        let region_stats = vec![RegionStats::default(); tracked.len()];
+        Ok(Self {
+            topic,
+            partition,
+            regions: tracked,
+            entry_regions,
+            end,
+            options,
+            strategy,
+            in_flight: BTreeMap::new(),
+            next_id: 0,
+            in_flight_bytes: 0,
+            slots,
+            next_yield: 0,
+            tail: VecDeque::new(),
+            buffered_bytes: 0,
+            stalls: 0,
+            stats: ReplayStats::default(),
+            region_stats,
+            started: now,
+            error: None,
+            failed: false,
+            drained: false,
+            seen: Layout::new(),
+            yielded_ends: Vec::new(),
+        })
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The end offset (exclusive) of the replay: the largest of its
+    /// regions' ends.
+    pub fn end_offset(&self) -> i64 {
+        self.end
+    }
+
+    /// The strategy's name.
+    pub fn strategy_name(&self) -> &'static str {
+        self.strategy.name()
+    }
+
+    /// Fetches in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Bytes held: buffered records plus the byte limits of fetches in
+    /// flight.
+    pub fn held_bytes(&self) -> u64 {
+        self.buffered_bytes + self.in_flight_bytes
+    }
+
+    /// Whether the replay is over: everything yielded (or the error handed
+    /// out), nothing in flight.
+    pub fn is_finished(&self) -> bool {
+        self.failed
+            || (self.drained
+                && self.in_flight.is_empty()
+                && self.next_yield == self.slots.len()
+                && self.tail.is_empty())
+    }
+
+    /// The next fetch to send, if the strategy has one. `headroom` is how
+    /// many bytes the driver's memory cap still allows: with none, a fetch
+    /// is given only when this partition can yield nothing and has nothing
+    /// in flight (so that a replay never stalls on the cap). `round_trip`
+    /// is the driver's count of round trips answered so far (see
+    /// [`ReplayStats::round_trips`]).
+    pub fn poll_fetch(&mut self, headroom: u64, round_trip: u64) -> Option<OutgoingFetch> {
+        if self.failed || self.error.is_some() || self.drained {
+            return None;
+        }
+        if headroom == 0 && !(self.in_flight.is_empty() && self.head_blocked()) {
+            return None;
+        }
+        let Some(fetch) = self.strategy.next_fetch() else {
+            if self.in_flight.is_empty() {
+                self.drained = true;
+                // Nothing to send, nothing in flight: entries still pending
+                // mean the strategy gave up.
+                if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Pending)) {
+                    self.error = Some(Error::Stalled {
+                        topic: self.topic.clone(),
+                        partition: self.partition,
+                        offset: self.strategy.entries()[i].offset,
+                        attempts: self.stalls,
+                    });
+                }
+            }
+            return None;
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.in_flight_bytes += u64::from(fetch.max_bytes);
+        let out = OutgoingFetch {
+            id,
+            offset: fetch.offset,
+            max_bytes: fetch.max_bytes.max(1),
+            isolation: self.options.isolation,
+        };
+        self.in_flight.insert(
+            id,
+            InFlight {
+                fetch,
+                round_trip: round_trip + 1,
+            },
+        );
+        self.note_buffered();
+        Some(out)
+    }
+
+    /// Ends an unfinished replay that its driver found making no progress
+    /// (nothing in flight, nothing to send, nothing to yield) with
+    /// [`Error::Stalled`] at the first entry not yet yielded.
+    pub fn fail_stalled(&mut self) {
+        if self.is_finished() || self.error.is_some() {
+            return;
+        }
+        let offset = self
+            .strategy
+            .entries()
+            .get(self.next_yield)
+            .map_or(self.end, |e| e.offset);
+        self.error = Some(Error::Stalled {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset,
+            attempts: self.stalls,
+        });
+    }
+
+    /// The round trip a fetch in flight belongs to, if it is in flight.
+    pub fn round_trip_of(&self, id: FetchId) -> Option<u64> {
+        self.in_flight.get(&id).map(|f| f.round_trip)
+    }
+
+    /// Takes in the answer to fetch `id`. An unknown id is ignored.
+    pub fn handle_response(&mut self, id: FetchId, answer: FetchAnswer) {
+        let Some(InFlight { fetch, round_trip }) = self.take_in_flight(id) else {
+            return;
+        };
+        self.stats.round_trips = self.stats.round_trips.max(round_trip);
+        if self.failed || self.error.is_some() {
+            return;
+        }
+        if let Err(err) = self.settle(fetch, answer) {
+            self.error = Some(err);
+        }
+    }
+
+    /// Fetch `id` failed (after the cluster client's retries): the replay
+    /// ends with `error`.
+    pub fn handle_error(&mut self, id: FetchId, error: ClientError) {
+        if self.take_in_flight(id).is_some() && !self.failed && self.error.is_none() {
+            self.error = Some(Error::Client(error));
+        }
+    }
+
+    /// Counts a fetch answered outside the core (the one confirming the
+    /// log's end before the replay starts).
+    pub fn count_fetch(&mut self, fetched: &FetchedPartition) {
+        self.stats.fetches += 1;
+        self.stats.round_trips += 1;
+        self.stats.wire_bytes += fetched.wire_bytes as u64;
+        self.stats.records_bytes += fetched.records.len() as u64;
+    }
+
+    /// The next entry in offset order, if it is here; or the error that
+    /// ended the replay, once, after every entry before it.
+    pub fn poll_entry(&mut self, now: Instant) -> Option<Result<Entry, Error>> {
+        if self.failed {
+            return None;
+        }
+        if let Some(item) = self.pop_ready(now) {
+            self.failed = item.is_err();
+            return Some(item);
+        }
+        let error = self.error.take()?;
+        self.failed = true;
+        Some(Err(error))
+    }
+
+    /// The counters so far, with the floor of what was yielded and each
+    /// region's figures.
+    pub fn stats(&self) -> ReplayStats {
+        let mut stats = self.stats.clone();
+        stats.floor_bytes = floor_from_layout(&self.seen, self.yielded_ends.iter().copied());
+        stats.regions = self
+            .regions
+            .iter()
+            .zip(&self.region_stats)
+            .map(|(r, s)| (r.range.region, s.clone()))
+            .collect();
+        stats
+    }
+
+    fn take_in_flight(&mut self, id: FetchId) -> Option<InFlight> {
+        let f = self.in_flight.remove(&id)?;
+        self.in_flight_bytes -= u64::from(f.fetch.max_bytes);
+        Some(f)
+    }
+
+    /// Whether the next thing to yield is still to be fetched.
+    fn head_blocked(&self) -> bool {
+        match self.slots.get(self.next_yield) {
+            Some(slot) => matches!(slot, Slot::Pending),
+            None => self.tail.is_empty(),
+        }
+    }
+
+    fn note_buffered(&mut self) {
+        let held = self.held_bytes();
+        self.stats.peak_buffered_bytes = self.stats.peak_buffered_bytes.max(held);
+    }
+
+    /// Takes in one answered fetch.
+    fn settle(&mut self, fetch: PlannedFetch, answer: FetchAnswer) -> Result<(), Error> {
+        self.stats.fetches += 1;
+        let (range, tail_from) = match &fetch.kind {
+            FetchKind::Indexed { entries } => (entries.clone(), None),
+            FetchKind::Tail { from } => (0..0, Some(*from)),
+        };
+        let fetched = match answer {
+            FetchAnswer::Fetched(fetched) => fetched,
+            FetchAnswer::OutOfRange { log_start, log_end } => {
+                return self.settle_out_of_range(&fetch, range, tail_from, log_start, log_end);
+            }
+        };
+        self.stats.wire_bytes += fetched.wire_bytes as u64;
+        self.stats.records_bytes += fetched.records.len() as u64;
+        let response = Response {
+            records: fetched.records.clone(),
+            aborted: &fetched.aborted_transactions,
+        };
+        let opts = AbsorbOptions {
+            decode: self.options.decode,
+            read_committed: self.options.isolation == IsolationLevel::ReadCommitted,
+            partial_records: self.options.partial_records,
+            tail_end: self.end,
+        };
+        let absorbed =
+            absorb(self.strategy.as_mut(), &fetch, &response, &opts).map_err(|source| {
+                Error::Decode {
+                    topic: self.topic.clone(),
+                    partition: self.partition,
+                    fetch_offset: fetch.offset,
+                    source,
+                }
+            })?;
+        tracing::debug!(
+            topic = %self.topic,
+            partition = self.partition,
+            strategy = self.strategy.name(),
+            offset = fetch.offset,
+            max_bytes = fetch.max_bytes,
+            kind = ?fetch.kind,
+            records_bytes = fetched.records.len(),
+            batches = absorbed.batches.len(),
+            delivered = absorbed.delivered.len(),
+            requeue = ?absorbed.requeue,
+            misaligned = absorbed.misaligned,
+            "fetch answered"
+        );
+        for b in &absorbed.batches {
+            self.seen.observe(b.base, b.last, b.len);
+        }
+        if absorbed.misaligned {
+            self.strategy
+                .note_misaligned(fetched.log_start_offset.max(0));
+        }
+        let mut progress = !absorbed.delivered.is_empty()
+            || !absorbed.lost.is_empty()
+            || !absorbed.tail.is_empty();
+        for (i, record) in absorbed.delivered {
+            if matches!(self.slots[i], Slot::Pending) {
+                self.buffered_bytes += record.wire_len() as u64;
+                self.slots[i] = Slot::Ready(record);
+            }
+        }
+        for i in absorbed.lost {
+            if matches!(self.slots[i], Slot::Pending) {
+                self.slots[i] = Slot::Lost;
+            }
+        }
+        for record in absorbed.tail {
+            self.take_tail_record(record);
+        }
+        if let Some(requeue) = absorbed.requeue {
+            // An empty answer past the log's end means those entries are gone.
+            let log_end = fetched.high_watermark;
+            if fetched.records.is_empty() && fetch.offset >= log_end && log_end >= 0 {
+                for i in requeue {
+                    self.slots[i] = Slot::Lost;
+                }
+                progress = true;
+            } else {
+                self.strategy.requeue(requeue);
+            }
+        }
+        if let Some(next) = absorbed.tail_next {
+            let from = tail_from.unwrap_or(next);
+            progress |= next > from;
+            // Nothing more exists past the log's end.
+            let end = if fetched.records.is_empty() && next >= fetched.high_watermark {
+                self.end
+            } else {
+                next
+            };
+            progress |= end >= self.end;
+            self.strategy.tail_progress(end);
+        }
+        self.count_stall(progress, fetch.offset)?;
+        self.note_buffered();
+        Ok(())
+    }
+
+    /// `OFFSET_OUT_OF_RANGE`: entries outside the log are gone; the rest is
+    /// fetched again, from the log start at the lowest.
+    fn settle_out_of_range(
+        &mut self,
+        fetch: &PlannedFetch,
+        range: std::ops::Range<usize>,
+        tail_from: Option<i64>,
+        log_start: i64,
+        log_end: i64,
+    ) -> Result<(), Error> {
+        self.strategy.note_log_start(log_start);
+        let gone = |o: i64| o < log_start || o >= log_end;
+        let mut kept = None;
+        let mut progress = false;
+        for i in range.clone() {
+            if gone(self.strategy.entries()[i].offset) {
+                progress |= matches!(self.slots[i], Slot::Pending);
+                self.slots[i] = Slot::Lost;
+            } else {
+                kept.get_or_insert(i);
+            }
+        }
+        self.count_stall(progress, fetch.offset)?;
+        self.strategy.observe_response(fetch, 0, 0);
+        if let Some(start) = kept {
+            self.strategy.requeue(start..range.end);
+        }
+        if let Some(from) = tail_from {
+            // Below the log: resume at its start. Past its end: nothing
+            // more exists.
+            let next = if from >= log_end {
+                self.end
+            } else {
+                from.max(log_start)
+            };
+            self.strategy.tail_progress(next);
+        }
+        Ok(())
+    }
+
+    /// A record of the scan past `last_index`: kept for its region if the
+    /// region rule finds one asked for whose range holds the offset.
+    fn take_tail_record(&mut self, record: Record) {
+        let offset = record.offset();
+        let owner = self.options.region_rule.region(&record).and_then(|id| {
+            self.regions
+                .iter()
+                .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to)
+        });
+        match owner {
+            Some(k) => {
+                self.buffered_bytes += record.wire_len() as u64;
+                self.tail.push_back((k, record));
+            }
+            None => self.stats.tail_skipped += 1,
+        }
+    }
+
+    /// Gives up after too many fetches in a row that changed nothing.
+    fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
+        self.stalls = if progress { 0 } else { self.stalls + 1 };
+        if self.stalls > self.options.max_attempts {
+            return Err(Error::Stalled {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                attempts: self.stalls,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next record in order, if it is here.
+    fn pop_ready(&mut self, now: Instant) -> Option<Result<Entry, Error>> {
+        while self.next_yield < self.slots.len() {
+            let i = self.next_yield;
+            match std::mem::replace(&mut self.slots[i], Slot::Done) {
+                Slot::Ready(record) => {
+                    self.next_yield += 1;
+                    let k = self.entry_regions[i];
+                    self.stats.entries += 1;
+                    self.region_stats[k].entries += 1;
+                    return Some(Ok(self.yielded(k, record, now)));
+                }
+                Slot::Lost => {
+                    let offset = self.strategy.entries()[i].offset;
+                    let k = self.entry_regions[i];
+                    self.next_yield += 1;
+                    self.stats.lost.push(offset);
+                    self.region_stats[k].lost.push(offset);
+                    if self.options.on_lost == LostPolicy::Error {
+                        return Some(Err(self.lost_error(i, offset)));
+                    }
+                }
+                pending @ Slot::Pending => {
+                    self.slots[i] = pending;
+                    return None;
+                }
+                Slot::Done => self.next_yield += 1,
+            }
+        }
+        let (k, record) = self.tail.pop_front()?;
+        self.stats.tail_records += 1;
+        self.region_stats[k].tail_records += 1;
+        Some(Ok(self.yielded(k, record, now)))
+    }
+
+    /// The error for lost entry `i`: every lost offset of its region known
+    /// now, not only the first.
+    fn lost_error(&self, i: usize, offset: i64) -> Error {
+        let k = self.entry_regions[i];
+        let mut offsets = vec![offset];
+        for (j, slot) in self.slots.iter().enumerate().skip(self.next_yield) {
+            if matches!(slot, Slot::Lost) && self.entry_regions[j] == k {
+                offsets.push(self.strategy.entries()[j].offset);
+            }
+        }
+        Error::LostOffsets {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            region: self.regions[k].range.region,
+            offsets,
+        }
+    }
+
+    fn yielded(&mut self, k: usize, record: Record, now: Instant) -> Entry {
+        let len = record.wire_len() as u64;
+        self.yielded_ends
+            .push((record.offset(), record.batch_range().map(|r| r.end as u32)));
+        self.buffered_bytes -= len;
+        self.stats.yielded_bytes += len;
+        self.region_stats[k].yielded_bytes += len;
+        self.stats
+            .time_to_first
+            .get_or_insert_with(|| now.saturating_duration_since(self.started));
+        Entry {
+            region: self.regions[k].range.region,
+            record,
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! How a replay runs: strategy, limits, isolation, decoding, and what to do
+//! about lost offsets. One set of options serves every partition of a
+//! recovery.
+
+use walfetch_codec::DecodeOptions;
+
+use crate::cluster::IsolationLevel;
+use crate::index::{IdFormat, RegionRule};
+use crate::plan::PlanConfig;
+
+/// Which fetch strategy a replay uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StrategyKind {
+    /// walfetch's planner: starts and byte limits from the index's layout.
+    #[default]
+    Index,
+    /// GreptimeDB's average-record-size estimate, for comparison.
+    Estimate,
+    /// Read the whole range, as a consumer without an index must; the
+    /// regions' records are picked out of it by the region rule.
+    Scan,
+}
+
+/// What to do about indexed offsets that no longer exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LostPolicy {
+    /// Fail with [`crate::error::Error::LostOffsets`] when the replay
+    /// reaches one.
+    #[default]
+    Error,
+    /// Skip them; they are listed in [`super::ReplayStats::lost`].
+    Skip,
+}
+
+/// How a replay runs. Build it with [`ReplayOptions::default`] and the
+/// `with_*` setters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ReplayOptions {
+    /// The fetch strategy.
+    pub strategy: StrategyKind,
+    /// Planner limits and cost model. The cost model's `in_flight` is
+    /// always taken from [`ReplayOptions::max_in_flight`].
+    pub plan: PlanConfig,
+    /// Fetches in flight at once, over the whole replay (every partition
+    /// of a recovery together).
+    pub max_in_flight: usize,
+    /// Cap on buffered records plus the byte limits of fetches in flight,
+    /// over the whole replay. A partition that can yield nothing and has no
+    /// fetch in flight may still send one, so a replay cannot stall on the
+    /// cap: it can be exceeded by at most one fetch per partition.
+    pub max_buffered_bytes: u64,
+    /// `read_uncommitted` or `read_committed`.
+    pub isolation: IsolationLevel,
+    /// Decoding options (CRC checks, decompression cap).
+    pub decode: DecodeOptions,
+    /// Use the complete records of a batch the broker cut at the byte limit
+    /// (uncompressed batches only; their CRC cannot be checked). This is what
+    /// lets a precise byte limit stop mid-batch. Default: on.
+    pub partial_records: bool,
+    /// Indexed offsets that no longer exist.
+    pub on_lost: LostPolicy,
+    /// Fetches in a row allowed to make no progress before giving up.
+    pub max_attempts: u32,
+    /// How a record's region is found, for records past `last_index` (and
+    /// for every record of a full scan): only the regions asked for are
+    /// yielded. Default: the key, 8 bytes big-endian, as
+    /// [`crate::writer::WalWriter`] writes it.
+    pub region_rule: RegionRule,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            strategy: StrategyKind::Index,
+            plan: PlanConfig::default(),
+            max_in_flight: 4,
+            max_buffered_bytes: 64 << 20,
+            isolation: IsolationLevel::ReadUncommitted,
+            decode: DecodeOptions::default(),
+            partial_records: true,
+            on_lost: LostPolicy::Error,
+            max_attempts: 16,
+            region_rule: RegionRule::Key(IdFormat::BigEndian),
+        }
+    }
+}
+
+impl ReplayOptions {
+    /// Sets [`ReplayOptions::strategy`].
+    pub fn with_strategy(mut self, strategy: StrategyKind) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Sets [`ReplayOptions::plan`].
+    pub fn with_plan(mut self, plan: PlanConfig) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    /// Sets [`ReplayOptions::max_in_flight`] (at least 1).
+    pub fn with_max_in_flight(mut self, fetches: usize) -> Self {
+        self.max_in_flight = fetches.max(1);
+        self
+    }
+
+    /// Sets [`ReplayOptions::max_buffered_bytes`].
+    pub fn with_max_buffered_bytes(mut self, bytes: u64) -> Self {
+        self.max_buffered_bytes = bytes;
+        self
+    }
+
+    /// Sets [`ReplayOptions::isolation`].
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets [`ReplayOptions::decode`].
+    pub fn with_decode(mut self, decode: DecodeOptions) -> Self {
+        self.decode = decode;
+        self
+    }
+
+    /// Sets [`ReplayOptions::partial_records`].
+    pub fn with_partial_records(mut self, use_them: bool) -> Self {
+        self.partial_records = use_them;
+        self
+    }
+
+    /// Sets [`ReplayOptions::on_lost`].
+    pub fn with_on_lost(mut self, policy: LostPolicy) -> Self {
+        self.on_lost = policy;
+        self
+    }
+
+    /// Sets [`ReplayOptions::max_attempts`].
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// Sets [`ReplayOptions::region_rule`].
+    pub fn with_region_rule(mut self, rule: RegionRule) -> Self {
+        self.region_rule = rule;
+        self
+    }
+}

@@ -1,0 +1,109 @@
+//! What a replay cost, and what it yielded per region.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::index::RegionId;
+
+/// Counters of one replay (one partition, or a whole recovery summed over
+/// its partitions), readable at any time.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ReplayStats {
+    /// Fetch requests answered (with the one confirming the log's end when
+    /// the replay runs to it; the ListOffsets request before it is not
+    /// counted here nor in `round_trips`).
+    pub fetches: u64,
+    /// Round trips on the replay's critical path: fetches sent together
+    /// (pipelined, before any of them was answered) share one round trip,
+    /// and a fetch sent after a response counts one more than that
+    /// response's. With one fetch in flight this equals `fetches`; the time
+    /// a replay spends waiting on latency is about `round_trips` × the
+    /// round-trip time. Summed over partitions in a recovery's total.
+    pub round_trips: u64,
+    /// Bytes of Fetch responses on the wire (frames, length prefixes included).
+    pub wire_bytes: u64,
+    /// Bytes of the `records` fields of those responses.
+    pub records_bytes: u64,
+    /// Indexed entries yielded.
+    pub entries: u64,
+    /// Records yielded by the scan past `last_index` (or by a full scan).
+    pub tail_records: u64,
+    /// Records the scan past `last_index` read that belong to no region
+    /// asked for (another region's, or none the region rule finds), and so
+    /// were not yielded.
+    pub tail_skipped: u64,
+    /// Encoded bytes of the records yielded (their size inside batches).
+    pub yielded_bytes: u64,
+    /// Indexed offsets that no longer exist (skipped under
+    /// [`super::LostPolicy::Skip`]).
+    pub lost: Vec<i64>,
+    /// Time from the start of the replay to the first record yielded.
+    pub time_to_first: Option<Duration>,
+    /// The most bytes held at once: buffered records plus the byte limits
+    /// of fetches in flight.
+    pub peak_buffered_bytes: u64,
+    /// The fewest record bytes any consumer must receive under Kafka's
+    /// fetch rules to get what was yielded so far, as far as the batches
+    /// seen show the log (see [`crate::plan::floor_from_layout`]).
+    pub floor_bytes: u64,
+    /// What each region got.
+    pub regions: BTreeMap<RegionId, RegionStats>,
+}
+
+/// What one region of a replay got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegionStats {
+    /// Indexed entries yielded.
+    pub entries: u64,
+    /// Records yielded from the scan past `last_index`.
+    pub tail_records: u64,
+    /// Encoded bytes of the records yielded.
+    pub yielded_bytes: u64,
+    /// Indexed offsets that no longer exist.
+    pub lost: Vec<i64>,
+}
+
+impl ReplayStats {
+    /// Wire bytes per byte of records yielded: how much more was read than
+    /// the regions' own records (`×own`). `None` before anything was
+    /// yielded.
+    pub fn read_amplification(&self) -> Option<f64> {
+        (self.yielded_bytes > 0).then(|| self.wire_bytes as f64 / self.yielded_bytes as f64)
+    }
+
+    /// Records bytes received per byte of the floor: 1.0 is the least
+    /// Kafka's rules allow. `None` before anything was yielded.
+    pub fn floor_amplification(&self) -> Option<f64> {
+        (self.floor_bytes > 0).then(|| self.records_bytes as f64 / self.floor_bytes as f64)
+    }
+
+    /// Adds `other`'s counters to these, as for replays run one after
+    /// another. (A recovery that runs partitions side by side counts its
+    /// round trips and peak memory over all of them instead.)
+    pub fn add(&mut self, other: &ReplayStats) {
+        self.fetches += other.fetches;
+        self.round_trips += other.round_trips;
+        self.wire_bytes += other.wire_bytes;
+        self.records_bytes += other.records_bytes;
+        self.entries += other.entries;
+        self.tail_records += other.tail_records;
+        self.tail_skipped += other.tail_skipped;
+        self.yielded_bytes += other.yielded_bytes;
+        self.lost.extend_from_slice(&other.lost);
+        self.time_to_first = match (self.time_to_first, other.time_to_first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.peak_buffered_bytes = self.peak_buffered_bytes.max(other.peak_buffered_bytes);
+        self.floor_bytes += other.floor_bytes;
+        for (&id, region) in &other.regions {
+            let mine = self.regions.entry(id).or_default();
+            mine.entries += region.entries;
+            mine.tail_records += region.tail_records;
+            mine.yielded_bytes += region.yielded_bytes;
+            mine.lost.extend_from_slice(&region.lost);
+        }
+    }
+}

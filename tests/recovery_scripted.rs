@@ -1,0 +1,311 @@
+//! Recovering many regions over many partitions in one pass, against the
+//! scripted broker that follows Kafka's fetch rules: every region gets
+//! exactly its entries from its checkpoint on, in order, nothing of other
+//! regions, with the index complete or with `last_index` halfway (the rest
+//! read once by a scan split by region), and one pass reads no more than
+//! replaying the regions one by one.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
+use walfetch::codec::Compression;
+use walfetch::consumer::{
+    Consumer, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
+};
+use walfetch::error::Error;
+use walfetch::index::{RegionId, WalIndex};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_testkit::{Habits, ScriptedCluster};
+
+const TOPIC: &str = "wal";
+const PARTITIONS: i32 = 3;
+const REGIONS_PER_PARTITION: u64 = 6;
+
+/// What was written: per partition, per region, `(offset, value)`.
+type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
+
+/// The regions of partition `p`: distinct over partitions, as region ids
+/// of one node are.
+fn region_of(p: i32, k: u64) -> RegionId {
+    u64::try_from(p).unwrap() * 100 + k
+}
+
+/// A scripted cluster with `PARTITIONS` partitions, each written by its
+/// own WAL writer with `entries` entries of skewed regions, and the
+/// writers' indexes.
+async fn setup(
+    entries: usize,
+    compression: Compression,
+) -> (ScriptedCluster, Arc<Cluster>, Written, Vec<WalIndex>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(TOPIC, PARTITIONS).expect("topic");
+    let mut config = ClusterConfig::new([scripted.bootstrap()]);
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(20),
+        ..RetryPolicy::default()
+    };
+    let cluster = Arc::new(Cluster::connect(config).await.expect("connect"));
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let mut written = Written::new();
+    let mut indexes = Vec::new();
+    for p in 0..PARTITIONS {
+        let mut writer_config = WriterConfig::new(TOPIC, p);
+        writer_config.compression = compression;
+        writer_config.max_batch_bytes = 4 << 10;
+        let writer = WalWriter::new(Arc::clone(&cluster), writer_config);
+        let mut pending = Vec::new();
+        for n in 0..entries {
+            // Skewed: low regions are hot.
+            let k = rng
+                .random_range(0..REGIONS_PER_PARTITION)
+                .min(rng.random_range(0..REGIONS_PER_PARTITION));
+            let region = region_of(p, k);
+            let len = rng.random_range(0..600);
+            let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "z".repeat(len)));
+            let appended = writer
+                .append(WalEntry::new(region, payload.clone()))
+                .await
+                .expect("queue");
+            pending.push((region, payload, appended));
+        }
+        let regions = written.entry(p).or_default();
+        for (region, payload, appended) in pending {
+            let offset = appended.await.expect("written");
+            regions.entry(region).or_default().push((offset, payload));
+        }
+        indexes.push(writer.close().await.expect("close"));
+    }
+    (scripted, cluster, written, indexes)
+}
+
+/// `index` as if its writer had dumped it at `cut`: entries up to `cut`,
+/// `last_index` there.
+fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
+    let mut out = WalIndex::new();
+    for (region, entries) in index.regions() {
+        for e in entries.entries().iter().filter(|e| e.offset <= cut) {
+            out.push(region, *e).unwrap();
+        }
+    }
+    out.set_last_index(cut);
+    out
+}
+
+/// A checkpoint per region: somewhere in its entries (or 0).
+fn checkpoints(written: &Written, seed: u64) -> BTreeMap<(i32, RegionId), i64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = BTreeMap::new();
+    for (&p, regions) in written {
+        for (&region, entries) in regions {
+            let i = rng.random_range(0..=entries.len());
+            let from = entries.get(i).map_or(0, |(o, _)| *o);
+            out.insert((p, region), from);
+        }
+    }
+    out
+}
+
+/// What each region must get: its entries from its checkpoint on.
+fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId), i64>) -> Written {
+    let mut out = Written::new();
+    for (&(p, region), &from) in checkpoints {
+        let entries = written[&p][&region]
+            .iter()
+            .filter(|(o, _)| *o >= from)
+            .cloned()
+            .collect();
+        out.entry(p).or_default().insert(region, entries);
+    }
+    out
+}
+
+/// Runs a recovery of every region in `checkpoints`; what each region got.
+async fn recover(
+    cluster: &Arc<Cluster>,
+    indexes: &[WalIndex],
+    checkpoints: &BTreeMap<(i32, RegionId), i64>,
+    options: ReplayOptions,
+) -> Result<(Written, ReplayStats), Error> {
+    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
+    for (p, index) in (0..).zip(indexes) {
+        builder = builder.index(TOPIC, p, index);
+    }
+    for (&(p, region), &from) in checkpoints {
+        builder = builder.region(TOPIC, p, region, from);
+    }
+    let mut recovery = builder.build().await?;
+    let mut got = Written::new();
+    // Every region asked for is in the output, even with nothing to yield.
+    for &(p, region) in checkpoints.keys() {
+        got.entry(p).or_default().entry(region).or_default();
+    }
+    while let Some(entry) = recovery.next().await {
+        let entry = entry?;
+        assert_eq!(&*entry.topic, TOPIC);
+        let key = entry.record.key().unwrap();
+        assert_eq!(
+            key,
+            &entry.region.to_be_bytes()[..],
+            "offset {} tagged with the wrong region",
+            entry.record.offset()
+        );
+        got.entry(entry.partition)
+            .or_default()
+            .get_mut(&entry.region)
+            .unwrap_or_else(|| panic!("region {} was not asked for", entry.region))
+            .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
+    }
+    Ok((got, recovery.stats()))
+}
+
+#[tokio::test]
+async fn one_pass_recovers_every_region_of_every_partition_exactly() {
+    for compression in [Compression::None, Compression::Lz4] {
+        let (_broker, cluster, written, full) = setup(900, compression).await;
+        let hw = |p: usize| {
+            written[&i32::try_from(p).unwrap()]
+                .values()
+                .flatten()
+                .map(|(o, _)| *o)
+                .max()
+                .unwrap()
+        };
+        let halfway: Vec<WalIndex> = (0..full.len())
+            .map(|p| dumped_at(&full[p], hw(p) / 2))
+            .collect();
+        let checkpoints = checkpoints(&written, 7);
+        let want = expected(&written, &checkpoints);
+        for (name, indexes) in [("complete", &full), ("last_index halfway", &halfway)] {
+            for strategy in [
+                StrategyKind::Index,
+                StrategyKind::Estimate,
+                StrategyKind::Scan,
+            ] {
+                let options = ReplayOptions::default().with_strategy(strategy);
+                let (got, stats) = recover(&cluster, indexes, &checkpoints, options)
+                    .await
+                    .unwrap_or_else(|e| panic!("{compression:?} {name} {strategy:?}: {e}"));
+                assert!(
+                    got == want,
+                    "{compression:?} {name} {strategy:?}: regions differ"
+                );
+                let total: usize = want.values().flat_map(|r| r.values()).map(Vec::len).sum();
+                assert_eq!(
+                    stats.entries + stats.tail_records,
+                    total as u64,
+                    "{compression:?} {name} {strategy:?}: counted"
+                );
+                for regions in want.values() {
+                    for (region, entries) in regions {
+                        let s = &stats.regions[region];
+                        assert_eq!(s.entries + s.tail_records, entries.len() as u64);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_pass_reads_no_more_than_region_by_region() {
+    let (_broker, cluster, written, indexes) = setup(1200, Compression::None).await;
+    let checkpoints = checkpoints(&written, 11);
+    let (_, one_pass) = recover(&cluster, &indexes, &checkpoints, ReplayOptions::default())
+        .await
+        .unwrap();
+    let mut by_region = ReplayStats::default();
+    for (&(p, region), &from) in &checkpoints {
+        let range = ReplayRange {
+            topic: TOPIC.into(),
+            partition: p,
+            region,
+            from,
+            to: None,
+        };
+        let index = &indexes[usize::try_from(p).unwrap()];
+        let mut consumer =
+            Consumer::new(Arc::clone(&cluster), index, range, ReplayOptions::default())
+                .await
+                .unwrap();
+        while let Some(record) = consumer.next().await {
+            record.unwrap();
+        }
+        by_region.add(&consumer.stats());
+    }
+    assert_eq!(one_pass.entries, by_region.entries);
+    assert!(
+        one_pass.records_bytes <= by_region.records_bytes,
+        "one pass {} bytes, region by region {}",
+        one_pass.records_bytes,
+        by_region.records_bytes
+    );
+    assert!(
+        one_pass.fetches < by_region.fetches,
+        "one pass {} fetches, region by region {}",
+        one_pass.fetches,
+        by_region.fetches
+    );
+}
+
+#[tokio::test]
+async fn a_broker_that_skips_the_containing_batch_still_gives_every_region_its_entries() {
+    let (broker, cluster, written, indexes) = setup(600, Compression::None).await;
+    for node in broker.node_ids() {
+        broker.set_habits(node, Habits::TANSU_0_6).unwrap();
+    }
+    let checkpoints = checkpoints(&written, 3);
+    let want = expected(&written, &checkpoints);
+    let offsets_only: Vec<WalIndex> = indexes.iter().map(WalIndex::without_hints).collect();
+    for indexes in [&indexes, &offsets_only] {
+        let (got, _) = recover(&cluster, indexes, &checkpoints, ReplayOptions::default())
+            .await
+            .unwrap();
+        assert!(got == want);
+    }
+}
+
+#[tokio::test]
+async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
+    let (_broker, cluster, _, indexes) = setup(50, Compression::None).await;
+    let err = Recovery::builder(Arc::clone(&cluster))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("at least one region"), "{err}");
+    let err = Recovery::builder(Arc::clone(&cluster))
+        .index(TOPIC, 0, &indexes[0])
+        .region(TOPIC, 1, 100, 0)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no index for topic \"wal\" partition 1"),
+        "{err}"
+    );
+    let err = Recovery::builder(Arc::clone(&cluster))
+        .index(TOPIC, 0, &indexes[0])
+        .region(TOPIC, 0, 1, 0)
+        .region(TOPIC, 0, 1, 5)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("region 1 is asked for twice"),
+        "{err}"
+    );
+    let err = Recovery::builder(cluster)
+        .index(TOPIC, 0, &indexes[0])
+        .region(TOPIC, 0, 1, -3)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("negative"), "{err}");
+}
