@@ -12,4 +12,5 @@ pub mod index;
 pub mod local_broker;
 pub mod plan;
 pub mod replay;
+pub mod scan;
 pub mod writer;

@@ -16,7 +16,8 @@ use futures::StreamExt;
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange};
-use walfetch::index::{build_index, import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
+use walfetch::index::{import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
+use walfetch::scan::build_index;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 async fn replay(

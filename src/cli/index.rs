@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
-use walfetch::index::{
-    build_index, import_greptime, read_index_file, write_index_file, IdFormat, RegionRule,
-};
+use walfetch::index::{import_greptime, read_index_file, write_index_file, IdFormat, RegionRule};
+
+use walfetch::scan::build_index;
 
 use super::connect::{check_partition, connect, Target};
 

@@ -7,15 +7,15 @@
 //! Hints only ever save bytes; a wrong or stale hint costs bytes or a round
 //! trip, never a record, because the consumer checks what the broker sent.
 
-mod build;
 mod file;
 mod greptime;
+mod rule;
 
 use std::collections::BTreeMap;
 
-pub use build::{build_index, BuildReport, IdFormat, RegionRule};
 pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
 pub use greptime::import_greptime;
+pub use rule::{IdFormat, RegionRule};
 
 /// A region (shard) of the database: entries are grouped by it.
 pub type RegionId = u64;
@@ -205,16 +205,6 @@ impl WalIndex {
             region.entries.drain(..keep);
         }
         self.regions.retain(|_, r| !r.is_empty());
-    }
-
-    /// Every distinct batch the hints describe, by base offset: `(base, len)`.
-    /// Together they map part of the log's byte layout, across regions.
-    pub fn hinted_batches(&self) -> BTreeMap<i64, u32> {
-        self.regions
-            .values()
-            .flat_map(|r| r.entries.iter().filter_map(|e| e.hint))
-            .map(|h| (h.batch_base, h.batch_len))
-            .collect()
     }
 
     /// Joins the index of another writer of the same partition: entries of

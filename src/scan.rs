@@ -1,54 +1,35 @@
 //! Building an index from an existing topic: one scan of a partition that
-//! assigns each record to a region by a rule and records its offset with
-//! exact hints (batch base, batch length, record end).
+//! assigns each record to a region by a [`RegionRule`] and records its
+//! offset with exact hints (batch base, batch length, record end). The only
+//! part of indexing that does IO; the index itself ([`crate::index`]) is
+//! pure data.
 
 use bytes::Bytes;
-use walfetch_codec::{Batches, DecodeOptions, Record};
+use walfetch_codec::{Batches, DecodeOptions};
 
-use super::{Hint, IndexEntry, RegionId, WalIndex};
-use crate::cluster::{Cluster, FetchParams};
-use crate::error::Error;
+use crate::cluster::{ClientError, Cluster, FetchParams};
+use crate::index::{Hint, IndexEntry, RegionRule, WalIndex};
 
-/// How a record's region id is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdFormat {
-    /// ASCII decimal digits.
-    Decimal,
-    /// Up to 8 bytes, big-endian (WalWriter writes 8).
-    BigEndian,
-}
-
-/// Where a record's region id is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegionRule {
-    /// In the record key.
-    Key(IdFormat),
-    /// In the value of the first header with this name.
-    Header(String, IdFormat),
-}
-
-impl RegionRule {
-    /// The record's region, if the rule finds a well-formed id.
-    pub fn region(&self, record: &Record) -> Option<RegionId> {
-        let (bytes, format) = match self {
-            RegionRule::Key(format) => (record.key()?, *format),
-            RegionRule::Header(name, format) => {
-                let header = record.headers().find(|h| h.key == name.as_bytes())?;
-                (header.value?, *format)
-            }
-        };
-        parse_id(bytes, format)
-    }
-}
-
-fn parse_id(bytes: &[u8], format: IdFormat) -> Option<RegionId> {
-    match format {
-        IdFormat::Decimal => std::str::from_utf8(bytes).ok()?.trim().parse().ok(),
-        IdFormat::BigEndian if !bytes.is_empty() && bytes.len() <= 8 => {
-            Some(bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
-        }
-        IdFormat::BigEndian => None,
-    }
+/// What can go wrong while building an index from a topic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The cluster client failed (after its retries).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A fetch response held a corrupt batch or record.
+    #[error("topic {topic:?} partition {partition}, fetch at offset {fetch_offset}: {source}")]
+    Decode {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The fetch offset of the response.
+        fetch_offset: i64,
+        /// What the codec found.
+        #[source]
+        source: walfetch_codec::Error,
+    },
 }
 
 /// What a build saw.
@@ -78,7 +59,7 @@ pub async fn build_index(
     from: i64,
     to: Option<i64>,
     fetch_bytes: i32,
-) -> Result<(WalIndex, BuildReport), Error> {
+) -> Result<(WalIndex, BuildReport), BuildError> {
     let mut index = WalIndex::new();
     let mut report = BuildReport::default();
     let mut next = from;
@@ -103,7 +84,7 @@ pub async fn build_index(
             next,
             end_now,
         )
-        .map_err(|source| Error::Decode {
+        .map_err(|source| BuildError::Decode {
             topic: topic.to_string(),
             partition,
             fetch_offset: before,
@@ -167,22 +148,4 @@ fn index_response(
         next = next.max(h.next_offset());
     }
     Ok(next)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_parse_in_both_formats() {
-        assert_eq!(
-            parse_id(b"4398046511104", IdFormat::Decimal),
-            Some(4_398_046_511_104)
-        );
-        assert_eq!(parse_id(b"x1", IdFormat::Decimal), None);
-        assert_eq!(parse_id(&7u64.to_be_bytes(), IdFormat::BigEndian), Some(7));
-        assert_eq!(parse_id(&[1, 0], IdFormat::BigEndian), Some(256));
-        assert_eq!(parse_id(&[0; 9], IdFormat::BigEndian), None);
-        assert_eq!(parse_id(b"", IdFormat::BigEndian), None);
-    }
 }
