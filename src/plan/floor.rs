@@ -1,72 +1,150 @@
-//! The floor of a replay: the fewest bytes any consumer must receive under
-//! Kafka's fetch rules to get the records it wants.
+//! The floor of a replay: the fewest record bytes any consumer must receive
+//! to get the records it wants, under a broker's fetch rules.
 //!
-//! A fetch returns bytes from the start of the batch containing its offset,
-//! the first batch whole, cut at the byte limit. So the records wanted in
-//! batches `a..=b` (in log order) can come in one fetch of
-//! `max(end(a), wanted_end(b)) - start(a)` bytes, where `wanted_end(b)` is
-//! where the last wanted record of `b` ends (the batch's end when it is
-//! compressed: part of a compressed batch is useless). Several fetches split
-//! the wanted batches into groups; the floor is the minimum over all
-//! groupings, round trips being free: a one-pass dynamic program.
+//! # Under Kafka's rules
+//! A fetch names an offset; the broker answers from the start of the batch
+//! containing it, the first batch whole (KIP-74), cut at the byte limit,
+//! possibly mid-batch. So every fetch reads a byte interval
+//! `[start(b), e)` of the log with `b` a batch and `e ≥ end(b)`, and it
+//! delivers the records of `b` and every record of a later batch that ends
+//! by `e` (for a compressed batch: the whole batch must end by `e`, a cut
+//! compressed batch being useless). Call `need(w)` the position right after
+//! the last wanted record of batch `w` (`end(w)` when compressed).
+//!
+//! The floor is the least total length of a set of such intervals that
+//! delivers every wanted record. It is computed exactly:
+//! - Two intervals that overlap or touch can be replaced by their union
+//!   (still an interval starting at a batch, still delivering both), which
+//!   costs no more; so some optimum uses disjoint intervals, each delivering
+//!   a run `a..=j` of consecutive *wanted* batches.
+//! - For a run with `j > a`, an interval starting at `a` costs
+//!   `need(j) - start(a)`; starting at an earlier batch only adds bytes.
+//! - For a single wanted batch `a`, starting at `a` costs its whole length
+//!   `end(a) - start(a)`; starting at the batch `p` right before it costs
+//!   `need(a) - start(p)`: `p` comes whole, then `a` is cut right after the
+//!   wanted record. That is cheaper when `p` is small and `a` is large and
+//!   its wanted records sit early. Starting further back only adds bytes.
+//! - A one-pass dynamic program over the wanted batches then takes the best
+//!   split into runs.
+//!
+//! Round trips and response headers are free here: the floor bounds bytes,
+//! not time.
+//!
+//! # Under "never cut" rules
+//! Brokers that return whole batches only (Tansu 0.6) must send every
+//! wanted batch whole, and gain nothing from reading between them: the
+//! floor is the sum of the wanted batches' lengths.
+//!
+//! # What the layout must show
+//! The floor is a lower bound for the log it is given. Computed from what
+//! is known of a log ([`floor_from_layout`]), it is the floor of that log
+//! as far as it is known: a batch nobody described (before a wanted batch,
+//! or between two) cannot be started at or read across, so the figure can
+//! only be higher than the true floor there.
 
-/// One batch holding wanted records, in log byte positions.
+use std::ops::Range;
+
+use super::Layout;
+
+/// One batch of the log, in byte positions of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WantedBatch {
-    /// Byte position of the batch's first byte in the log.
+pub struct LogBatch {
+    /// Position of the batch's first byte.
     pub start: u64,
-    /// Byte position right after the batch.
+    /// Position right after the batch.
     pub end: u64,
-    /// Byte position right after the last wanted record in it.
-    pub wanted_end: u64,
+    /// For a batch holding wanted records: the position right after the
+    /// last of them (the batch's end when it is compressed).
+    pub wanted_end: Option<u64>,
 }
 
-/// The floor's bytes and the groups (fetches) it uses, as index ranges
-/// into `wanted`. `wanted` must be in log order, positions consistent.
-pub fn floor_bytes(wanted: &[WantedBatch]) -> (u64, Vec<std::ops::Range<usize>>) {
+/// Which fetch rules the floor is computed under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FetchRules {
+    /// Kafka's: the first batch whole, the rest cut at the byte limit.
+    #[default]
+    Kafka,
+    /// Whole batches only (Tansu 0.6).
+    NeverCut,
+}
+
+/// The fewest bytes any consumer must receive under `rules` to get the
+/// wanted records of `log` (batches in log order, positions increasing),
+/// and the fetches that achieve it: each as the byte range it reads.
+pub fn floor_bytes(log: &[LogBatch], rules: FetchRules) -> (u64, Vec<Range<u64>>) {
+    let wanted: Vec<usize> = (0..log.len())
+        .filter(|&k| log[k].wanted_end.is_some())
+        .collect();
+    let need = |k: usize| {
+        let b = &log[k];
+        b.wanted_end
+            .unwrap_or(b.end)
+            .clamp(b.start, b.end.max(b.start))
+    };
+    if rules == FetchRules::NeverCut {
+        let fetches: Vec<Range<u64>> = wanted.iter().map(|&k| log[k].start..log[k].end).collect();
+        let bytes = fetches.iter().map(|r| r.end - r.start).sum();
+        return (bytes, fetches);
+    }
     let m = wanted.len();
-    // f[j]: fewest bytes for the first j wanted batches; from[j]: where the
-    // last group of that optimum starts.
+    // f[i]: fewest bytes for the first i wanted batches; via[i]: the fetch
+    // that ends that optimum (its first wanted batch, its byte range).
     let mut f = vec![0u64; m + 1];
-    let mut from = vec![0usize; m + 1];
-    // min over a < j of f[a] - start(a), with its a.
-    let mut best_start: Option<(i128, usize)> = None;
-    for (j, w) in wanted.iter().enumerate() {
-        // A group starting at this batch gets it whole...
-        let (mut value, mut start) = (f[j] + (w.end.max(w.wanted_end) - w.start), j);
-        // ...or it continues a group started at an earlier batch `a`, which
-        // then reads everything from start(a) to this batch's wanted end.
-        if let Some((v, a)) = best_start {
-            let merged = u64::try_from(v + i128::from(w.wanted_end)).unwrap_or(u64::MAX);
-            if merged < value {
-                (value, start) = (merged, a);
+    let mut via: Vec<(usize, Range<u64>)> = vec![(0, 0..0); m + 1];
+    // The best run start so far: min over a of f[a] - start(wanted[a]).
+    let mut best: Option<(i128, usize)> = None;
+    for (i, &k) in wanted.iter().enumerate() {
+        let b = &log[k];
+        // This batch alone, whole...
+        let mut value = f[i] + (b.end - b.start);
+        let mut fetch = (i, b.start..b.end);
+        // ...or alone, starting at the batch before it and cut after the
+        // wanted record (that batch is not wanted, or it would belong to a
+        // run through this one)...
+        if let Some(p) = k.checked_sub(1).map(|p| &log[p]) {
+            let before = i.checked_sub(1).map(|j| wanted[j]);
+            if before != Some(k - 1) && p.start <= b.start {
+                let cut = f[i] + (need(k) - p.start);
+                if cut < value {
+                    (value, fetch) = (cut, (i, p.start..need(k)));
+                }
             }
         }
-        f[j + 1] = value;
-        from[j + 1] = start;
-        let candidate = i128::from(f[j]) - i128::from(w.start);
-        if best_start.is_none_or(|(v, _)| candidate < v) {
-            best_start = Some((candidate, j));
+        // ...or the end of a run started at an earlier wanted batch (on a
+        // tie, the fewer fetches).
+        if let Some((v, a)) = best {
+            let run = u64::try_from(v + i128::from(need(k))).unwrap_or(u64::MAX);
+            if run <= value {
+                (value, fetch) = (run, (a, log[wanted[a]].start..need(k)));
+            }
+        }
+        f[i + 1] = value;
+        via[i + 1] = fetch;
+        let candidate = i128::from(f[i]) - i128::from(b.start);
+        if best.is_none_or(|(v, _)| candidate < v) {
+            best = Some((candidate, i));
         }
     }
-    let mut groups = Vec::new();
-    let mut j = m;
-    while j > 0 {
-        groups.push(from[j]..j);
-        j = from[j];
+    let mut fetches = Vec::new();
+    let mut i = m;
+    while i > 0 {
+        let (from, range) = via[i].clone();
+        fetches.push(range);
+        i = from;
     }
-    groups.reverse();
-    (f[m], groups)
+    fetches.reverse();
+    (f[m], fetches)
 }
 
 /// The floor as far as `layout` shows the log: `wanted` gives each wanted
 /// record's offset and, in an uncompressed batch, where it ends in the
 /// batch. Wanted records in batches the layout does not know are left out;
-/// batches whose neighbourhood is unknown are never merged (the bytes
-/// between them are unknown).
+/// a stretch of unknown bytes is never read across or started before.
 pub fn floor_from_layout(
-    layout: &super::Layout,
+    layout: &Layout,
     wanted: impl IntoIterator<Item = (i64, Option<u32>)>,
+    rules: FetchRules,
 ) -> u64 {
     // Wanted end per batch base.
     let mut ends: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
@@ -80,93 +158,176 @@ pub fn floor_from_layout(
     // Byte positions: exact along chains of adjacent known batches; an
     // unknown stretch counts as a gap too large to ever read through.
     const UNKNOWN_GAP: u64 = 1 << 50;
-    let mut batches = Vec::with_capacity(ends.len());
+    let mut log = Vec::with_capacity(layout.len());
     let mut position = 0u64;
-    let mut previous: Option<(i64, u32)> = None;
-    for (&base, &wanted_end) in &ends {
-        let Some((_, extent)) = layout.containing(base) else {
-            continue;
-        };
-        if let Some((prev_base, prev_len)) = previous {
-            position += u64::from(prev_len);
-            let mut at = prev_base;
-            let mut chained = false;
-            while let Some((next, next_extent)) = layout.next_adjacent(at) {
-                if next == base {
-                    chained = true;
-                    break;
-                }
-                if next > base {
-                    break;
-                }
-                position += u64::from(next_extent.len);
-                at = next;
-            }
-            if !chained {
-                position += UNKNOWN_GAP;
-            }
+    let mut previous: Option<(i64, u64)> = None;
+    for (base, extent) in layout.batches() {
+        if let Some((prev_base, prev_end)) = previous {
+            let adjacent = layout.next_adjacent(prev_base).map(|(b, _)| b) == Some(base);
+            position = prev_end + if adjacent { 0 } else { UNKNOWN_GAP };
         }
-        batches.push(WantedBatch {
+        let end = position + u64::from(extent.len);
+        log.push(LogBatch {
             start: position,
-            end: position + u64::from(extent.len),
-            wanted_end: position + u64::from(wanted_end),
+            end,
+            wanted_end: ends.get(&base).map(|&e| position + u64::from(e)),
         });
-        previous = Some((base, extent.len));
+        previous = Some((base, end));
+        position = end;
     }
-    floor_bytes(&batches).0
+    floor_bytes(&log, rules).0
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
-    fn batch(start: u64, len: u64, wanted: u64) -> WantedBatch {
-        WantedBatch {
-            start,
-            end: start + len,
-            wanted_end: start + wanted,
-        }
+    /// Batches back to back with these lengths; `wanted[k]`: the wanted end
+    /// within batch k, if any.
+    fn log(lens: &[u64], wanted: &[Option<u64>]) -> Vec<LogBatch> {
+        let mut at = 0;
+        lens.iter()
+            .zip(wanted)
+            .map(|(&len, &w)| {
+                let b = LogBatch {
+                    start: at,
+                    end: at + len,
+                    wanted_end: w.map(|w| at + w),
+                };
+                at += len;
+                b
+            })
+            .collect()
     }
 
     #[test]
     fn adjacent_batches_merge_and_cut_the_last_one() {
-        // Two adjacent 1000-byte batches, wanted up to byte 100 of each.
-        let (bytes, groups) = floor_bytes(&[batch(0, 1000, 100), batch(1000, 1000, 100)]);
-        assert_eq!(bytes, 1100);
-        assert_eq!(groups.len(), 1, "one fetch");
-        assert_eq!(groups[0], 0..2);
+        let (bytes, fetches) = floor_bytes(
+            &log(&[1000, 1000], &[Some(100), Some(100)]),
+            FetchRules::Kafka,
+        );
+        assert_eq!((bytes, fetches), (1100, vec![0..1100]));
     }
 
     #[test]
     fn far_batches_are_fetched_apart_and_whole() {
-        let (bytes, groups) = floor_bytes(&[batch(0, 1000, 100), batch(50_000, 1000, 100)]);
-        assert_eq!((bytes, groups), (2000, vec![0..1, 1..2]));
+        let (bytes, fetches) = floor_bytes(
+            &log(&[1000, 50_000, 1000], &[Some(100), None, Some(100)]),
+            FetchRules::Kafka,
+        );
+        // Starting the second at the 50 000-byte batch before it would
+        // cost more than reading it whole.
+        assert_eq!((bytes, fetches), (2000, vec![0..1000, 51_000..52_000]));
     }
 
     #[test]
-    fn from_a_layout() {
-        let mut layout = crate::plan::Layout::new();
-        layout.observe(0, 9, 1000);
-        layout.observe(10, 19, 1000);
-        layout.observe(20, 29, 1000);
-        layout.observe(100, 109, 1000); // after an unknown stretch
-                                        // Wanted: offset 5 (ends at byte 300), 25 (ends at 200), 105 (compressed: whole).
-        let floor = floor_from_layout(&layout, [(5, Some(300)), (25, Some(200)), (105, None)]);
-        // Batches 0 and 20 whole (2000 bytes) beat one fetch reading through
-        // batch 10 (2200); batch 100 whole.
-        assert_eq!(floor, 1000 + 1000 + 1000);
-        // Wanted records in adjacent batches 10 and 20: one fetch, cut.
-        let floor = floor_from_layout(&layout, [(15, Some(300)), (25, Some(50))]);
-        assert_eq!(floor, 1050);
+    fn a_small_batch_before_a_large_one_lets_it_be_cut() {
+        // A 100-byte unwanted batch, then a 10 000-byte batch wanted up to
+        // byte 200: start at the small one, cut the large one.
+        let (bytes, fetches) =
+            floor_bytes(&log(&[100, 10_000], &[None, Some(200)]), FetchRules::Kafka);
+        assert_eq!((bytes, fetches), (300, vec![0..300]));
+        // Under never-cut rules the large batch comes whole.
+        let (bytes, _) = floor_bytes(
+            &log(&[100, 10_000], &[None, Some(200)]),
+            FetchRules::NeverCut,
+        );
+        assert_eq!(bytes, 10_000);
     }
 
     #[test]
     fn a_small_gap_is_worth_reading_to_cut_the_next_batch() {
-        // Gap of 100 bytes; reading it lets the 2nd batch be cut at 10.
-        let (bytes, groups) = floor_bytes(&[batch(0, 1000, 1000), batch(1100, 1000, 10)]);
-        assert_eq!(bytes, 1110);
-        assert_eq!(groups.len(), 1, "one fetch");
-        assert_eq!(groups[0], 0..2);
-        assert_eq!(floor_bytes(&[]), (0, vec![]));
+        let (bytes, fetches) = floor_bytes(
+            &log(&[1000, 100, 1000], &[Some(1000), None, Some(10)]),
+            FetchRules::Kafka,
+        );
+        assert_eq!((bytes, fetches), (1110, vec![0..1110]));
+        assert_eq!(floor_bytes(&[], FetchRules::Kafka), (0, vec![]));
+    }
+
+    /// Every set of fetches a consumer could make, for a tiny log: the
+    /// least bytes that deliver every wanted record. Each fetch reads
+    /// `[start(b), e)` with `e ≥ end(b)`; only `e` at a wanted end or a
+    /// batch end matters.
+    fn brute_force(log: &[LogBatch]) -> u64 {
+        let wanted: Vec<usize> = (0..log.len())
+            .filter(|&k| log[k].wanted_end.is_some())
+            .collect();
+        let mut options: Vec<(u64, Vec<usize>)> = Vec::new();
+        for (b, first) in log.iter().enumerate() {
+            let mut ends: Vec<u64> = log.iter().map(|x| x.end).collect();
+            ends.extend(log.iter().filter_map(|x| x.wanted_end));
+            for e in ends.into_iter().filter(|&e| e >= first.end) {
+                let covered = wanted
+                    .iter()
+                    .copied()
+                    .filter(|&k| k == b || (k > b && log[k].wanted_end.unwrap() <= e))
+                    .collect();
+                options.push((e - first.start, covered));
+            }
+        }
+        // Least cost to cover `wanted` with any subset of options.
+        let full = (1u32 << wanted.len()) - 1;
+        let mut best = vec![u64::MAX; (full + 1) as usize];
+        best[0] = 0;
+        for mask in 0..=full {
+            if best[mask as usize] == u64::MAX {
+                continue;
+            }
+            for (cost, covered) in &options {
+                let mut m = mask;
+                for k in covered {
+                    m |= 1 << wanted.iter().position(|w| w == k).unwrap();
+                }
+                let v = best[mask as usize] + cost;
+                if v < best[m as usize] {
+                    best[m as usize] = v;
+                }
+            }
+        }
+        best[full as usize]
+    }
+
+    proptest::proptest! {
+        /// The dynamic program finds the least bytes of any set of fetches
+        /// Kafka's rules allow.
+        #[test]
+        fn the_floor_is_the_minimum_over_every_way_to_fetch(
+            batches in proptest::collection::vec((1u64..400, proptest::option::of(0u64..400)), 1..7),
+        ) {
+            let lens: Vec<u64> = batches.iter().map(|b| b.0).collect();
+            let wanted: Vec<Option<u64>> = batches.iter().map(|&(len, w)| w.map(|w| 1 + w % len)).collect();
+            let log = log(&lens, &wanted);
+            let (bytes, fetches) = floor_bytes(&log, FetchRules::Kafka);
+            proptest::prop_assert_eq!(bytes, brute_force(&log));
+            proptest::prop_assert_eq!(bytes, fetches.iter().map(|r| r.end - r.start).sum::<u64>());
+        }
+    }
+
+    #[test]
+    fn from_a_layout() {
+        let mut layout = Layout::new();
+        layout.observe(0, 9, 1000);
+        layout.observe(10, 19, 1000);
+        layout.observe(20, 29, 1000);
+        layout.observe(100, 109, 1000); // after an unknown stretch
+                                        // Wanted: offset 5 (ends at byte 300), 25 (ends at 200), 105
+                                        // (compressed: whole). Batches 0 and 20 whole (2000 bytes) beat one
+                                        // fetch reading through batch 10 (2200) and batch 20 started at
+                                        // batch 10 (1200); batch 100 whole.
+        let wanted = [(5, Some(300)), (25, Some(200)), (105, None)];
+        assert_eq!(floor_from_layout(&layout, wanted, FetchRules::Kafka), 3000);
+        assert_eq!(
+            floor_from_layout(&layout, wanted, FetchRules::NeverCut),
+            3000
+        );
+        // Wanted records in adjacent batches 10 and 20: one fetch, cut.
+        let floor = floor_from_layout(
+            &layout,
+            [(15, Some(300)), (25, Some(50))],
+            FetchRules::Kafka,
+        );
+        assert_eq!(floor, 1050);
     }
 }

@@ -33,7 +33,7 @@ mod strategy;
 
 pub use cost::CostModel;
 pub use estimate::EstimatePlanner;
-pub use floor::{floor_bytes, floor_from_layout, WantedBatch};
+pub use floor::{floor_bytes, floor_from_layout, FetchRules, LogBatch};
 pub use layout::{Extent, Layout, SeenBatch};
 pub use planner::{FetchKind, PlanConfig, PlannedFetch, Planner};
 pub use strategy::FetchStrategy;

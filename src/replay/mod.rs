@@ -45,7 +45,8 @@ use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
 use crate::error::Error;
 use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
-    floor_from_layout, EstimatePlanner, FetchKind, FetchStrategy, Layout, PlannedFetch, Planner,
+    floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlannedFetch,
+    Planner,
 };
 use absorb::{absorb, AbsorbOptions, Response};
 
@@ -154,8 +155,9 @@ pub struct ReplayCore {
     /// Set once the strategy has nothing more to send and nothing is in
     /// flight.
     drained: bool,
-    /// Every batch seen, and where each yielded record ends in its batch:
-    /// what the floor is computed from.
+    /// Every batch the index's hints describe or a response showed, and
+    /// where each yielded record ends in its batch: what the floor is
+    /// computed from.
     seen: Layout,
     yielded_ends: Vec<(i64, Option<u32>)>,
 }
@@ -304,7 +306,7 @@ impl ReplayCore {
             error: None,
             failed: false,
             drained: false,
-            seen: Layout::new(),
+            seen: Layout::from_index(index),
             yielded_ends: Vec::new(),
         })
     }
@@ -475,7 +477,11 @@ impl ReplayCore {
     /// region's figures.
     pub fn stats(&self) -> ReplayStats {
         let mut stats = self.stats.clone();
-        stats.floor_bytes = floor_from_layout(&self.seen, self.yielded_ends.iter().copied());
+        stats.floor_bytes = floor_from_layout(
+            &self.seen,
+            self.yielded_ends.iter().copied(),
+            FetchRules::Kafka,
+        );
         stats.regions = self
             .regions
             .iter()

@@ -44,8 +44,10 @@ pub struct ReplayStats {
     /// of fetches in flight.
     pub peak_buffered_bytes: u64,
     /// The fewest record bytes any consumer must receive under Kafka's
-    /// fetch rules to get what was yielded so far, as far as the batches
-    /// seen show the log (see [`crate::plan::floor_from_layout`]).
+    /// fetch rules to get what was yielded so far, as far as the index's
+    /// hints and the batches seen show the log (see
+    /// [`crate::plan::floor_from_layout`]; where part of the log is unknown
+    /// it can only be higher than the true floor).
     pub floor_bytes: u64,
     /// What each region got.
     pub regions: BTreeMap<RegionId, RegionStats>,
