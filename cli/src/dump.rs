@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use walfetch::codec::{Batches, DecodeOptions};
 
-use super::output::{BatchLine, RecordLine};
+use crate::output::{BatchLine, RecordLine};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

@@ -15,9 +15,9 @@ use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats, Strat
 use walfetch::index::{read_index_file, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
-use super::connect::connect;
-use super::index::RuleArgs;
-use super::output::RecordLine;
+use crate::connect::connect;
+use crate::index::RuleArgs;
+use crate::output::RecordLine;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Format {

@@ -3,6 +3,7 @@
 //! topic and a corrupt index.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use walfetch::cluster::FetchParams;
 use walfetch::codec::{Batches, DecodeOptions};
 
-use super::connect::{check_partition, connect, Target};
+use crate::connect::{check_partition, connect, Target};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

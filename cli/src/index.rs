@@ -9,7 +9,7 @@ use walfetch::index::{import_greptime, read_index_file, write_index_file, IdForm
 
 use walfetch::scan::build_index;
 
-use super::connect::{check_partition, connect, Target};
+use crate::connect::{check_partition, connect, Target};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {

@@ -1,4 +1,5 @@
-//! Command-line parsing and dispatch. Each subcommand lives in its own file.
+//! The `walfetch` command line: parsing and dispatch. Each subcommand
+//! lives in its own file.
 
 mod calibrate;
 mod capture;
@@ -45,7 +46,7 @@ enum Command {
     Calibrate(calibrate::Args),
 }
 
-pub(crate) fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Dump(args) => dump::run(args),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use walfetch::calibrate::measure_link;
 use walfetch::consumer::ReplayOptions;
 
-use super::connect::{check_partition, connect, Target};
+use crate::connect::{check_partition, connect, Target};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

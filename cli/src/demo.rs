@@ -18,7 +18,7 @@ use walfetch::index::{IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
-use super::connect::connect;
+use crate::connect::connect;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

@@ -1,7 +1,0 @@
-//! The `walfetch` command line.
-
-mod cli;
-
-fn main() -> std::process::ExitCode {
-    cli::main()
-}
