@@ -1,0 +1,249 @@
+//! Bounds check of response bodies before `kafka-protocol` decodes them.
+//!
+//! `kafka-protocol` 0.18 allocates `Vec::with_capacity(count)` for every
+//! array it decodes, with `count` read from the wire. Five bytes claiming an
+//! array of two billion 200-byte structs would make the allocator abort the
+//! process, which no `Result` can catch. So before a response body is handed
+//! to `Decodable::decode`, [`check_response`] walks it against the message's
+//! schema for the negotiated version and refuses it when an array claims
+//! more elements than there are bytes left (every element takes at least one
+//! byte, `int32` elements four), or when the body is truncated. The walk
+//! reads only lengths and counts; a Fetch response's record batches are
+//! skipped by their length, so the check costs a few hundred comparisons.
+//!
+//! The schema tables are in `schema.rs`, the walk in `walk.rs`. Responses of
+//! APIs without a schema are refused rather than decoded unchecked.
+//!
+//! # References
+//! - Kafka protocol guide, "Protocol Primitive Types" and the message
+//!   definitions (`clients/src/main/resources/common/message/*.json`);
+//!   KIP-482 (compact types and tagged fields of flexible versions).
+
+mod schema;
+mod walk;
+
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Request};
+
+/// Why a response failed the bounds check or did not decode. Every
+/// variant found in the body names the field it was reading (by its
+/// `kafka-protocol` name) and the byte of the body where it starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// The API has no schema here, so its responses are not decoded.
+    #[error("no bounds check for responses of API key {key}")]
+    UnknownApi {
+        /// The API key.
+        key: i16,
+    },
+    /// The body ends inside a field.
+    #[error("{field} needs {needed} bytes at byte {at} but only {remaining} remain")]
+    Truncated {
+        /// The field.
+        field: &'static str,
+        /// Where the missing bytes start.
+        at: usize,
+        /// Bytes the field needs there.
+        needed: usize,
+        /// Bytes left in the body there.
+        remaining: usize,
+    },
+    /// A varint runs past the five bytes a 32-bit value can take.
+    #[error("{field}: varint at byte {at} is longer than 5 bytes")]
+    VarintTooLong {
+        /// The field.
+        field: &'static str,
+        /// Where the varint starts.
+        at: usize,
+    },
+    /// A length or count is negative other than the -1 of null.
+    #[error("{field} at byte {at} has negative length {length}")]
+    NegativeLength {
+        /// The field.
+        field: &'static str,
+        /// Where the length starts.
+        at: usize,
+        /// The length read.
+        length: i64,
+    },
+    /// An array claims more elements than the bytes left can hold.
+    #[error("{field} at byte {at} claims {count} elements but only {remaining} bytes remain")]
+    CountTooLarge {
+        /// The array field.
+        field: &'static str,
+        /// Where the count starts.
+        at: usize,
+        /// The count read.
+        count: usize,
+        /// Bytes left after the count.
+        remaining: usize,
+    },
+    /// A tagged field claims more bytes than the body has left.
+    #[error("tagged field {tag} at byte {at} claims {size} bytes but only {remaining} remain")]
+    TaggedFieldTooLarge {
+        /// The tag.
+        tag: u32,
+        /// Where the field's content starts.
+        at: usize,
+        /// The size it claims.
+        size: usize,
+        /// Bytes left in the body there.
+        remaining: usize,
+    },
+    /// A known tagged field's content takes a different number of bytes
+    /// than its size says.
+    #[error("tagged field {tag} at byte {at} claims {size} bytes but its content takes {content}")]
+    TaggedFieldSizeMismatch {
+        /// The tag.
+        tag: u32,
+        /// Where the field's content starts.
+        at: usize,
+        /// The size it claims.
+        size: usize,
+        /// The bytes its content took.
+        content: usize,
+    },
+    /// The schema tables nest deeper than the walk allows: a bug in them.
+    #[error("schema nesting deeper than {max} levels")]
+    TooDeep {
+        /// The deepest nesting allowed.
+        max: usize,
+    },
+    /// The body passed the check but `kafka-protocol` refused it (a field
+    /// invalid in the version, a string that is not UTF-8, ...).
+    #[error("{message}")]
+    Decode {
+        /// `kafka-protocol`'s message.
+        message: String,
+    },
+}
+
+/// Whether [`check_response`] knows `api`'s responses.
+pub fn is_checked(api: ApiKey) -> bool {
+    schema::schema(api).is_some()
+}
+
+/// Checks that `body`, a response body of `api` in `version`, has no array
+/// claiming more elements than the bytes left and is not truncated. Bytes
+/// after the body are allowed (the decoder ignores them too).
+pub fn check_response(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
+    walk::walk_body(api, version, body).map(|_| ())
+}
+
+/// Decodes a response body of request type `R` (e.g. `FetchRequest` for a
+/// Fetch response) in `version`, after [`check_response`]. `body` is the
+/// frame after the response header; the decoded message's `Bytes` fields
+/// (a Fetch response's `records`) are views of it.
+///
+/// This is the whole path from network bytes to a response message; the
+/// fuzz targets call it with arbitrary bytes.
+pub fn decode_response<R: Request>(
+    version: i16,
+    body: bytes::Bytes,
+) -> Result<R::Response, GuardError> {
+    let api = ApiKey::try_from(R::KEY).map_err(|()| GuardError::UnknownApi { key: R::KEY })?;
+    check_response(api, version, &body)?;
+    let mut buf = body;
+    R::Response::decode(&mut buf, version).map_err(|e| GuardError::Decode {
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{Bytes as Buf, BytesMut};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, FetchResponse, MetadataResponse, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use super::*;
+
+    pub(super) fn encode<T: Encodable>(message: &T, version: i16) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        message.encode(&mut buf, version).expect("encodes");
+        buf.to_vec()
+    }
+
+    pub(super) fn s(v: &'static str) -> StrBytes {
+        StrBytes::from_static_str(v)
+    }
+
+    pub(super) fn name(v: &'static str) -> TopicName {
+        TopicName(s(v))
+    }
+
+    /// Mutated valid responses and random bytes never panic the decoder
+    /// and never get past the check with an absurd array count. (The fuzz
+    /// targets do this at scale; this keeps a fast version in `cargo test`.)
+    #[test]
+    fn mutated_responses_never_panic() {
+        use kafka_protocol::messages::{FetchRequest, MetadataRequest};
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for version in 4..=17 {
+            let m =
+                FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                    .with_topic(name("t"))
+                    .with_partitions(vec![PartitionData::default()
+                        .with_aborted_transactions(Some(vec![AbortedTransaction::default()]))
+                        .with_records(Some(Buf::from_static(b"records")))])]);
+            let mut m = m;
+            if version >= 13 {
+                m.responses[0].topic = TopicName::default();
+            }
+            let valid = encode(&m, version);
+            for _ in 0..2_000 {
+                let mut bytes = valid.clone();
+                for _ in 0..(next() % 4 + 1) {
+                    let at = (next() as usize) % bytes.len();
+                    bytes[at] = next() as u8;
+                }
+                bytes.truncate(bytes.len() - (next() as usize % 3).min(bytes.len()));
+                let _ = decode_response::<FetchRequest>(version, Buf::from(bytes));
+            }
+        }
+        for version in 1..=13 {
+            let m = MetadataResponse::default()
+                .with_brokers(vec![MetadataResponseBroker::default().with_host(s("h"))])
+                .with_topics(vec![MetadataResponseTopic::default()
+                    .with_name(Some(name("t")))
+                    .with_partitions(vec![
+                        MetadataResponsePartition::default().with_replica_nodes(vec![BrokerId(1)])
+                    ])]);
+            let valid = encode(&m, version);
+            for _ in 0..2_000 {
+                let mut bytes = valid.clone();
+                let at = (next() as usize) % bytes.len();
+                bytes[at] = next() as u8;
+                let _ = decode_response::<MetadataRequest>(version, Buf::from(bytes));
+            }
+        }
+        for len in 0..64 {
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            for version in 4..=17 {
+                let _ = decode_response::<FetchRequest>(version, Buf::from(bytes.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_apis_are_refused() {
+        assert_eq!(
+            check_response(ApiKey::JoinGroup, 0, &[]),
+            Err(GuardError::UnknownApi { key: 11 })
+        );
+        assert!(!is_checked(ApiKey::JoinGroup));
+        assert!(is_checked(ApiKey::Fetch));
+    }
+}
