@@ -160,7 +160,10 @@ mod tests {
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
     use kafka_protocol::messages::{BrokerId, FetchResponse, MetadataResponse, TopicName};
+    use kafka_protocol::protocol::buf::NotEnoughBytesError;
     use kafka_protocol::protocol::{Encodable, StrBytes};
+    use rand::rngs::StdRng;
+    use rand::{Rng, RngExt, SeedableRng};
 
     use super::*;
 
@@ -178,39 +181,68 @@ mod tests {
         TopicName(s(v))
     }
 
-    /// Mutated valid responses and random bytes never panic the decoder
-    /// and never get past the check with an absurd array count. (The fuzz
-    /// targets do this at scale; this keeps a fast version in `cargo test`.)
-    #[test]
-    fn mutated_responses_never_panic() {
-        use kafka_protocol::messages::{FetchRequest, MetadataRequest};
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
+    /// Runs `body`, a response body of `R`'s API in `version`, through the
+    /// two steps of [`decode_response`] (the bounds check, then
+    /// `kafka-protocol`'s decoder) and, when the check accepts it, asserts
+    /// that the decoder reads it as the check did:
+    /// - the decoder never runs out of bytes. Had the check let through an
+    ///   array count claiming more elements than the bytes left, the
+    ///   decoder would allocate for them, then read elements (each at least
+    ///   one byte) until the bytes ran out, unless one of them were refused
+    ///   first for another reason: over thousands of mutations, such a
+    ///   check fails this (a check that treats such counts as empty does).
+    /// - when the decoder decodes the body, it stops where the walk did.
+    ///
+    /// Returns whether the check accepted the body.
+    fn assert_decoder_agrees<R: Request>(version: i16, body: &[u8]) -> bool {
+        let api = ApiKey::try_from(R::KEY).expect("a known API");
+        let Ok(walked) = walk::walk_body(api, version, body) else {
+            return false;
         };
+        let mut buf = Buf::copy_from_slice(body);
+        match R::Response::decode(&mut buf, version) {
+            Ok(_) => assert_eq!(
+                body.len() - buf.len(),
+                walked,
+                "{api:?} v{version}: the decoder read another length than the check in {body:?}"
+            ),
+            Err(e) => assert!(
+                e.downcast_ref::<bytes::TryGetError>().is_none()
+                    && e.downcast_ref::<NotEnoughBytesError>().is_none(),
+                "{api:?} v{version}: the check accepted {body:?}, the decoder ran out of bytes: {e}"
+            ),
+        }
+        true
+    }
+
+    /// Mutated valid responses and random bytes: every one the check
+    /// accepts is read by the decoder within its bytes, as the check read it
+    /// ([`assert_decoder_agrees`]), and nothing panics. (The fuzz targets do
+    /// this at scale; this keeps a fast, seeded version in `cargo test`.)
+    #[test]
+    fn decoder_stays_within_every_mutated_response_the_check_accepts() {
+        use kafka_protocol::messages::{FetchRequest, MetadataRequest};
+        let mut rng = StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+        let mut accepted = 0;
         for version in 4..=17 {
-            let m =
+            let mut m =
                 FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
                     .with_topic(name("t"))
                     .with_partitions(vec![PartitionData::default()
                         .with_aborted_transactions(Some(vec![AbortedTransaction::default()]))
                         .with_records(Some(Buf::from_static(b"records")))])]);
-            let mut m = m;
             if version >= 13 {
                 m.responses[0].topic = TopicName::default();
             }
             let valid = encode(&m, version);
             for _ in 0..2_000 {
                 let mut bytes = valid.clone();
-                for _ in 0..(next() % 4 + 1) {
-                    let at = (next() as usize) % bytes.len();
-                    bytes[at] = next() as u8;
+                for _ in 0..rng.random_range(1..=4) {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] = rng.random();
                 }
-                bytes.truncate(bytes.len() - (next() as usize % 3).min(bytes.len()));
-                let _ = decode_response::<FetchRequest>(version, Buf::from(bytes));
+                bytes.truncate(bytes.len() - rng.random_range(0..3));
+                accepted += usize::from(assert_decoder_agrees::<FetchRequest>(version, &bytes));
             }
         }
         for version in 1..=13 {
@@ -224,17 +256,21 @@ mod tests {
             let valid = encode(&m, version);
             for _ in 0..2_000 {
                 let mut bytes = valid.clone();
-                let at = (next() as usize) % bytes.len();
-                bytes[at] = next() as u8;
-                let _ = decode_response::<MetadataRequest>(version, Buf::from(bytes));
+                let at = rng.random_range(0..bytes.len());
+                bytes[at] = rng.random();
+                accepted += usize::from(assert_decoder_agrees::<MetadataRequest>(version, &bytes));
             }
         }
         for len in 0..64 {
-            let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let mut bytes = vec![0; len];
+            rng.fill_bytes(&mut bytes);
             for version in 4..=17 {
-                let _ = decode_response::<FetchRequest>(version, Buf::from(bytes.clone()));
+                accepted += usize::from(assert_decoder_agrees::<FetchRequest>(version, &bytes));
             }
         }
+        // Many mutations are refused; enough must pass for the agreement to
+        // be tested at all (with this seed, about 23 000 of 58 000 pass).
+        assert!(accepted >= 10_000, "only {accepted} passed the check");
     }
 
     #[test]
