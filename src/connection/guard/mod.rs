@@ -104,6 +104,12 @@ pub enum GuardError {
         /// The bytes its content took.
         content: usize,
     },
+    /// The response header before the body did not decode.
+    #[error("response header: {message}")]
+    Header {
+        /// `kafka-protocol`'s message.
+        message: String,
+    },
     /// The schema tables nest deeper than the walk allows: a bug in them.
     #[error("schema nesting deeper than {max} levels")]
     TooDeep {
@@ -136,8 +142,8 @@ pub fn check_response(api: ApiKey, version: i16, body: &[u8]) -> Result<(), Guar
 /// frame after the response header; the decoded message's `Bytes` fields
 /// (a Fetch response's `records`) are views of it.
 ///
-/// This is the whole path from network bytes to a response message; the
-/// fuzz targets call it with arbitrary bytes.
+/// [`crate::connection::decode_response_frame`] runs this on every
+/// response, after the response header.
 pub fn decode_response<R: Request>(
     version: i16,
     body: bytes::Bytes,
