@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{ClientError, IsolationLevel};
+use super::{ClientError, Cluster, IsolationLevel};
 use crate::error_code::ErrorCode;
 
 /// Which offset to look up.
@@ -112,6 +112,50 @@ pub fn read_list_offsets_response(
         timestamp: (p.timestamp >= 0).then_some(p.timestamp),
         leader_epoch: (p.leader_epoch >= 0).then_some(p.leader_epoch),
     })
+}
+
+impl Cluster {
+    /// Looks up an offset of a partition.
+    pub async fn list_offsets(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let describe =
+            || format!("ListOffsets ({spec:?}) of topic {topic:?} partition {partition}");
+        self.retrying(describe, true, Some(topic), || {
+            self.list_offsets_once(topic, partition, spec, isolation)
+        })
+        .await
+    }
+
+    async fn list_offsets_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let (connection, leader) = self.leader_connection(topic, partition).await?;
+        let result = async {
+            let version = connection.version(ApiKey::ListOffsets)?;
+            let request = list_offsets_request(
+                topic,
+                partition,
+                spec,
+                isolation,
+                leader.leader_epoch,
+                version,
+            );
+            let response = connection.request(&request).await?;
+            read_list_offsets_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::ClientError;
+use super::{ClientError, Cluster};
+use crate::connection::RequestOptions;
 use crate::error_code::ErrorCode;
 
 /// `acks = all`: the leader answers once every in-sync replica has the batch.
@@ -82,6 +83,53 @@ pub fn read_produce_response(
         });
     }
     Ok(p.base_offset)
+}
+
+impl Cluster {
+    /// Appends `records` (record batches, e.g. from
+    /// [`walfetch_codec::BatchBuilder`]) to a partition with `acks = all`;
+    /// returns the base offset the broker assigned.
+    ///
+    /// Produce is not idempotent here: it is retried after retriable error
+    /// codes that say the batch was not written and after failures before
+    /// it was sent (looking the leader up, connecting, the `ApiVersions`
+    /// handshake), but not after a connection lost mid-request, nor after
+    /// `REQUEST_TIMED_OUT` or `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, when the
+    /// batch may have been written; that error is returned.
+    pub async fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let describe = || format!("Produce to topic {topic:?} partition {partition}");
+        self.retrying(describe, false, Some(topic), || {
+            self.produce_once(topic, partition, records.clone())
+        })
+        .await
+    }
+
+    async fn produce_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let (connection, _leader) = self.leader_connection(topic, partition).await?;
+        let timeout = self.config.produce_timeout;
+        let result = async {
+            let request = produce_request(topic, partition, records, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let response = connection.request_with(&request, options).await?;
+            read_produce_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
 }
 
 #[cfg(test)]
