@@ -11,6 +11,7 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::error::Asked;
 use super::{BrokerInfo, ClientError, Cluster};
 use crate::connection::RequestOptions;
 use crate::error_code::ErrorCode;
@@ -79,12 +80,7 @@ pub fn read_create_topics_response(
             .topics
             .iter()
             .find(|r| r.name.0.as_str() == topic.name)
-            .ok_or_else(|| ClientError::MissingInResponse {
-                api: ApiKey::CreateTopics,
-                broker: broker.to_owned(),
-                topic: topic.name.clone(),
-                partition: -1,
-            })?;
+            .ok_or_else(|| Asked::new(ApiKey::CreateTopics, broker, &topic.name, -1).missing())?;
         let code = ErrorCode::from(result.error_code);
         if !code.is_ok() {
             return Err(ClientError::Kafka {

@@ -27,6 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 use walfetch_codec::AbortedTransaction;
 
+use super::error::Asked;
 use super::{ClientError, Cluster};
 use crate::connection::{Connection, RequestOptions, Response};
 use crate::error_code::ErrorCode;
@@ -193,23 +194,12 @@ pub fn read_fetch_response(
         wire_bytes,
         ..
     } = response;
+    let asked = Asked::new(ApiKey::Fetch, broker, &params.topic, params.partition);
     let top = ErrorCode::from(body.error_code);
     if !top.is_ok() {
-        return Err(ClientError::Kafka {
-            api: ApiKey::Fetch,
-            code: top,
-            topic: Some(params.topic.clone()),
-            partition: Some(params.partition),
-            broker: broker.to_owned(),
-            message: None,
-        });
+        return Err(asked.failed(top, None));
     }
-    let missing = || ClientError::MissingInResponse {
-        api: ApiKey::Fetch,
-        broker: broker.to_owned(),
-        topic: params.topic.clone(),
-        partition: params.partition,
-    };
+    let missing = || asked.missing();
     let topic = body
         .responses
         .into_iter()
@@ -309,14 +299,14 @@ impl Cluster {
         self.evict_if_lost(&connection, &result);
         let fetched = result?;
         if !fetched.error_code.is_ok() {
-            return Err(ClientError::Kafka {
-                api: ApiKey::Fetch,
-                code: fetched.error_code,
-                topic: Some(params.topic.clone()),
-                partition: Some(params.partition),
-                broker: fetched.broker,
-                message: Some(format!("fetch offset {}", params.offset)),
-            });
+            let asked = Asked::new(
+                ApiKey::Fetch,
+                &fetched.broker,
+                &params.topic,
+                params.partition,
+            );
+            let offset = format!("fetch offset {}", params.offset);
+            return Err(asked.failed(fetched.error_code, Some(offset)));
         }
         Ok(fetched)
     }

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::error::Asked;
 use super::{ClientError, Cluster, IsolationLevel};
-use crate::error_code::ErrorCode;
 
 /// Which offset to look up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,29 +84,15 @@ pub fn read_list_offsets_response(
     broker: &str,
     response: &ListOffsetsResponse,
 ) -> Result<ListedOffset, ClientError> {
-    let p = response
+    let named = response
         .topics
         .iter()
-        .filter(|t| t.name.0.as_str() == topic)
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
-        .ok_or_else(|| ClientError::MissingInResponse {
-            api: ApiKey::ListOffsets,
-            broker: broker.to_owned(),
-            topic: topic.to_owned(),
-            partition,
-        })?;
-    let code = ErrorCode::from(p.error_code);
-    if !code.is_ok() {
-        return Err(ClientError::Kafka {
-            api: ApiKey::ListOffsets,
-            code,
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            broker: broker.to_owned(),
-            message: None,
-        });
-    }
+        .filter(|t| t.name.0.as_str() == topic);
+    let p = Asked::new(ApiKey::ListOffsets, broker, topic, partition).answer(
+        named.flat_map(|t| &t.partitions),
+        |p| (p.partition_index, p.error_code),
+        |_| None,
+    )?;
     Ok(ListedOffset {
         offset: (p.offset >= 0).then_some(p.offset),
         timestamp: (p.timestamp >= 0).then_some(p.timestamp),
@@ -165,6 +151,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::error_code::ErrorCode;
 
     #[test]
     fn request_fields_follow_version() {

@@ -43,6 +43,7 @@ use kafka_protocol::messages::ApiKey;
 use tokio::time::Instant;
 
 pub use create_topics::{create_topics_request, read_create_topics_response, NewTopic};
+use error::Asked;
 pub use error::ClientError;
 pub use fetch::{
     fetch_on, fetch_request, read_fetch_response, FetchParams, FetchedPartition, IsolationLevel,
@@ -159,14 +160,8 @@ impl Cluster {
         if let Some(leader) = cache.leader(topic, partition) {
             return Ok(leader);
         }
-        let kafka = |code: ErrorCode| ClientError::Kafka {
-            api: ApiKey::Metadata,
-            code,
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            broker: answered_by.clone(),
-            message: None,
-        };
+        let asked = Asked::new(ApiKey::Metadata, &answered_by, topic, partition);
+        let kafka = |code| asked.failed(code, None);
         let Some(t) = cache.topics.get(topic) else {
             return Err(kafka(ErrorCode::UnknownTopicOrPartition));
         };
