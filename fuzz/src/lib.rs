@@ -193,64 +193,45 @@ fn walk_borrowed(mut records: Records, owned: &Walked) {
 
 /// Decodes `data[1..]` as the payload of a response frame (header, then
 /// body) of the API and version `data[0]` picks: Fetch v4-v17, Metadata
-/// v1-v12, ListOffsets v1-v9 or ApiVersions v0-v3. Fetch records go through
-/// the codec. Only panics and hangs are failures.
+/// v1-v12, ListOffsets v1-v9 or ApiVersions v0-v3, through
+/// `walfetch::connection::decode_response_frame`, the path every response a
+/// connection receives takes. Fetch records go through the codec. Only
+/// panics and hangs are failures.
 pub fn decode_response(data: &[u8]) {
     use kafka_protocol::messages::{
         ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
     };
-    use kafka_protocol::protocol::{HeaderVersion, Request};
-    use walfetch::connection::frame::split_response;
-    use walfetch::connection::guard::decode_response;
+    use walfetch::connection::decode_response_frame;
 
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
     let payload = bytes::Bytes::copy_from_slice(rest);
-    fn header_version<R: Request>(version: i16) -> i16
-    where
-        R::Response: HeaderVersion,
-    {
-        <R::Response as HeaderVersion>::header_version(version)
-    }
     match pick % 4 {
         0 => {
             let version = 4 + i16::from(pick / 4 % 14);
-            let Ok((_, body)) = split_response(payload, header_version::<FetchRequest>(version))
-            else {
+            let Ok(response) = decode_response_frame::<FetchRequest>(version, payload) else {
                 return;
             };
-            if let Ok(response) = decode_response::<FetchRequest>(version, body) {
-                for topic in response.responses {
-                    for partition in topic.partitions {
-                        if let Some(records) = partition.records {
-                            decode(&records, DecodeOptions::default());
-                        }
+            for topic in response.responses {
+                for partition in topic.partitions {
+                    if let Some(records) = partition.records {
+                        decode(&records, DecodeOptions::default());
                     }
                 }
             }
         }
         1 => {
             let version = 1 + i16::from(pick / 4 % 12);
-            if let Ok((_, body)) =
-                split_response(payload, header_version::<MetadataRequest>(version))
-            {
-                let _ = decode_response::<MetadataRequest>(version, body);
-            }
+            let _ = decode_response_frame::<MetadataRequest>(version, payload);
         }
         2 => {
             let version = 1 + i16::from(pick / 4 % 9);
-            if let Ok((_, body)) =
-                split_response(payload, header_version::<ListOffsetsRequest>(version))
-            {
-                let _ = decode_response::<ListOffsetsRequest>(version, body);
-            }
+            let _ = decode_response_frame::<ListOffsetsRequest>(version, payload);
         }
         _ => {
             let version = i16::from(pick / 4 % 4);
-            if let Ok((_, body)) = split_response(payload, 0) {
-                let _ = decode_response::<ApiVersionsRequest>(version, body);
-            }
+            let _ = decode_response_frame::<ApiVersionsRequest>(version, payload);
         }
     }
 }

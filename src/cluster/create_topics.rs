@@ -11,7 +11,9 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::ClientError;
+use super::error::Asked;
+use super::{BrokerInfo, ClientError, Cluster};
+use crate::connection::RequestOptions;
 use crate::error_code::ErrorCode;
 
 /// A topic to create.
@@ -78,12 +80,7 @@ pub fn read_create_topics_response(
             .topics
             .iter()
             .find(|r| r.name.0.as_str() == topic.name)
-            .ok_or_else(|| ClientError::MissingInResponse {
-                api: ApiKey::CreateTopics,
-                broker: broker.to_owned(),
-                topic: topic.name.clone(),
-                partition: -1,
-            })?;
+            .ok_or_else(|| Asked::new(ApiKey::CreateTopics, broker, &topic.name, -1).missing())?;
         let code = ErrorCode::from(result.error_code);
         if !code.is_ok() {
             return Err(ClientError::Kafka {
@@ -97,6 +94,53 @@ pub fn read_create_topics_response(
         }
     }
     Ok(())
+}
+
+impl Cluster {
+    /// Creates topics on the controller (any broker when none is known).
+    pub async fn create_topics(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
+        let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+        let describe = || format!("CreateTopics {names:?}");
+        let result = self
+            .retrying(describe, false, None, || self.create_topics_once(topics))
+            .await;
+        for name in &names {
+            self.invalidate(name);
+        }
+        result
+    }
+
+    async fn create_topics_once(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
+        let address = {
+            let cache = self.cache();
+            cache
+                .brokers
+                .get(&cache.controller_id)
+                .or_else(|| cache.brokers.values().next())
+                .map(BrokerInfo::address)
+        };
+        let address = match address {
+            Some(a) => a,
+            None => self.config.bootstrap.first().cloned().unwrap_or_default(),
+        };
+        let connection = self.pool.get(&address).await?;
+        let timeout = self.config.admin_timeout;
+        let result = async {
+            let request = create_topics_request(topics, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let response = connection.request_with(&request, options).await?;
+            read_create_topics_response(topics, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        if matches!(&result, Err(e) if e.code() == Some(ErrorCode::NotController)) {
+            self.read_metadata(Some(&[])).await?;
+        }
+        result
+    }
 }
 
 #[cfg(test)]

@@ -159,3 +159,72 @@ impl ClientError {
         }
     }
 }
+
+/// The partition a request asked about and the broker it went to: what the
+/// errors about the broker's answer name.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asked<'a> {
+    api: ApiKey,
+    broker: &'a str,
+    topic: &'a str,
+    partition: i32,
+}
+
+impl<'a> Asked<'a> {
+    /// `api`'s request about `topic`'s `partition` (-1 for a request about
+    /// the whole topic), sent to `broker`.
+    pub(super) fn new(api: ApiKey, broker: &'a str, topic: &'a str, partition: i32) -> Self {
+        Self {
+            api,
+            broker,
+            topic,
+            partition,
+        }
+    }
+
+    /// [`ClientError::MissingInResponse`]: the answer lacks the topic or
+    /// the partition.
+    pub(super) fn missing(&self) -> ClientError {
+        ClientError::MissingInResponse {
+            api: self.api,
+            broker: self.broker.to_owned(),
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+        }
+    }
+
+    /// [`ClientError::Kafka`]: the broker answered about the partition with
+    /// `code`, and `message` if it said more.
+    pub(super) fn failed(&self, code: ErrorCode, message: Option<String>) -> ClientError {
+        ClientError::Kafka {
+            api: self.api,
+            code,
+            topic: Some(self.topic.to_owned()),
+            partition: Some(self.partition),
+            broker: self.broker.to_owned(),
+            message,
+        }
+    }
+
+    /// The partition's entry among `entries`, a response's partition
+    /// entries of the asked topic (`key` reads an entry's partition index
+    /// and error code), checked: no entry for the partition is
+    /// [`Asked::missing`], an error code other than `NONE` is
+    /// [`Asked::failed`] with what `messages` finds in the entry.
+    pub(super) fn answer<'r, P>(
+        &self,
+        entries: impl IntoIterator<Item = &'r P>,
+        key: impl Fn(&P) -> (i32, i16),
+        messages: impl FnOnce(&P) -> Option<String>,
+    ) -> Result<&'r P, ClientError> {
+        let entry = entries
+            .into_iter()
+            .find(|p| key(p).0 == self.partition)
+            .ok_or_else(|| self.missing())?;
+        let code = ErrorCode::from(key(entry).1);
+        if !code.is_ok() {
+            return Err(self.failed(code, messages(entry)));
+        }
+        Ok(entry)
+    }
+}

@@ -1,5 +1,6 @@
-//! The raw Fetch call: one partition, one request, the records buffer as
-//! the broker sent it.
+//! Fetch: one partition, one request, the records buffer as the broker sent
+//! it. [`fetch_on`] is one request on a given connection;
+//! [`Cluster::fetch`] sends it to the partition's leader and retries.
 //!
 //! The request is a sessionless full fetch (session id 0, epoch -1) from a
 //! consumer (replica id -1). The response's `records` for the partition is a
@@ -26,7 +27,8 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 use walfetch_codec::AbortedTransaction;
 
-use super::ClientError;
+use super::error::Asked;
+use super::{ClientError, Cluster};
 use crate::connection::{Connection, RequestOptions, Response};
 use crate::error_code::ErrorCode;
 
@@ -192,23 +194,12 @@ pub fn read_fetch_response(
         wire_bytes,
         ..
     } = response;
+    let asked = Asked::new(ApiKey::Fetch, broker, &params.topic, params.partition);
     let top = ErrorCode::from(body.error_code);
     if !top.is_ok() {
-        return Err(ClientError::Kafka {
-            api: ApiKey::Fetch,
-            code: top,
-            topic: Some(params.topic.clone()),
-            partition: Some(params.partition),
-            broker: broker.to_owned(),
-            message: None,
-        });
+        return Err(asked.failed(top, None));
     }
-    let missing = || ClientError::MissingInResponse {
-        api: ApiKey::Fetch,
-        broker: broker.to_owned(),
-        topic: params.topic.clone(),
-        partition: params.partition,
-    };
+    let missing = || asked.missing();
     let topic = body
         .responses
         .into_iter()
@@ -275,6 +266,50 @@ pub async fn fetch_on(
     };
     let response = connection.request_with(&request, options).await?;
     read_fetch_response(params, topic_id, connection.broker(), response)
+}
+
+impl Cluster {
+    /// Fetches one partition from its leader. Every partition error code
+    /// other than `NONE` is retried (if retriable) or returned as an error.
+    pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
+        let describe = || {
+            format!(
+                "Fetch of topic {:?} partition {} at offset {}",
+                params.topic, params.partition, params.offset
+            )
+        };
+        self.retrying(describe, true, Some(&params.topic), || {
+            self.fetch_once(params)
+        })
+        .await
+    }
+
+    async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
+        let (connection, leader) = self
+            .leader_connection(&params.topic, params.partition)
+            .await?;
+        let result = fetch_on(
+            &connection,
+            params,
+            leader.leader_epoch,
+            leader.topic_id,
+            None,
+        )
+        .await;
+        self.evict_if_lost(&connection, &result);
+        let fetched = result?;
+        if !fetched.error_code.is_ok() {
+            let asked = Asked::new(
+                ApiKey::Fetch,
+                &fetched.broker,
+                &params.topic,
+                params.partition,
+            );
+            let offset = format!("fetch offset {}", params.offset);
+            return Err(asked.failed(fetched.error_code, Some(offset)));
+        }
+        Ok(fetched)
+    }
 }
 
 #[cfg(test)]

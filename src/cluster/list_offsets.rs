@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{ClientError, IsolationLevel};
-use crate::error_code::ErrorCode;
+use super::error::Asked;
+use super::{ClientError, Cluster, IsolationLevel};
 
 /// Which offset to look up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,34 +84,64 @@ pub fn read_list_offsets_response(
     broker: &str,
     response: &ListOffsetsResponse,
 ) -> Result<ListedOffset, ClientError> {
-    let p = response
+    let named = response
         .topics
         .iter()
-        .filter(|t| t.name.0.as_str() == topic)
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
-        .ok_or_else(|| ClientError::MissingInResponse {
-            api: ApiKey::ListOffsets,
-            broker: broker.to_owned(),
-            topic: topic.to_owned(),
-            partition,
-        })?;
-    let code = ErrorCode::from(p.error_code);
-    if !code.is_ok() {
-        return Err(ClientError::Kafka {
-            api: ApiKey::ListOffsets,
-            code,
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            broker: broker.to_owned(),
-            message: None,
-        });
-    }
+        .filter(|t| t.name.0.as_str() == topic);
+    let p = Asked::new(ApiKey::ListOffsets, broker, topic, partition).answer(
+        named.flat_map(|t| &t.partitions),
+        |p| (p.partition_index, p.error_code),
+        |_| None,
+    )?;
     Ok(ListedOffset {
         offset: (p.offset >= 0).then_some(p.offset),
         timestamp: (p.timestamp >= 0).then_some(p.timestamp),
         leader_epoch: (p.leader_epoch >= 0).then_some(p.leader_epoch),
     })
+}
+
+impl Cluster {
+    /// Looks up an offset of a partition.
+    pub async fn list_offsets(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let describe =
+            || format!("ListOffsets ({spec:?}) of topic {topic:?} partition {partition}");
+        self.retrying(describe, true, Some(topic), || {
+            self.list_offsets_once(topic, partition, spec, isolation)
+        })
+        .await
+    }
+
+    async fn list_offsets_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        spec: OffsetSpec,
+        isolation: IsolationLevel,
+    ) -> Result<ListedOffset, ClientError> {
+        let (connection, leader) = self.leader_connection(topic, partition).await?;
+        let result = async {
+            let version = connection.version(ApiKey::ListOffsets)?;
+            let request = list_offsets_request(
+                topic,
+                partition,
+                spec,
+                isolation,
+                leader.leader_epoch,
+                version,
+            );
+            let response = connection.request(&request).await?;
+            read_list_offsets_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
 }
 
 #[cfg(test)]
@@ -121,6 +151,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::error_code::ErrorCode;
 
     #[test]
     fn request_fields_follow_version() {

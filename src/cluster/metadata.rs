@@ -1,17 +1,20 @@
-//! Cluster metadata: brokers, topics, partition leaders and leader epochs.
+//! Cluster metadata: brokers, topics, partition leaders and leader epochs,
+//! and reading it: [`Cluster::metadata`] asks any reachable broker and
+//! merges the answer into the client's cache.
 //!
 //! # References
 //! - Kafka protocol guide, "Metadata API":
 //!   <https://kafka.apache.org/protocol#The_Messages_Metadata>
 //! - KIP-320 (leader epoch in Metadata v7+), KIP-516 (topic ids, v10+).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::{ClientError, Cluster};
 use crate::error_code::ErrorCode;
 
 /// One broker as metadata lists it.
@@ -194,6 +197,103 @@ pub fn metadata_request(topics: Option<&[&str]>, version: i16) -> MetadataReques
         request.allow_auto_topic_creation = false;
     }
     request
+}
+
+impl Cluster {
+    /// The metadata cached so far.
+    pub fn cached_metadata(&self) -> ClusterMetadata {
+        self.cache().clone()
+    }
+
+    /// Reads `Metadata` for `topics` (`None`: every topic), retrying lost
+    /// connections, and merges it into the cache.
+    pub async fn metadata(&self, topics: Option<&[&str]>) -> Result<ClusterMetadata, ClientError> {
+        let (metadata, _) = self
+            .retrying(
+                || "Metadata".to_owned(),
+                true,
+                None,
+                || self.read_metadata(topics),
+            )
+            .await?;
+        Ok(metadata)
+    }
+
+    /// One Metadata round trip to any reachable broker (open connections
+    /// first, then known brokers, then the bootstrap list); returns what it
+    /// said and who said it.
+    pub(super) async fn read_metadata(
+        &self,
+        topics: Option<&[&str]>,
+    ) -> Result<(ClusterMetadata, String), ClientError> {
+        let mut candidates = self.pool.open_addresses();
+        candidates.extend(self.cache().brokers.values().map(BrokerInfo::address));
+        candidates.extend(self.config.bootstrap.iter().cloned());
+        let mut seen = HashSet::new();
+        candidates.retain(|a| seen.insert(a.clone()));
+        let mut last = None;
+        for address in &candidates {
+            match self.read_metadata_from(address, topics).await {
+                Ok(metadata) => {
+                    self.cache().merge(metadata.clone());
+                    return Ok((metadata, address.clone()));
+                }
+                Err(e) => {
+                    tracing::debug!(%address, error = %e, "metadata request failed");
+                    let retriable = e.is_retriable(true);
+                    last = Some(e);
+                    if !retriable {
+                        break;
+                    }
+                }
+            }
+        }
+        let last = last.unwrap_or_else(|| {
+            ClientError::InvalidArgument("no broker to ask for metadata".to_owned())
+        });
+        Err(ClientError::NoBrokerAnswered {
+            addresses: candidates,
+            last: Box::new(last),
+        })
+    }
+
+    async fn read_metadata_from(
+        &self,
+        address: &str,
+        topics: Option<&[&str]>,
+    ) -> Result<ClusterMetadata, ClientError> {
+        let connection = self.pool.get(address).await?;
+        let version = connection.version(ApiKey::Metadata)?;
+        let request: MetadataRequest = metadata_request(topics, version);
+        match connection.request(&request).await {
+            Ok(response) => {
+                let code = ErrorCode::from(response.body.error_code);
+                if !code.is_ok() {
+                    return Err(ClientError::Kafka {
+                        api: ApiKey::Metadata,
+                        code,
+                        topic: None,
+                        partition: None,
+                        broker: address.to_owned(),
+                        message: None,
+                    });
+                }
+                Ok(ClusterMetadata::from_response(&response.body))
+            }
+            Err(e) => {
+                if e.is_connection_lost() {
+                    self.pool.evict(&connection);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Forgets what metadata said about `topic`, so the next operation on
+    /// it reads `Metadata` again.
+    pub fn invalidate(&self, topic: &str) {
+        self.cache().topics.remove(topic);
+    }
 }
 
 #[cfg(test)]

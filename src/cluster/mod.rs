@@ -13,6 +13,12 @@
 //! ([`RetryPolicy`]), until the policy's deadline. Non-retriable errors are
 //! returned at once, naming the topic, partition and broker.
 //!
+//! Each operation lives in its own file with its request and response code:
+//! its `Cluster` method and the single attempt that method retries
+//! (`metadata.rs`, `list_offsets.rs`, `fetch.rs`, `produce.rs`,
+//! `create_topics.rs`). This file holds the client itself, leader lookup
+//! and the retry driver.
+//!
 //! # References
 //! - Kafka protocol guide: <https://kafka.apache.org/protocol> ("Partitioning
 //!   and bootstrapping": clients bootstrap from any broker, then send
@@ -33,11 +39,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, MetadataRequest};
+use kafka_protocol::messages::ApiKey;
 use tokio::time::Instant;
 
 pub use create_topics::{create_topics_request, read_create_topics_response, NewTopic};
+use error::Asked;
 pub use error::ClientError;
 pub use fetch::{
     fetch_on, fetch_request, read_fetch_response, FetchParams, FetchedPartition, IsolationLevel,
@@ -52,7 +58,7 @@ use pool::Pool;
 pub use produce::{produce_request, read_produce_response, ACKS_ALL};
 pub use retry::RetryPolicy;
 
-use crate::connection::{Connection, ConnectionConfig, ConnectionStats, RequestOptions};
+use crate::connection::{Connection, ConnectionConfig, ConnectionStats};
 use crate::error_code::ErrorCode;
 
 /// Settings of a [`Cluster`].
@@ -131,101 +137,6 @@ impl Cluster {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The metadata cached so far.
-    pub fn cached_metadata(&self) -> ClusterMetadata {
-        self.cache().clone()
-    }
-
-    /// Reads `Metadata` for `topics` (`None`: every topic), retrying lost
-    /// connections, and merges it into the cache.
-    pub async fn metadata(&self, topics: Option<&[&str]>) -> Result<ClusterMetadata, ClientError> {
-        let (metadata, _) = self
-            .retrying(
-                || "Metadata".to_owned(),
-                true,
-                None,
-                || self.read_metadata(topics),
-            )
-            .await?;
-        Ok(metadata)
-    }
-
-    /// One Metadata round trip to any reachable broker (open connections
-    /// first, then known brokers, then the bootstrap list); returns what it
-    /// said and who said it.
-    async fn read_metadata(
-        &self,
-        topics: Option<&[&str]>,
-    ) -> Result<(ClusterMetadata, String), ClientError> {
-        let mut candidates = self.pool.open_addresses();
-        candidates.extend(self.cache().brokers.values().map(BrokerInfo::address));
-        candidates.extend(self.config.bootstrap.iter().cloned());
-        let mut seen = std::collections::HashSet::new();
-        candidates.retain(|a| seen.insert(a.clone()));
-        let mut last = None;
-        for address in &candidates {
-            match self.read_metadata_from(address, topics).await {
-                Ok(metadata) => {
-                    self.cache().merge(metadata.clone());
-                    return Ok((metadata, address.clone()));
-                }
-                Err(e) => {
-                    tracing::debug!(%address, error = %e, "metadata request failed");
-                    let retriable = e.is_retriable(true);
-                    last = Some(e);
-                    if !retriable {
-                        break;
-                    }
-                }
-            }
-        }
-        let last = last.unwrap_or_else(|| {
-            ClientError::InvalidArgument("no broker to ask for metadata".to_owned())
-        });
-        Err(ClientError::NoBrokerAnswered {
-            addresses: candidates,
-            last: Box::new(last),
-        })
-    }
-
-    async fn read_metadata_from(
-        &self,
-        address: &str,
-        topics: Option<&[&str]>,
-    ) -> Result<ClusterMetadata, ClientError> {
-        let connection = self.pool.get(address).await?;
-        let version = connection.version(ApiKey::Metadata)?;
-        let request: MetadataRequest = metadata_request(topics, version);
-        match connection.request(&request).await {
-            Ok(response) => {
-                let code = ErrorCode::from(response.body.error_code);
-                if !code.is_ok() {
-                    return Err(ClientError::Kafka {
-                        api: ApiKey::Metadata,
-                        code,
-                        topic: None,
-                        partition: None,
-                        broker: address.to_owned(),
-                        message: None,
-                    });
-                }
-                Ok(ClusterMetadata::from_response(&response.body))
-            }
-            Err(e) => {
-                if e.is_connection_lost() {
-                    self.pool.evict(&connection);
-                }
-                Err(e.into())
-            }
-        }
-    }
-
-    /// Forgets what metadata said about `topic`, so the next operation on
-    /// it reads `Metadata` again.
-    pub fn invalidate(&self, topic: &str) {
-        self.cache().topics.remove(topic);
-    }
-
     /// The leader of a partition: from the cache, or after one Metadata
     /// read. Errors (unknown topic, no leader) are the retriable ones the
     /// operations retry on.
@@ -249,14 +160,8 @@ impl Cluster {
         if let Some(leader) = cache.leader(topic, partition) {
             return Ok(leader);
         }
-        let kafka = |code: ErrorCode| ClientError::Kafka {
-            api: ApiKey::Metadata,
-            code,
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            broker: answered_by.clone(),
-            message: None,
-        };
+        let asked = Asked::new(ApiKey::Metadata, &answered_by, topic, partition);
+        let kafka = |code| asked.failed(code, None);
         let Some(t) = cache.topics.get(topic) else {
             return Err(kafka(ErrorCode::UnknownTopicOrPartition));
         };
@@ -293,180 +198,6 @@ impl Cluster {
     /// Counters of every pooled connection, by address.
     pub fn stats(&self) -> Vec<(String, ConnectionStats)> {
         self.pool.stats()
-    }
-
-    /// Looks up an offset of a partition.
-    pub async fn list_offsets(
-        &self,
-        topic: &str,
-        partition: i32,
-        spec: OffsetSpec,
-        isolation: IsolationLevel,
-    ) -> Result<ListedOffset, ClientError> {
-        let describe =
-            || format!("ListOffsets ({spec:?}) of topic {topic:?} partition {partition}");
-        self.retrying(describe, true, Some(topic), || {
-            self.list_offsets_once(topic, partition, spec, isolation)
-        })
-        .await
-    }
-
-    async fn list_offsets_once(
-        &self,
-        topic: &str,
-        partition: i32,
-        spec: OffsetSpec,
-        isolation: IsolationLevel,
-    ) -> Result<ListedOffset, ClientError> {
-        let (connection, leader) = self.leader_connection(topic, partition).await?;
-        let result = async {
-            let version = connection.version(ApiKey::ListOffsets)?;
-            let request = list_offsets_request(
-                topic,
-                partition,
-                spec,
-                isolation,
-                leader.leader_epoch,
-                version,
-            );
-            let response = connection.request(&request).await?;
-            read_list_offsets_response(topic, partition, connection.broker(), &response.body)
-        }
-        .await;
-        self.evict_if_lost(&connection, &result);
-        result
-    }
-
-    /// Fetches one partition from its leader. Every partition error code
-    /// other than `NONE` is retried (if retriable) or returned as an error.
-    pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
-        let describe = || {
-            format!(
-                "Fetch of topic {:?} partition {} at offset {}",
-                params.topic, params.partition, params.offset
-            )
-        };
-        self.retrying(describe, true, Some(&params.topic), || {
-            self.fetch_once(params)
-        })
-        .await
-    }
-
-    async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
-        let (connection, leader) = self
-            .leader_connection(&params.topic, params.partition)
-            .await?;
-        let result = fetch_on(
-            &connection,
-            params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None,
-        )
-        .await;
-        self.evict_if_lost(&connection, &result);
-        let fetched = result?;
-        if !fetched.error_code.is_ok() {
-            return Err(ClientError::Kafka {
-                api: ApiKey::Fetch,
-                code: fetched.error_code,
-                topic: Some(params.topic.clone()),
-                partition: Some(params.partition),
-                broker: fetched.broker,
-                message: Some(format!("fetch offset {}", params.offset)),
-            });
-        }
-        Ok(fetched)
-    }
-
-    /// Appends `records` (record batches, e.g. from
-    /// [`walfetch_codec::BatchBuilder`]) to a partition with `acks = all`;
-    /// returns the base offset the broker assigned.
-    ///
-    /// Produce is not idempotent here: it is retried after retriable error
-    /// codes that say the batch was not written and after failures before
-    /// it was sent (looking the leader up, connecting, the `ApiVersions`
-    /// handshake), but not after a connection lost mid-request, nor after
-    /// `REQUEST_TIMED_OUT` or `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, when the
-    /// batch may have been written; that error is returned.
-    pub async fn produce(
-        &self,
-        topic: &str,
-        partition: i32,
-        records: Bytes,
-    ) -> Result<i64, ClientError> {
-        let describe = || format!("Produce to topic {topic:?} partition {partition}");
-        self.retrying(describe, false, Some(topic), || {
-            self.produce_once(topic, partition, records.clone())
-        })
-        .await
-    }
-
-    async fn produce_once(
-        &self,
-        topic: &str,
-        partition: i32,
-        records: Bytes,
-    ) -> Result<i64, ClientError> {
-        let (connection, _leader) = self.leader_connection(topic, partition).await?;
-        let timeout = self.config.produce_timeout;
-        let result = async {
-            let request = produce_request(topic, partition, records, timeout);
-            let options = RequestOptions {
-                version: None,
-                timeout: Some(connection.request_timeout().saturating_add(timeout)),
-            };
-            let response = connection.request_with(&request, options).await?;
-            read_produce_response(topic, partition, connection.broker(), &response.body)
-        }
-        .await;
-        self.evict_if_lost(&connection, &result);
-        result
-    }
-
-    /// Creates topics on the controller (any broker when none is known).
-    pub async fn create_topics(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
-        let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
-        let describe = || format!("CreateTopics {names:?}");
-        let result = self
-            .retrying(describe, false, None, || self.create_topics_once(topics))
-            .await;
-        for name in &names {
-            self.invalidate(name);
-        }
-        result
-    }
-
-    async fn create_topics_once(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
-        let address = {
-            let cache = self.cache();
-            cache
-                .brokers
-                .get(&cache.controller_id)
-                .or_else(|| cache.brokers.values().next())
-                .map(BrokerInfo::address)
-        };
-        let address = match address {
-            Some(a) => a,
-            None => self.config.bootstrap.first().cloned().unwrap_or_default(),
-        };
-        let connection = self.pool.get(&address).await?;
-        let timeout = self.config.admin_timeout;
-        let result = async {
-            let request = create_topics_request(topics, timeout);
-            let options = RequestOptions {
-                version: None,
-                timeout: Some(connection.request_timeout().saturating_add(timeout)),
-            };
-            let response = connection.request_with(&request, options).await?;
-            read_create_topics_response(topics, connection.broker(), &response.body)
-        }
-        .await;
-        self.evict_if_lost(&connection, &result);
-        if matches!(&result, Err(e) if e.code() == Some(ErrorCode::NotController)) {
-            self.read_metadata(Some(&[])).await?;
-        }
-        result
     }
 
     /// Closes and forgets `connection` after an error that says it is gone.
@@ -545,6 +276,8 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use std::pin::Pin;
+
+    use bytes::Bytes;
 
     use super::*;
 

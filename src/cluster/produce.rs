@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::ClientError;
-use crate::error_code::ErrorCode;
+use super::error::Asked;
+use super::{ClientError, Cluster};
+use crate::connection::RequestOptions;
 
 /// `acks = all`: the leader answers once every in-sync replica has the batch.
 pub const ACKS_ALL: i16 = -1;
@@ -48,40 +50,79 @@ pub fn read_produce_response(
     broker: &str,
     response: &ProduceResponse,
 ) -> Result<i64, ClientError> {
-    let p = response
+    let named = response
         .responses
         .iter()
-        .filter(|t| t.name.0.as_str() == topic)
-        .flat_map(|t| t.partition_responses.iter())
-        .find(|p| p.index == partition)
-        .ok_or_else(|| ClientError::MissingInResponse {
-            api: ApiKey::Produce,
-            broker: broker.to_owned(),
-            topic: topic.to_owned(),
-            partition,
-        })?;
-    let code = ErrorCode::from(p.error_code);
-    if !code.is_ok() {
-        let mut messages: Vec<String> = p.error_message.iter().map(|m| m.to_string()).collect();
-        messages.extend(p.record_errors.iter().map(|e| {
-            format!(
-                "record {}: {}",
-                e.batch_index,
-                e.batch_index_error_message
-                    .as_deref()
-                    .unwrap_or("(no message)")
-            )
-        }));
-        return Err(ClientError::Kafka {
-            api: ApiKey::Produce,
-            code,
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            broker: broker.to_owned(),
-            message: (!messages.is_empty()).then(|| messages.join("; ")),
-        });
-    }
+        .filter(|t| t.name.0.as_str() == topic);
+    let p = Asked::new(ApiKey::Produce, broker, topic, partition).answer(
+        named.flat_map(|t| &t.partition_responses),
+        |p| (p.index, p.error_code),
+        broker_messages,
+    )?;
     Ok(p.base_offset)
+}
+
+/// What the broker said about a failed partition: its error message and
+/// every record error, `None` when it said nothing.
+fn broker_messages(p: &PartitionProduceResponse) -> Option<String> {
+    let mut messages: Vec<String> = p.error_message.iter().map(|m| m.to_string()).collect();
+    messages.extend(p.record_errors.iter().map(|e| {
+        format!(
+            "record {}: {}",
+            e.batch_index,
+            e.batch_index_error_message
+                .as_deref()
+                .unwrap_or("(no message)")
+        )
+    }));
+    (!messages.is_empty()).then(|| messages.join("; "))
+}
+
+impl Cluster {
+    /// Appends `records` (record batches, e.g. from
+    /// [`walfetch_codec::BatchBuilder`]) to a partition with `acks = all`;
+    /// returns the base offset the broker assigned.
+    ///
+    /// Produce is not idempotent here: it is retried after retriable error
+    /// codes that say the batch was not written and after failures before
+    /// it was sent (looking the leader up, connecting, the `ApiVersions`
+    /// handshake), but not after a connection lost mid-request, nor after
+    /// `REQUEST_TIMED_OUT` or `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, when the
+    /// batch may have been written; that error is returned.
+    pub async fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let describe = || format!("Produce to topic {topic:?} partition {partition}");
+        self.retrying(describe, false, Some(topic), || {
+            self.produce_once(topic, partition, records.clone())
+        })
+        .await
+    }
+
+    async fn produce_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<i64, ClientError> {
+        let (connection, _leader) = self.leader_connection(topic, partition).await?;
+        let timeout = self.config.produce_timeout;
+        let result = async {
+            let request = produce_request(topic, partition, records, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let response = connection.request_with(&request, options).await?;
+            read_produce_response(topic, partition, connection.broker(), &response.body)
+        }
+        .await;
+        self.evict_if_lost(&connection, &result);
+        result
+    }
 }
 
 #[cfg(test)]

@@ -179,16 +179,6 @@ pub fn encode_request<T: Encodable>(
     Ok(buf.freeze())
 }
 
-/// Prefixes `payload` with its length: one frame as it goes on the wire.
-pub fn encode_frame(payload: &[u8]) -> Result<Bytes, String> {
-    let length = i32::try_from(payload.len())
-        .map_err(|_| format!("frame of {} bytes is too large", payload.len()))?;
-    let mut buf = BytesMut::with_capacity(LENGTH_PREFIX + payload.len());
-    buf.put_i32(length);
-    buf.put_slice(payload);
-    Ok(buf.freeze())
-}
-
 /// The correlation id at the start of a response frame's payload, if the
 /// payload is long enough to hold one.
 pub fn peek_correlation_id(payload: &[u8]) -> Option<i32> {

@@ -16,8 +16,9 @@
 //!
 //! On connect the client negotiates versions with `ApiVersions`
 //! ([`versions`]); requests then use the highest version both sides support
-//! unless the caller names one. Responses are bounds-checked ([`guard`])
-//! before they are decoded.
+//! unless the caller names one. Every response is decoded by
+//! [`decode_response_frame`], which bounds-checks its body ([`guard`])
+//! before the message decoder sees it.
 //!
 //! # References
 //! - Kafka protocol guide, "Network" and "Common Request and Response
@@ -47,6 +48,7 @@ use tokio::task::JoinHandle;
 
 pub use error::ConnectionError;
 use frame::FrameReader;
+use guard::GuardError;
 pub use versions::{NegotiatedVersions, VersionPolicy, VersionRange};
 
 use crate::error_code::ErrorCode;
@@ -269,9 +271,9 @@ impl Connection {
         let raw = self
             .round_trip(ApiKey::ApiVersions, version, &request, self.request_timeout)
             .await?;
-        match guard::decode_response::<ApiVersionsRequest>(version, raw.body.clone()) {
+        match decode_response_frame::<ApiVersionsRequest>(version, raw.payload.clone()) {
             Ok(response) => Ok(response),
-            Err(first) => guard::decode_response::<ApiVersionsRequest>(0, raw.body)
+            Err(first) => decode_response_frame::<ApiVersionsRequest>(0, raw.payload)
                 .ok()
                 .filter(|r| r.error_code == ErrorCode::UnsupportedVersion.code())
                 .ok_or_else(|| ConnectionError::Decode {
@@ -375,7 +377,7 @@ impl Connection {
         }
         let timeout = options.timeout.unwrap_or(self.request_timeout);
         let raw = self.round_trip(api, version, request, timeout).await?;
-        let body = guard::decode_response::<R>(version, raw.body).map_err(|e| {
+        let body = decode_response_frame::<R>(version, raw.payload).map_err(|e| {
             ConnectionError::Decode {
                 broker: broker(),
                 api,
@@ -414,15 +416,7 @@ impl Connection {
                     message,
                 })?;
         let (reply, response) = oneshot::channel();
-        self.shared.register(
-            correlation_id,
-            Pending {
-                api,
-                version,
-                response_header_version: api.response_header_version(version),
-                reply,
-            },
-        )?;
+        self.shared.register(correlation_id, reply)?;
         // Removes the entry however this future ends (timeout, cancellation).
         let _entry = PendingEntry {
             shared: &self.shared,
@@ -461,19 +455,14 @@ impl Drop for Connection {
 /// A response frame for one request, before decoding.
 #[derive(Debug)]
 struct RawResponse {
-    body: Bytes,
+    /// The frame after its length prefix: response header, then body.
+    payload: Bytes,
     correlation_id: i32,
     wire_bytes: usize,
 }
 
-/// A request waiting for its response.
-#[derive(Debug)]
-struct Pending {
-    api: ApiKey,
-    version: i16,
-    response_header_version: i16,
-    reply: oneshot::Sender<Result<RawResponse, ConnectionError>>,
-}
+/// Where a request waiting for its response gets it.
+type Pending = oneshot::Sender<Result<RawResponse, ConnectionError>>;
 
 #[derive(Debug, Default)]
 struct State {
@@ -547,8 +536,8 @@ impl Shared {
             std::mem::take(&mut state.pending)
         };
         let error = self.failure_or_shutdown();
-        for (_, request) in pending {
-            let _ = request.reply.send(Err(error.clone()));
+        for (_, reply) in pending {
+            let _ = reply.send(Err(error.clone()));
         }
     }
 
@@ -578,19 +567,11 @@ impl Shared {
             });
         };
         self.responses.fetch_add(1, Ordering::Relaxed);
-        let result = frame::split_response(payload, pending.response_header_version)
-            .map(|(_, body)| RawResponse {
-                body,
-                correlation_id,
-                wire_bytes,
-            })
-            .map_err(|message| ConnectionError::Decode {
-                broker: self.broker.clone(),
-                api: pending.api,
-                version: pending.version,
-                message: format!("response header: {message}"),
-            });
-        let _ = pending.reply.send(result);
+        let _ = pending.send(Ok(RawResponse {
+            payload,
+            correlation_id,
+            wire_bytes,
+        }));
         Ok(())
     }
 }
@@ -668,14 +649,74 @@ async fn write_counted(
 }
 
 /// Decodes a response frame's payload (after the length prefix) for
-/// request type `R` in `version`: the response header, then the
-/// bounds-checked body. Returns the correlation id and the message.
+/// request type `R` (e.g. `FetchRequest` for a Fetch response) in
+/// `version`: the response header in the version `R`'s response uses, then
+/// the body through the bounds check ([`guard::decode_response`]). The
+/// message's `Bytes` fields (a Fetch response's `records`) are views of
+/// `payload`.
+///
+/// This is the whole path from a received frame to a response message: a
+/// [`Connection`] runs it on every response, and the `decode_responses`
+/// fuzz target on arbitrary bytes.
 pub fn decode_response_frame<R: Request>(
     version: i16,
     payload: Bytes,
-) -> Result<(i32, R::Response), String> {
+) -> Result<R::Response, GuardError> {
     let header_version = <R::Response as HeaderVersion>::header_version(version);
-    let (header, body) = frame::split_response(payload, header_version)?;
-    let message = guard::decode_response::<R>(version, body).map_err(|e| e.to_string())?;
-    Ok((header.correlation_id, message))
+    let (_, body) = frame::split_response(payload, header_version)
+        .map_err(|message| GuardError::Header { message })?;
+    guard::decode_response::<R>(version, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader};
+
+    use super::*;
+
+    /// Metadata v12's response header (v1: correlation id, tagged fields)
+    /// followed by `body`.
+    fn metadata_v12_frame(body: &[u8]) -> Bytes {
+        let mut payload = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(7)
+            .encode(&mut payload, 1)
+            .expect("encodes");
+        payload.extend_from_slice(body);
+        payload.freeze()
+    }
+
+    #[test]
+    fn a_response_frame_is_its_header_then_its_checked_body() {
+        let mut body = BytesMut::new();
+        MetadataResponse::default()
+            .with_throttle_time_ms(5)
+            .encode(&mut body, 12)
+            .expect("encodes");
+        let decoded = decode_response_frame::<MetadataRequest>(12, metadata_v12_frame(&body))
+            .expect("decodes");
+        assert_eq!(decoded.throttle_time_ms, 5);
+
+        // The frame ends inside the header's tagged fields.
+        let err = decode_response_frame::<MetadataRequest>(12, Bytes::from_static(&[0, 0, 0, 7]))
+            .expect_err("no header");
+        assert!(matches!(err, GuardError::Header { .. }), "{err:?}");
+        assert!(err.to_string().starts_with("response header: "), "{err}");
+
+        // A broker array claiming u32::MAX - 1 entries never reaches the
+        // decoder.
+        let frame = metadata_v12_frame(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let err = decode_response_frame::<MetadataRequest>(12, frame).expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                GuardError::CountTooLarge {
+                    field: "brokers",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
 }
