@@ -85,8 +85,9 @@ pub(crate) struct Args {
     /// stats) instead of failing.
     #[arg(long)]
     skip_lost: bool,
-    /// The planner's round trip, in µs (see `walfetch calibrate`; default:
-    /// a loopback figure).
+    /// The planner's round trip, in µs (see `walfetch calibrate`). Given by
+    /// hand, the cost model is kept; by default the replay learns it from
+    /// its own fetches, starting from a loopback figure.
     #[arg(long)]
     round_trip_us: Option<u64>,
     /// The planner's bandwidth, in bytes per second (see `walfetch
@@ -302,8 +303,12 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         );
         plan.cost.bytes_per_second = bps;
     }
+    // A cost model given by hand is kept; otherwise the replay learns the
+    // link from its own fetches.
+    let by_hand = args.round_trip_us.is_some() || args.bytes_per_second.is_some();
     Ok(ReplayOptions::default()
         .with_plan(plan)
+        .with_learn_link(!by_hand)
         .with_strategy(strategy_kind(args.strategy))
         .with_isolation(if args.read_committed {
             IsolationLevel::ReadCommitted

@@ -2,6 +2,7 @@
 //! replay that does IO. Shared by [`super::Consumer`] and
 //! [`super::Recovery`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -14,10 +15,17 @@ use crate::cluster::{
 };
 use crate::error::Error;
 use crate::error_code::ErrorCode;
-use crate::replay::{Entry, FetchAnswer, FetchId, ReplayCore, ReplayStats};
+use crate::plan::CostModel;
+use crate::replay::{
+    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
+};
 
-/// A fetch in flight: the core it is for, its id there, and its answer.
-type InFlight = BoxFuture<'static, (usize, FetchId, Result<FetchAnswer, ClientError>)>;
+/// What became of a fetch: the core it is for, its id there, when it was
+/// sent, and its answer.
+type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
+
+/// A fetch in flight.
+type InFlight = BoxFuture<'static, Answered>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
 /// under one in-flight limit and one memory cap.
@@ -31,6 +39,10 @@ pub(super) struct Driver {
     /// [`ReplayStats::round_trips`]), over every partition.
     answered: u64,
     peak_held: u64,
+    /// What fetches cost, per broker (see [`LinkEstimator`]).
+    links: HashMap<String, LinkEstimator>,
+    /// The starting guess of every link.
+    prior: CostModel,
     /// Where the next turn to yield and to send starts, for fairness.
     yield_from: usize,
     send_from: usize,
@@ -38,23 +50,28 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    /// Drives `cores`; `setup_round_trips` were spent before (the lookups of
-    /// the log's end, sent side by side).
+    /// Drives `cores` with the limits of `options`; `setup_round_trips`
+    /// were spent before (the lookups of the log's end, sent side by side).
     pub(super) fn new(
         cluster: Arc<Cluster>,
         cores: Vec<ReplayCore>,
-        max_in_flight: usize,
-        max_buffered_bytes: u64,
+        options: &ReplayOptions,
         setup_round_trips: u64,
     ) -> Self {
+        let prior = CostModel {
+            in_flight: options.max_in_flight.max(1),
+            ..options.plan.cost
+        };
         Self {
             cluster,
             cores,
             in_flight: FuturesUnordered::new(),
-            max_in_flight: max_in_flight.max(1),
-            max_buffered_bytes,
+            max_in_flight: options.max_in_flight.max(1),
+            max_buffered_bytes: options.max_buffered_bytes,
             answered: setup_round_trips,
             peak_held: 0,
+            links: HashMap::new(),
+            prior,
             yield_from: 0,
             send_from: 0,
             done: false,
@@ -99,16 +116,7 @@ impl Driver {
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some((i, id, answer))) => {
-                    let core = &mut self.cores[i];
-                    if let Some(rt) = core.round_trip_of(id) {
-                        self.answered = self.answered.max(rt);
-                    }
-                    match answer {
-                        Ok(answer) => core.handle_response(id, answer),
-                        Err(error) => core.handle_error(id, error),
-                    }
-                }
+                Poll::Ready(Some(answered)) => self.settle(answered),
                 // Nothing in flight: a core that sent nothing has ended,
                 // failed or has entries ready; the next turn yields them.
                 // A second such turn in a row would spin: the cores still
@@ -121,6 +129,29 @@ impl Driver {
                 Poll::Ready(None) => idle = sent == 0,
                 Poll::Pending => return Poll::Pending,
             }
+        }
+    }
+
+    /// Hands an answer to its core, learning the link from it first.
+    fn settle(&mut self, (i, id, sent, answer): Answered) {
+        let core = &mut self.cores[i];
+        if let Some(rt) = core.round_trip_of(id) {
+            self.answered = self.answered.max(rt);
+        }
+        match answer {
+            Ok(answer) => {
+                if let FetchAnswer::Fetched(fetched) = &answer {
+                    let prior = self.prior;
+                    let link = self
+                        .links
+                        .entry(fetched.broker.clone())
+                        .or_insert_with(|| LinkEstimator::new(prior));
+                    link.observe(sent, Instant::now(), fetched.wire_bytes as u64);
+                    core.set_cost_model(link.cost_model());
+                }
+                core.handle_response(id, answer);
+            }
+            Err(error) => core.handle_error(id, error),
         }
     }
 
@@ -163,8 +194,9 @@ impl Driver {
                     .with_isolation(out.isolation);
                 let cluster = Arc::clone(&self.cluster);
                 let id = out.id;
+                let at = Instant::now();
                 self.in_flight.push(Box::pin(async move {
-                    (i, id, fetch_once(&cluster, &params).await)
+                    (i, id, at, fetch_once(&cluster, &params).await)
                 }));
                 self.send_from = (i + 1) % n;
                 self.peak_held = self.peak_held.max(held + u64::from(out.max_bytes));

@@ -101,13 +101,12 @@ impl Consumer {
             from: range.from,
             to,
         };
-        let (max_in_flight, cap) = (options.max_in_flight, options.max_buffered_bytes);
         let mut core = ReplayCore::new(
             range.topic,
             range.partition,
             index,
             &[region],
-            options,
+            options.clone(),
             started,
         )?;
         if let Some(fetched) = &confirm {
@@ -115,7 +114,7 @@ impl Consumer {
         }
         let setup = u64::from(confirm.is_some());
         Ok(Self {
-            driver: Driver::new(cluster, vec![core], max_in_flight, cap, setup),
+            driver: Driver::new(cluster, vec![core], &options, setup),
         })
     }
 

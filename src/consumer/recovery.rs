@@ -152,13 +152,7 @@ impl<'a> RecoveryBuilder<'a> {
         }
         let topics = cores.iter().map(|c| Arc::from(c.topic())).collect();
         Ok(Recovery {
-            driver: Driver::new(
-                self.cluster,
-                cores,
-                self.options.max_in_flight,
-                self.options.max_buffered_bytes,
-                setup,
-            ),
+            driver: Driver::new(self.cluster, cores, &self.options, setup),
             topics,
         })
     }

@@ -569,6 +569,9 @@ impl super::FetchStrategy for Planner {
     fn note_log_start(&mut self, offset: i64) {
         Planner::note_log_start(self, offset);
     }
+    fn set_cost_model(&mut self, cost: CostModel) {
+        self.config.cost = cost;
+    }
     fn name(&self) -> &'static str {
         "walfetch"
     }

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{PlannedFetch, SeenBatch};
+use super::{CostModel, PlannedFetch, SeenBatch};
 use crate::index::IndexEntry;
 
 /// A source of fetches for one replay. The consumer asks for fetches, sends
@@ -44,6 +44,13 @@ pub trait FetchStrategy: Send + std::fmt::Debug {
     /// The log now starts at `offset` (retention, or records deleted):
     /// no fetch may start below it.
     fn note_log_start(&mut self, offset: i64);
+
+    /// What a fetch now costs on this link, as learned from the replay's
+    /// own fetches: plan with it from now on. Strategies that do not weigh
+    /// bytes against round trips ignore it.
+    fn set_cost_model(&mut self, cost: CostModel) {
+        let _ = cost;
+    }
 
     /// A short name for tables and logs.
     fn name(&self) -> &'static str;

@@ -30,6 +30,7 @@
 //!   the rest is cut at the byte limit); KIP-98 (`read_committed`).
 
 mod absorb;
+mod link;
 mod options;
 mod stats;
 
@@ -38,6 +39,7 @@ use std::time::Instant;
 
 use walfetch_codec::Record;
 
+pub use link::LinkEstimator;
 pub use options::{LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 
@@ -420,6 +422,15 @@ impl ReplayCore {
             offset,
             attempts: self.stalls,
         });
+    }
+
+    /// Plans from now on with `cost`: what a fetch costs on this
+    /// partition's link, as the driver learned it (see [`LinkEstimator`]),
+    /// unless the options fix the cost model.
+    pub fn set_cost_model(&mut self, cost: crate::plan::CostModel) {
+        if self.options.learn_link {
+            self.strategy.set_cost_model(cost);
+        }
     }
 
     /// The round trip a fetch in flight belongs to, if it is in flight.

@@ -41,9 +41,14 @@ pub enum LostPolicy {
 pub struct ReplayOptions {
     /// The fetch strategy.
     pub strategy: StrategyKind,
-    /// Planner limits and cost model. The cost model's `in_flight` is
-    /// always taken from [`ReplayOptions::max_in_flight`].
+    /// Planner limits and cost model. The cost model is the starting guess
+    /// (its `in_flight` taken from [`ReplayOptions::max_in_flight`]) until
+    /// the replay has learned the link, unless `learn_link` is off.
     pub plan: PlanConfig,
+    /// Learn what a fetch costs on each broker's link from the replay's own
+    /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
+    /// [`super::LinkEstimator`]) and plan with that. Default: on.
+    pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
     /// of a recovery together).
     pub max_in_flight: usize,
@@ -76,6 +81,7 @@ impl Default for ReplayOptions {
         Self {
             strategy: StrategyKind::Index,
             plan: PlanConfig::default(),
+            learn_link: true,
             max_in_flight: 4,
             max_buffered_bytes: 64 << 20,
             isolation: IsolationLevel::ReadUncommitted,
@@ -98,6 +104,12 @@ impl ReplayOptions {
     /// Sets [`ReplayOptions::plan`].
     pub fn with_plan(mut self, plan: PlanConfig) -> Self {
         self.plan = plan;
+        self
+    }
+
+    /// Sets [`ReplayOptions::learn_link`].
+    pub fn with_learn_link(mut self, learn: bool) -> Self {
+        self.learn_link = learn;
         self
     }
 

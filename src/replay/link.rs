@@ -1,0 +1,148 @@
+//! Learning what a fetch costs on this link, from the replay's own fetches.
+//!
+//! A broker answers the requests of one connection one at a time, in order
+//! (Kafka mutes a connection while it serves a request), so the answers of
+//! one broker form a first-in first-out queue. What a fetch costs in wall
+//! time is then its *service time*: from when it was sent, or from the
+//! previous answer if the broker was still busy then, to its own answer
+//! (the departure-time identity of a FIFO server). Service times are fitted
+//! to `per_fetch + bytes / bandwidth` by least squares over the recent
+//! fetches; the fit is the planner's [`CostModel`], with one fetch in
+//! flight, since service times already include whatever pipelining hid.
+//!
+//! Pure: times are passed in.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::plan::CostModel;
+
+/// Fetches remembered for the fit.
+const WINDOW: usize = 64;
+/// Fetches needed before the fit replaces the prior.
+const MIN_SAMPLES: usize = 8;
+
+/// What fetches to one broker have cost; see the module docs.
+#[derive(Debug, Clone)]
+pub struct LinkEstimator {
+    prior: CostModel,
+    /// `(wire bytes, service seconds)` of the latest fetches.
+    samples: VecDeque<(f64, f64)>,
+    last_answer: Option<Instant>,
+}
+
+impl LinkEstimator {
+    /// An estimator that answers `prior` until it has seen enough fetches.
+    pub fn new(prior: CostModel) -> Self {
+        Self {
+            prior,
+            samples: VecDeque::with_capacity(WINDOW),
+            last_answer: None,
+        }
+    }
+
+    /// A fetch sent at `sent` was answered at `answered` with `bytes` on
+    /// the wire. Answers must be reported in the order they arrived.
+    pub fn observe(&mut self, sent: Instant, answered: Instant, bytes: u64) {
+        let began = self.last_answer.map_or(sent, |last| last.max(sent));
+        let service = answered.saturating_duration_since(began).as_secs_f64();
+        self.last_answer = Some(self.last_answer.map_or(answered, |l| l.max(answered)));
+        if self.samples.len() == WINDOW {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((bytes as f64, service));
+    }
+
+    /// Fetches observed so far (at most the window).
+    pub fn samples(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// The cost model the fetches seen so far show, or the prior before
+    /// there are enough of them.
+    pub fn cost_model(&self) -> CostModel {
+        if self.samples.len() < MIN_SAMPLES {
+            return self.prior;
+        }
+        let n = self.samples.len() as f64;
+        let mean_bytes = self.samples.iter().map(|s| s.0).sum::<f64>() / n;
+        let mean_secs = self.samples.iter().map(|s| s.1).sum::<f64>() / n;
+        let (mut var, mut cov) = (0.0, 0.0);
+        for &(b, s) in &self.samples {
+            var += (b - mean_bytes) * (b - mean_bytes);
+            cov += (b - mean_bytes) * (s - mean_secs);
+        }
+        // The slope needs sizes that differ; otherwise keep the prior's
+        // bandwidth and learn the per-fetch cost only.
+        let spread = var.sqrt() / n.sqrt();
+        let prior_per_byte = 1.0 / self.prior.bytes_per_second.max(1.0);
+        let per_byte = if spread > 0.25 * mean_bytes && cov > 0.0 {
+            (cov / var).clamp(1.0 / 1e11, 1.0 / 1e6)
+        } else {
+            prior_per_byte
+        };
+        let per_fetch = (mean_secs - per_byte * mean_bytes).max(1e-6);
+        CostModel {
+            round_trip: Duration::from_secs_f64(per_fetch),
+            bytes_per_second: 1.0 / per_byte,
+            in_flight: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_the_per_fetch_cost_and_the_bandwidth() {
+        // A link of 1 ms a fetch and 100 MB/s, fetches one after another.
+        let prior = CostModel::default();
+        let mut link = LinkEstimator::new(prior);
+        let t0 = Instant::now();
+        let mut at = t0;
+        for k in 0..20u64 {
+            let bytes = 10_000 + 30_000 * (k % 4);
+            let took = Duration::from_secs_f64(1e-3 + bytes as f64 / 1e8);
+            link.observe(at, at + took, bytes);
+            at += took + Duration::from_micros(50);
+        }
+        let model = link.cost_model();
+        assert!(
+            (model.round_trip.as_secs_f64() - 1e-3).abs() < 1e-5,
+            "{model:?}"
+        );
+        assert!(
+            (model.bytes_per_second / 1e8 - 1.0).abs() < 0.01,
+            "{model:?}"
+        );
+        assert_eq!(model.in_flight, 1);
+    }
+
+    #[test]
+    fn pipelined_fetches_cost_their_service_time_not_their_wait() {
+        // Four fetches sent at once to a broker serving each in 2 ms: each
+        // waited for the ones before it, but each cost 2 ms.
+        let mut link = LinkEstimator::new(CostModel::default());
+        let t0 = Instant::now();
+        for round in 0..4u32 {
+            let sent = t0 + Duration::from_millis(8) * round;
+            for k in 1..=4u32 {
+                link.observe(sent, sent + Duration::from_millis(2) * k, 1000);
+            }
+        }
+        let model = link.cost_model();
+        let per_fetch = model.round_trip.as_secs_f64();
+        assert!((per_fetch - 2e-3).abs() < 1e-4, "{model:?}");
+    }
+
+    #[test]
+    fn the_prior_holds_until_enough_fetches_were_seen() {
+        let prior = CostModel::default();
+        let mut link = LinkEstimator::new(prior);
+        let t0 = Instant::now();
+        link.observe(t0, t0 + Duration::from_millis(5), 100);
+        assert_eq!(link.cost_model(), prior);
+        assert_eq!(link.samples(), 1);
+    }
+}
