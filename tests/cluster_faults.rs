@@ -1452,3 +1452,67 @@ async fn a_handshake_answered_with_an_error_code_fails_at_once() {
         assert_eq!(stats.requests_of(ApiKey::ApiVersions), 1, "not retried");
     }
 }
+
+/// Three partitions on one broker and one on the other: `fetch_many`
+/// sends one request per leader, and what a shared request could not
+/// answer cleanly (an error code, a moved leader) is fetched again on its
+/// own, so each result is what `fetch` gives.
+#[tokio::test]
+async fn fetch_many_shares_a_request_per_leader_and_retries_partitions_alone() {
+    let scripted = ScriptedCluster::start(2).await.expect("scripted cluster");
+    scripted.create_topic(TOPIC, 4).expect("topic");
+    let mut written = Vec::new();
+    for p in 0..4 {
+        let value = Bytes::from(format!("partition {p}"));
+        scripted
+            .append(TOPIC, p, batch(std::slice::from_ref(&value)))
+            .expect("appended");
+        written.push(value);
+    }
+    let cluster = within(HANG, "connect", Cluster::connect(client_config(&scripted)))
+        .await
+        .expect("connects");
+    let params: Vec<FetchParams> = (0..4)
+        .map(|p| FetchParams::new(TOPIC, p, 0).with_max_wait(MAX_WAIT))
+        .collect();
+    let leaders: Vec<i32> = (0..4)
+        .map(|p| scripted.leader(TOPIC, p).expect("leader").node_id)
+        .collect();
+    let brokers: std::collections::BTreeSet<i32> = leaders.iter().copied().collect();
+    let check = |many: walfetch::cluster::FetchedMany| {
+        for (p, result) in many.partitions.into_iter().enumerate() {
+            let fetched = result.unwrap_or_else(|e| panic!("partition {p}: {e}"));
+            assert_eq!(decode(&fetched.records), vec![(0, written[p].clone())]);
+        }
+        many.requests
+    };
+    // Warm the leaders' metadata, then count requests per broker.
+    check(within(HANG, "warm-up", cluster.fetch_many(&params)).await);
+    scripted.reset_stats();
+    let requests = check(within(HANG, "fetch_many", cluster.fetch_many(&params)).await);
+    assert_eq!(requests, brokers.len(), "one request per leader");
+    for node in &brokers {
+        let stats = scripted.stats(*node).expect("stats");
+        assert_eq!(stats.requests_of(ApiKey::Fetch), 1, "broker {node}");
+    }
+    // A retriable error code on one partition: it alone is fetched again.
+    scripted.script(Fault::on(ApiKey::Fetch).topic(TOPIC).partition(1).then(
+        FaultAction::PartitionError(ErrorCode::NotLeaderOrFollower.code()),
+    ));
+    let requests = check(within(HANG, "error code", cluster.fetch_many(&params)).await);
+    assert_eq!(requests, brokers.len() + 1);
+    // A leader moved away: the old leader answers NOT_LEADER_OR_FOLLOWER,
+    // and the partition follows its leader on its own.
+    let other = *scripted
+        .node_ids()
+        .iter()
+        .find(|&&n| n != leaders[2])
+        .expect("two brokers");
+    scripted.script(
+        Fault::on(ApiKey::Fetch)
+            .topic(TOPIC)
+            .partition(2)
+            .then(FaultAction::MoveLeader { to: other }),
+    );
+    check(within(HANG, "moved leader", cluster.fetch_many(&params)).await);
+}

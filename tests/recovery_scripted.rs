@@ -241,6 +241,12 @@ async fn one_pass_reads_no_more_than_region_by_region() {
     }
     assert_eq!(one_pass.entries, by_region.entries);
     assert!(
+        one_pass.requests < one_pass.fetches,
+        "partitions on one broker share requests: {} requests for {} fetches",
+        one_pass.requests,
+        one_pass.fetches
+    );
+    assert!(
         one_pass.records_bytes <= by_region.records_bytes,
         "one pass {} bytes, region by region {}",
         one_pass.records_bytes,

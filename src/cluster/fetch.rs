@@ -18,17 +18,19 @@
 //!   KIP-227 (fetch sessions; not used), KIP-320 (`current_leader_epoch`),
 //!   KIP-516 (topic ids, Fetch v13+).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 use walfetch_codec::AbortedTransaction;
 
 use super::error::Asked;
-use super::{ClientError, Cluster};
+use super::{ClientError, Cluster, PartitionLeader};
 use crate::connection::{Connection, RequestOptions, Response};
 use crate::error_code::ErrorCode;
 
@@ -147,6 +149,19 @@ pub struct FetchedPartition {
     pub throttle_time_ms: i32,
 }
 
+/// One partition of a Fetch request: what to fetch, and what metadata says
+/// of its leader.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchTarget<'a> {
+    /// The partition, offset and limits.
+    pub params: &'a FetchParams,
+    /// The leader epoch (-1 if unknown): lets the broker fence a stale
+    /// leader (v9+).
+    pub leader_epoch: i32,
+    /// The topic id (nil if unknown): names the topic in v13+.
+    pub topic_id: Uuid,
+}
+
 /// The Fetch request for `params` in `version`. `leader_epoch` (-1 if
 /// unknown) lets the broker fence a stale leader (v9+); `topic_id` names the
 /// topic in v13+.
@@ -156,27 +171,60 @@ pub fn fetch_request(
     topic_id: Uuid,
     version: i16,
 ) -> FetchRequest {
-    let partition = FetchPartition::default()
-        .with_partition(params.partition)
-        .with_current_leader_epoch(if version >= 9 { leader_epoch } else { -1 })
-        .with_fetch_offset(params.offset)
-        .with_log_start_offset(-1)
-        .with_partition_max_bytes(params.partition_max_bytes);
-    let mut topic = FetchTopic::default().with_partitions(vec![partition]);
-    if version >= 13 {
-        topic.topic_id = topic_id;
-    } else {
-        topic.topic = TopicName(StrBytes::from_string(params.topic.clone()));
+    let target = FetchTarget {
+        params,
+        leader_epoch,
+        topic_id,
+    };
+    fetch_request_for(&[target], version)
+}
+
+/// One Fetch request for every partition of `targets`, in their order (the
+/// broker fills the response in that order, and only the first partition
+/// that returns data gets its first batch whole past its limit, KIP-74).
+/// Wait, `min_bytes` and isolation come from the first target; the
+/// request's `max_bytes` is the sum of the partitions' `max_bytes`.
+pub fn fetch_request_for(targets: &[FetchTarget<'_>], version: i16) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut last: Option<(&str, Uuid)> = None;
+    for t in targets {
+        let p = t.params;
+        let partition = FetchPartition::default()
+            .with_partition(p.partition)
+            .with_current_leader_epoch(if version >= 9 { t.leader_epoch } else { -1 })
+            .with_fetch_offset(p.offset)
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(p.partition_max_bytes);
+        let same_topic = last.is_some_and(|(name, id)| name == p.topic && id == t.topic_id);
+        match topics.last_mut() {
+            Some(topic) if same_topic => topic.partitions.push(partition),
+            _ => {
+                let mut topic = FetchTopic::default().with_partitions(vec![partition]);
+                if version >= 13 {
+                    topic.topic_id = t.topic_id;
+                } else {
+                    topic.topic = TopicName(StrBytes::from_string(p.topic.clone()));
+                }
+                topics.push(topic);
+            }
+        }
+        last = Some((p.topic.as_str(), t.topic_id));
     }
+    let first = targets.first().map(|t| t.params);
+    let max_bytes = targets
+        .iter()
+        .fold(0i32, |sum, t| sum.saturating_add(t.params.max_bytes.max(0)));
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(i32::try_from(params.max_wait.as_millis()).unwrap_or(i32::MAX))
-        .with_min_bytes(params.min_bytes)
-        .with_max_bytes(params.max_bytes)
-        .with_isolation_level(params.isolation.as_i8())
+        .with_max_wait_ms(first.map_or(0, |p| {
+            i32::try_from(p.max_wait.as_millis()).unwrap_or(i32::MAX)
+        }))
+        .with_min_bytes(first.map_or(1, |p| p.min_bytes))
+        .with_max_bytes(max_bytes)
+        .with_isolation_level(first.map_or(0, |p| p.isolation.as_i8()))
         .with_session_id(0)
         .with_session_epoch(-1)
-        .with_topics(vec![topic])
+        .with_topics(topics)
 }
 
 /// Picks `params`' partition out of a Fetch response. A top-level error or
@@ -188,54 +236,100 @@ pub fn read_fetch_response(
     broker: &str,
     response: Response<FetchResponse>,
 ) -> Result<FetchedPartition, ClientError> {
+    let target = FetchTarget {
+        params,
+        leader_epoch: -1,
+        topic_id,
+    };
+    let mut picked = read_fetch_response_for(&[target], broker, response)?;
+    picked
+        .pop()
+        .unwrap_or_else(|| Err(asked(params, broker).missing()))
+}
+
+/// Picks every partition of `targets` out of a Fetch response, in their
+/// order: each the partition's answer (its error code in it), or
+/// `MissingInResponse`. A top-level error fails them all. The response's
+/// bytes on the wire are shared out: each partition's records, plus an even
+/// share of the rest.
+pub fn read_fetch_response_for(
+    targets: &[FetchTarget<'_>],
+    broker: &str,
+    response: Response<FetchResponse>,
+) -> Result<Vec<Result<FetchedPartition, ClientError>>, ClientError> {
     let Response {
         body,
         version,
         wire_bytes,
         ..
     } = response;
-    let asked = Asked::new(ApiKey::Fetch, broker, &params.topic, params.partition);
     let top = ErrorCode::from(body.error_code);
     if !top.is_ok() {
-        return Err(asked.failed(top, None));
+        let first = targets.first().map(|t| t.params);
+        return Err(ClientError::Kafka {
+            api: ApiKey::Fetch,
+            code: top,
+            topic: first.map(|p| p.topic.clone()),
+            partition: first.map(|p| p.partition),
+            broker: broker.to_owned(),
+            message: None,
+        });
     }
-    let missing = || asked.missing();
-    let topic = body
-        .responses
-        .into_iter()
-        .find(|t| {
-            if version >= 13 {
-                t.topic_id == topic_id
-            } else {
-                t.topic.0.as_str() == params.topic
-            }
-        })
-        .ok_or_else(missing)?;
-    let partition = topic
-        .partitions
-        .into_iter()
-        .find(|p| p.partition_index == params.partition)
-        .ok_or_else(missing)?;
-    Ok(FetchedPartition {
-        records: partition.records.unwrap_or_default(),
-        high_watermark: partition.high_watermark,
-        last_stable_offset: partition.last_stable_offset,
-        log_start_offset: partition.log_start_offset,
-        aborted_transactions: partition
-            .aborted_transactions
-            .unwrap_or_default()
-            .into_iter()
-            .map(|a| AbortedTransaction {
-                first_offset: a.first_offset,
-                producer_id: a.producer_id.0,
+    let mut topics = body.responses;
+    let mut picked: Vec<Option<PartitionData>> = Vec::with_capacity(targets.len());
+    for t in targets {
+        let found = topics
+            .iter_mut()
+            .filter(|topic| {
+                if version >= 13 {
+                    topic.topic_id == t.topic_id
+                } else {
+                    topic.topic.0.as_str() == t.params.topic
+                }
             })
-            .collect(),
-        error_code: ErrorCode::from(partition.error_code),
-        wire_bytes,
-        broker: broker.to_owned(),
-        version,
-        throttle_time_ms: body.throttle_time_ms,
-    })
+            .find_map(|topic| {
+                let at = topic
+                    .partitions
+                    .iter()
+                    .position(|p| p.partition_index == t.params.partition)?;
+                Some(topic.partitions.swap_remove(at))
+            });
+        picked.push(found);
+    }
+    let records: usize = picked
+        .iter()
+        .flatten()
+        .map(|p| p.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let overhead = wire_bytes.saturating_sub(records) / targets.len().max(1);
+    Ok(targets
+        .iter()
+        .zip(picked)
+        .map(|(t, partition)| {
+            let partition = partition.ok_or_else(|| asked(t.params, broker).missing())?;
+            let records = partition.records.unwrap_or_default();
+            Ok(FetchedPartition {
+                wire_bytes: records.len() + overhead,
+                records,
+                high_watermark: partition.high_watermark,
+                last_stable_offset: partition.last_stable_offset,
+                log_start_offset: partition.log_start_offset,
+                aborted_transactions: partition
+                    .aborted_transactions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|a| AbortedTransaction {
+                        first_offset: a.first_offset,
+                        producer_id: a.producer_id.0,
+                    })
+                    .collect(),
+                error_code: ErrorCode::from(partition.error_code),
+                broker: broker.to_owned(),
+                version,
+                throttle_time_ms: body.throttle_time_ms,
+            })
+        })
+        .collect())
 }
 
 /// One Fetch request on `connection`, no retries: the building block of
@@ -268,7 +362,135 @@ pub async fn fetch_on(
     read_fetch_response(params, topic_id, connection.broker(), response)
 }
 
+/// What a Fetch of `params` asked, for its errors.
+fn asked<'a>(params: &'a FetchParams, broker: &'a str) -> Asked<'a> {
+    Asked::new(ApiKey::Fetch, broker, &params.topic, params.partition)
+}
+
+/// The error a partition's error code in a Fetch answer stands for.
+fn failed(params: &FetchParams, fetched: &FetchedPartition) -> ClientError {
+    let offset = format!("fetch offset {}", params.offset);
+    asked(params, &fetched.broker).failed(fetched.error_code, Some(offset))
+}
+
+/// What [`Cluster::fetch_many`] did.
+#[derive(Debug)]
+pub struct FetchedMany {
+    /// Each partition's answer, in the order asked.
+    pub partitions: Vec<Result<FetchedPartition, ClientError>>,
+    /// Fetch requests sent: one per leader, plus one for each partition
+    /// fetched again on its own (whose own retries are not counted).
+    pub requests: usize,
+}
+
 impl Cluster {
+    /// Fetches several partitions, those led by the same broker in one
+    /// request (in the order given; see [`fetch_request_for`]). A partition
+    /// whose answer is an error code, or whose request failed, is fetched
+    /// again on its own with [`Cluster::fetch`]'s retries, so each result is
+    /// what `fetch` would have returned.
+    pub async fn fetch_many(&self, params: &[FetchParams]) -> FetchedMany {
+        let mut by_leader: BTreeMap<String, Vec<(usize, PartitionLeader)>> = BTreeMap::new();
+        let mut alone = Vec::new();
+        for (i, p) in params.iter().enumerate() {
+            match self.leader(&p.topic, p.partition).await {
+                Ok(leader) => by_leader
+                    .entry(leader.address.clone())
+                    .or_default()
+                    .push((i, leader)),
+                Err(_) => alone.push(i),
+            }
+        }
+        let shared = futures::future::join_all(
+            by_leader
+                .into_iter()
+                .map(|(address, group)| self.fetch_shared(address, group, params)),
+        )
+        .await;
+        let mut out: Vec<Option<Result<FetchedPartition, ClientError>>> =
+            params.iter().map(|_| None).collect();
+        let mut requests = shared.len();
+        for (i, answer) in shared.into_iter().flatten() {
+            match answer {
+                Some(fetched) => out[i] = Some(Ok(fetched)),
+                None => alone.push(i),
+            }
+        }
+        requests += alone.len();
+        let retried =
+            futures::future::join_all(alone.iter().map(|&i| self.fetch(&params[i]))).await;
+        for (i, result) in alone.into_iter().zip(retried) {
+            out[i] = Some(result);
+        }
+        FetchedMany {
+            partitions: out
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|| Err(ClientError::InvalidArgument("unanswered".into())))
+                })
+                .collect(),
+            requests,
+        }
+    }
+
+    /// One request for `group` (indexes into `params`, with their leader)
+    /// to `address`: each partition's clean answer, or `None` where it
+    /// must be fetched again on its own.
+    async fn fetch_shared(
+        &self,
+        address: String,
+        group: Vec<(usize, PartitionLeader)>,
+        params: &[FetchParams],
+    ) -> Vec<(usize, Option<FetchedPartition>)> {
+        let retry_all =
+            |group: &[(usize, PartitionLeader)]| group.iter().map(|(i, _)| (*i, None)).collect();
+        let Ok(connection) = self.connection(&address).await else {
+            return retry_all(&group);
+        };
+        let Ok(version) = connection.version(ApiKey::Fetch) else {
+            return retry_all(&group);
+        };
+        let targets: Vec<FetchTarget<'_>> = group
+            .iter()
+            .map(|(i, leader)| FetchTarget {
+                params: &params[*i],
+                leader_epoch: leader.leader_epoch,
+                topic_id: leader.topic_id,
+            })
+            .collect();
+        if version >= 13 && targets.iter().any(|t| t.topic_id.is_nil()) {
+            return retry_all(&group);
+        }
+        let max_wait = targets
+            .iter()
+            .map(|t| t.params.max_wait)
+            .max()
+            .unwrap_or_default();
+        let options = RequestOptions {
+            version: Some(version),
+            timeout: Some(connection.request_timeout().saturating_add(max_wait)),
+        };
+        let request = fetch_request_for(&targets, version);
+        let result = connection
+            .request_with(&request, options)
+            .await
+            .map_err(ClientError::from);
+        self.evict_if_lost(&connection, &result);
+        let picked = result
+            .and_then(|response| read_fetch_response_for(&targets, connection.broker(), response));
+        let Ok(picked) = picked else {
+            return retry_all(&group);
+        };
+        group
+            .iter()
+            .zip(picked)
+            .map(|((i, _), answer)| {
+                let clean = answer.ok().filter(|f| f.error_code.is_ok());
+                (*i, clean)
+            })
+            .collect()
+    }
+
     /// Fetches one partition from its leader. Every partition error code
     /// other than `NONE` is retried (if retriable) or returned as an error.
     pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
@@ -299,14 +521,7 @@ impl Cluster {
         self.evict_if_lost(&connection, &result);
         let fetched = result?;
         if !fetched.error_code.is_ok() {
-            let asked = Asked::new(
-                ApiKey::Fetch,
-                &fetched.broker,
-                &params.topic,
-                params.partition,
-            );
-            let offset = format!("fetch offset {}", params.offset);
-            return Err(asked.failed(fetched.error_code, Some(offset)));
+            return Err(failed(params, &fetched));
         }
         Ok(fetched)
     }

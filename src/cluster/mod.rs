@@ -46,7 +46,8 @@ pub use create_topics::{create_topics_request, read_create_topics_response, NewT
 use error::Asked;
 pub use error::ClientError;
 pub use fetch::{
-    fetch_on, fetch_request, read_fetch_response, FetchParams, FetchedPartition, IsolationLevel,
+    fetch_on, fetch_request, fetch_request_for, read_fetch_response, read_fetch_response_for,
+    FetchParams, FetchTarget, FetchedMany, FetchedPartition, IsolationLevel,
 };
 pub use list_offsets::{
     list_offsets_request, read_list_offsets_response, ListedOffset, OffsetSpec,

@@ -24,8 +24,9 @@ use crate::replay::{
 /// sent, and its answer.
 type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
 
-/// A fetch in flight.
-type InFlight = BoxFuture<'static, Answered>;
+/// A request in flight: when answered, the Fetch requests it took and the
+/// answers of its fetches.
+type InFlight = BoxFuture<'static, (usize, Vec<Answered>)>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
 /// under one in-flight limit and one memory cap.
@@ -33,7 +34,11 @@ pub(super) struct Driver {
     cluster: Arc<Cluster>,
     cores: Vec<ReplayCore>,
     in_flight: FuturesUnordered<InFlight>,
+    /// Fetches in flight (several may share a request).
+    fetches_in_flight: usize,
     max_in_flight: usize,
+    /// Fetch requests sent so far, with those spent before the replay.
+    requests: u64,
     max_buffered_bytes: u64,
     /// The highest round trip answered so far (see
     /// [`ReplayStats::round_trips`]), over every partition.
@@ -62,10 +67,14 @@ impl Driver {
             in_flight: options.max_in_flight.max(1),
             ..options.plan.cost
         };
+        let requests = cores.iter().map(|c| c.stats().fetches).sum();
         Self {
             cluster,
             cores,
             in_flight: FuturesUnordered::new(),
+            fetches_in_flight: 0,
+            // The fetches confirming the log's end, made before.
+            requests,
             max_in_flight: options.max_in_flight.max(1),
             max_buffered_bytes: options.max_buffered_bytes,
             answered: setup_round_trips,
@@ -90,6 +99,7 @@ impl Driver {
             total.add(&core.stats());
         }
         total.round_trips = self.answered;
+        total.requests = self.requests;
         total.peak_buffered_bytes = self.peak_held;
         total
     }
@@ -116,7 +126,13 @@ impl Driver {
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some(answered)) => self.settle(answered),
+                Poll::Ready(Some((requests, answers))) => {
+                    self.requests += requests as u64;
+                    self.fetches_in_flight -= answers.len();
+                    for answered in answers {
+                        self.settle(answered);
+                    }
+                }
                 // Nothing in flight: a core that sent nothing has ended,
                 // failed or has entries ready; the next turn yields them.
                 // A second such turn in a row would spin: the cores still
@@ -170,15 +186,20 @@ impl Driver {
     }
 
     /// Sends what the cores have, taking turns, within the limits; how
-    /// many were sent.
+    /// many fetches were sent. Fetches known to be answerable within their
+    /// own limits travel together (one request per leader); the others,
+    /// which may need the broker to return their first batch whole past the
+    /// limit (which it does for the first partition of a response only),
+    /// each in a request of their own.
     fn launch(&mut self) -> usize {
         let n = self.cores.len();
+        let mut together = Vec::new();
         let mut sent = 0;
         loop {
             let mut any = false;
             for k in 0..n {
-                if self.in_flight.len() >= self.max_in_flight {
-                    return sent;
+                if self.fetches_in_flight >= self.max_in_flight {
+                    break;
                 }
                 let i = (self.send_from + k) % n;
                 let held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
@@ -192,21 +213,41 @@ impl Driver {
                     .with_max_bytes(limit)
                     .with_max_wait(Duration::ZERO)
                     .with_isolation(out.isolation);
-                let cluster = Arc::clone(&self.cluster);
-                let id = out.id;
-                let at = Instant::now();
-                self.in_flight.push(Box::pin(async move {
-                    (i, id, at, fetch_once(&cluster, &params).await)
-                }));
+                let fetch = (i, out.id, params);
+                if out.shareable {
+                    together.push(fetch);
+                } else {
+                    self.send(vec![fetch]);
+                }
                 self.send_from = (i + 1) % n;
+                self.fetches_in_flight += 1;
                 self.peak_held = self.peak_held.max(held + u64::from(out.max_bytes));
                 sent += 1;
                 any = true;
             }
-            if !any {
-                return sent;
+            if !any || self.fetches_in_flight >= self.max_in_flight {
+                break;
             }
         }
+        if !together.is_empty() {
+            self.send(together);
+        }
+        sent
+    }
+
+    /// Sends `fetches` (core, id, what) in one request per leader.
+    fn send(&mut self, fetches: Vec<(usize, FetchId, FetchParams)>) {
+        let cluster = Arc::clone(&self.cluster);
+        let at = Instant::now();
+        self.in_flight.push(Box::pin(async move {
+            let params: Vec<FetchParams> = fetches.iter().map(|f| f.2.clone()).collect();
+            let many = cluster.fetch_many(&params).await;
+            let mut answers = Vec::with_capacity(fetches.len());
+            for ((i, id, params), result) in fetches.into_iter().zip(many.partitions) {
+                answers.push((i, id, at, out_of_range(&cluster, &params, result).await));
+            }
+            (many.requests, answers)
+        }));
     }
 }
 
@@ -240,10 +281,14 @@ pub(super) async fn log_end(
     Ok((end.max(listed), fetched))
 }
 
-/// One fetch; an `OFFSET_OUT_OF_RANGE` answer is turned into the partition's
-/// current offsets so the core can tell which entries are gone.
-async fn fetch_once(cluster: &Cluster, params: &FetchParams) -> Result<FetchAnswer, ClientError> {
-    match cluster.fetch(params).await {
+/// A fetch's result, an `OFFSET_OUT_OF_RANGE` answer turned into the
+/// partition's current offsets so the core can tell which entries are gone.
+async fn out_of_range(
+    cluster: &Cluster,
+    params: &FetchParams,
+    result: Result<FetchedPartition, ClientError>,
+) -> Result<FetchAnswer, ClientError> {
+    match result {
         Ok(fetched) => Ok(FetchAnswer::Fetched(fetched)),
         Err(ClientError::Kafka {
             code: ErrorCode::OffsetOutOfRange,

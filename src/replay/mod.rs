@@ -77,6 +77,12 @@ pub struct OutgoingFetch {
     pub max_bytes: u32,
     /// The isolation level to fetch with.
     pub isolation: IsolationLevel,
+    /// Whether the fetch may share a request with other partitions' fetches:
+    /// it starts at a known batch whose length is within its limit, so it
+    /// needs no first batch returned whole past the limit (which a broker
+    /// does for the first partition of a response only), and the last fetch
+    /// of this partition made progress.
+    pub shareable: bool,
 }
 
 /// What became of a fetch.
@@ -387,11 +393,16 @@ impl ReplayCore {
         let id = self.next_id;
         self.next_id += 1;
         self.in_flight_bytes += u64::from(fetch.max_bytes);
+        let fits = self
+            .seen
+            .containing(fetch.offset)
+            .is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
         let out = OutgoingFetch {
             id,
             offset: fetch.offset,
             max_bytes: fetch.max_bytes.max(1),
             isolation: self.options.isolation,
+            shareable: fits && self.stalls == 0,
         };
         self.in_flight.insert(
             id,

@@ -14,6 +14,10 @@ pub struct ReplayStats {
     /// the replay runs to it; the ListOffsets request before it is not
     /// counted here nor in `round_trips`).
     pub fetches: u64,
+    /// Fetch requests sent: fetches of partitions led by the same broker,
+    /// sent at the same time, share one (with the one confirming the log's
+    /// end). Counted over a whole replay, not per partition.
+    pub requests: u64,
     /// Round trips on the replay's critical path: fetches sent together
     /// (pipelined, before any of them was answered) share one round trip,
     /// and a fetch sent after a response counts one more than that
@@ -86,6 +90,7 @@ impl ReplayStats {
     /// round trips and peak memory over all of them instead.)
     pub fn add(&mut self, other: &ReplayStats) {
         self.fetches += other.fetches;
+        self.requests += other.requests;
         self.round_trips += other.round_trips;
         self.wire_bytes += other.wire_bytes;
         self.records_bytes += other.records_bytes;
