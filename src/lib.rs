@@ -2,6 +2,7 @@
 
 pub use walfetch_codec as codec;
 
+#[doc(hidden)]
 pub mod calibrate;
 pub mod cluster;
 pub mod connection;
@@ -9,6 +10,7 @@ pub mod consumer;
 pub mod error;
 pub mod error_code;
 pub mod index;
+#[doc(hidden)]
 pub mod local_broker;
 pub mod plan;
 pub mod replay;

@@ -42,21 +42,29 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiKey;
 use tokio::time::Instant;
 
-pub use create_topics::{create_topics_request, read_create_topics_response, NewTopic};
+pub use create_topics::NewTopic;
+#[doc(hidden)]
+pub use create_topics::{create_topics_request, read_create_topics_response};
 use error::Asked;
 pub use error::ClientError;
+// The request builders and response readers are internals (tests,
+// benches and fuzzing use them); the operations on `Cluster` are the API.
+#[doc(hidden)]
 pub use fetch::{
     fetch_on, fetch_request, fetch_request_for, read_fetch_response, read_fetch_response_for,
-    FetchParams, FetchTarget, FetchedMany, FetchedPartition, IsolationLevel,
+    FetchTarget,
 };
-pub use list_offsets::{
-    list_offsets_request, read_list_offsets_response, ListedOffset, OffsetSpec,
-};
-pub use metadata::{
-    metadata_request, BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo,
-};
+pub use fetch::{FetchParams, FetchedMany, FetchedPartition, IsolationLevel};
+#[doc(hidden)]
+pub use list_offsets::{list_offsets_request, read_list_offsets_response};
+pub use list_offsets::{ListedOffset, OffsetSpec};
+#[doc(hidden)]
+pub use metadata::metadata_request;
+pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
 use pool::Pool;
-pub use produce::{produce_request, read_produce_response, ACKS_ALL};
+pub use produce::ACKS_ALL;
+#[doc(hidden)]
+pub use produce::{produce_request, read_produce_response};
 pub use retry::RetryPolicy;
 
 use crate::connection::{Connection, ConnectionConfig, ConnectionStats};

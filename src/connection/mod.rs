@@ -28,7 +28,9 @@
 //!   versions of flexible messages).
 
 mod error;
+#[doc(hidden)]
 pub mod frame;
+#[doc(hidden)]
 pub mod guard;
 pub mod versions;
 

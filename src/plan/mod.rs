@@ -32,8 +32,18 @@ mod planner;
 mod strategy;
 
 pub use cost::CostModel;
+pub use floor::{floor_bytes, FetchRules, LogBatch};
+pub use planner::PlanConfig;
+
+// The planners and the layout they keep are the replay core's internals
+// (tests and benches drive them directly).
+#[doc(hidden)]
 pub use estimate::EstimatePlanner;
-pub use floor::{floor_bytes, floor_from_layout, FetchRules, LogBatch};
+#[doc(hidden)]
+pub use floor::floor_from_layout;
+#[doc(hidden)]
 pub use layout::{Extent, Layout, SeenBatch};
-pub use planner::{FetchKind, PlanConfig, PlannedFetch, Planner};
+#[doc(hidden)]
+pub use planner::{FetchKind, PlannedFetch, Planner};
+#[doc(hidden)]
 pub use strategy::FetchStrategy;

@@ -39,6 +39,7 @@ use std::time::Instant;
 
 use walfetch_codec::Record;
 
+#[doc(hidden)]
 pub use link::LinkEstimator;
 pub use options::{LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
