@@ -6,7 +6,8 @@
 //! replaying the regions one by one.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +15,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use support::recovery::{checkpoints, dumped_at, expected, recover, Written};
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
     Consumer, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
-use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 use walfetch_testkit::{Habits, ScriptedCluster};
@@ -27,9 +28,6 @@ use walfetch_testkit::{Habits, ScriptedCluster};
 const TOPIC: &str = "wal";
 const PARTITIONS: i32 = 3;
 const REGIONS_PER_PARTITION: u64 = 6;
-
-/// What was written: per partition, per region, `(offset, value)`.
-type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
 
 /// The regions of partition `p`: distinct over partitions, as region ids
 /// of one node are.
@@ -85,86 +83,6 @@ async fn setup(
     (scripted, cluster, written, indexes)
 }
 
-/// `index` as if its writer had dumped it at `cut`: entries up to `cut`,
-/// `last_index` there.
-fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
-    let mut out = WalIndex::new();
-    for (region, entries) in index.regions() {
-        for e in entries.entries().iter().filter(|e| e.offset <= cut) {
-            out.push(region, *e).unwrap();
-        }
-    }
-    out.set_last_index(cut);
-    out
-}
-
-/// A checkpoint per region: somewhere in its entries (or 0).
-fn checkpoints(written: &Written, seed: u64) -> BTreeMap<(i32, RegionId), i64> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = BTreeMap::new();
-    for (&p, regions) in written {
-        for (&region, entries) in regions {
-            let i = rng.random_range(0..=entries.len());
-            let from = entries.get(i).map_or(0, |(o, _)| *o);
-            out.insert((p, region), from);
-        }
-    }
-    out
-}
-
-/// What each region must get: its entries from its checkpoint on.
-fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId), i64>) -> Written {
-    let mut out = Written::new();
-    for (&(p, region), &from) in checkpoints {
-        let entries = written[&p][&region]
-            .iter()
-            .filter(|(o, _)| *o >= from)
-            .cloned()
-            .collect();
-        out.entry(p).or_default().insert(region, entries);
-    }
-    out
-}
-
-/// Runs a recovery of every region in `checkpoints`; what each region got.
-async fn recover(
-    cluster: &Arc<Cluster>,
-    indexes: &[WalIndex],
-    checkpoints: &BTreeMap<(i32, RegionId), i64>,
-    options: ReplayOptions,
-) -> Result<(Written, ReplayStats), Error> {
-    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
-    for (p, index) in (0..).zip(indexes) {
-        builder = builder.index(TOPIC, p, index);
-    }
-    for (&(p, region), &from) in checkpoints {
-        builder = builder.region(TOPIC, p, region, from);
-    }
-    let mut recovery = builder.build().await?;
-    let mut got = Written::new();
-    // Every region asked for is in the output, even with nothing to yield.
-    for &(p, region) in checkpoints.keys() {
-        got.entry(p).or_default().entry(region).or_default();
-    }
-    while let Some(entry) = recovery.next().await {
-        let entry = entry?;
-        assert_eq!(&*entry.topic, TOPIC);
-        let key = entry.record.key().unwrap();
-        assert_eq!(
-            key,
-            &entry.region.to_be_bytes()[..],
-            "offset {} tagged with the wrong region",
-            entry.record.offset()
-        );
-        got.entry(entry.partition)
-            .or_default()
-            .get_mut(&entry.region)
-            .unwrap_or_else(|| panic!("region {} was not asked for", entry.region))
-            .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
-    }
-    Ok((got, recovery.stats()))
-}
-
 #[tokio::test]
 async fn one_pass_recovers_every_region_of_every_partition_exactly() {
     for compression in [Compression::None, Compression::Lz4] {
@@ -189,7 +107,7 @@ async fn one_pass_recovers_every_region_of_every_partition_exactly() {
                 StrategyKind::Scan,
             ] {
                 let options = ReplayOptions::default().with_strategy(strategy);
-                let (got, stats) = recover(&cluster, indexes, &checkpoints, options)
+                let (got, stats) = recover(&cluster, TOPIC, indexes, &checkpoints, options)
                     .await
                     .unwrap_or_else(|e| panic!("{compression:?} {name} {strategy:?}: {e}"));
                 assert!(
@@ -217,9 +135,15 @@ async fn one_pass_recovers_every_region_of_every_partition_exactly() {
 async fn one_pass_reads_no_more_than_region_by_region() {
     let (_broker, cluster, written, indexes) = setup(1200, Compression::None).await;
     let checkpoints = checkpoints(&written, 11);
-    let (_, one_pass) = recover(&cluster, &indexes, &checkpoints, ReplayOptions::default())
-        .await
-        .unwrap();
+    let (_, one_pass) = recover(
+        &cluster,
+        TOPIC,
+        &indexes,
+        &checkpoints,
+        ReplayOptions::default(),
+    )
+    .await
+    .unwrap();
     let mut by_region = ReplayStats::default();
     for (&(p, region), &from) in &checkpoints {
         let range = ReplayRange {
@@ -270,9 +194,15 @@ async fn a_broker_that_skips_the_containing_batch_still_gives_every_region_its_e
     let want = expected(&written, &checkpoints);
     let offsets_only: Vec<WalIndex> = indexes.iter().map(WalIndex::without_hints).collect();
     for indexes in [&indexes, &offsets_only] {
-        let (got, _) = recover(&cluster, indexes, &checkpoints, ReplayOptions::default())
-            .await
-            .unwrap();
+        let (got, _) = recover(
+            &cluster,
+            TOPIC,
+            indexes,
+            &checkpoints,
+            ReplayOptions::default(),
+        )
+        .await
+        .unwrap();
         assert!(got == want);
     }
 }
