@@ -258,3 +258,135 @@ fn an_unreachable_broker_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
+
+/// A restart from the command line: two partitions, each with its index,
+/// every region of a checkpoints file, one pass; each line names its
+/// region, topic and partition, and the stats line has every region's
+/// figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_many_regions_over_two_partitions_from_checkpoints() {
+    let broker = Tansu::start().await;
+    let cluster = Arc::new(broker.cluster_with_topic("wal2", 2).await);
+    let dir = temp_dir();
+    let addr = broker.address();
+    // Regions 10..13 in partition 0, 20..23 in partition 1.
+    let mut written: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = Default::default();
+    let mut indexes = Vec::new();
+    for p in 0..2i32 {
+        let mut config = WriterConfig::new("wal2", p);
+        config.max_batch_bytes = 1200;
+        let writer = WalWriter::new(Arc::clone(&cluster), config);
+        let mut pending = Vec::new();
+        for n in 0..120u64 {
+            let region = 10 * (u64::try_from(p).unwrap() + 1) + n % 3;
+            let payload = Bytes::from(format!("p{p} entry {n} of region {region}"));
+            let appended = writer
+                .append(WalEntry::new(region, payload.clone()))
+                .await
+                .unwrap();
+            pending.push((region, payload, appended));
+        }
+        for (region, payload, appended) in pending {
+            let offset = appended.await.unwrap();
+            written
+                .entry(region)
+                .or_default()
+                .push((p, offset, payload));
+        }
+        let index = dir.join(format!("wal2-{p}.idx"));
+        walfetch::index::write_index_file(&index, &writer.close().await.unwrap()).unwrap();
+        indexes.push(index);
+    }
+    // Each region from its tenth entry on; region 22 is left out.
+    let checkpoints: std::collections::BTreeMap<u64, i64> = written
+        .iter()
+        .filter(|(&r, _)| r != 22)
+        .map(|(&r, entries)| (r, entries[10].1))
+        .collect();
+    let file = dir.join("checkpoints.json");
+    let json: serde_json::Map<String, serde_json::Value> = checkpoints
+        .iter()
+        .map(|(r, from)| (r.to_string(), serde_json::json!(from)))
+        .collect();
+    std::fs::write(&file, serde_json::Value::Object(json).to_string()).unwrap();
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal2:0",
+        "-t",
+        "wal2:1",
+        "--index",
+        path(&indexes[0]),
+        "--index",
+        path(&indexes[1]),
+        "--checkpoints",
+        path(&file),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = Default::default();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["topic"], "wal2");
+        let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
+        got.entry(v["region"].as_u64().unwrap()).or_default().push((
+            i32::try_from(v["partition"].as_i64().unwrap()).unwrap(),
+            v["offset"].as_i64().unwrap(),
+            Bytes::from(value),
+        ));
+    }
+    let want: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = checkpoints
+        .iter()
+        .map(|(r, from)| {
+            let entries = written[r]
+                .iter()
+                .filter(|e| e.1 >= *from)
+                .cloned()
+                .collect();
+            (*r, entries)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let stats: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    let regions = stats["regions"].as_object().unwrap();
+    assert_eq!(regions.len(), checkpoints.len(), "{stats}");
+    for (r, entries) in &want {
+        assert_eq!(
+            regions[&r.to_string()]["entries"].as_u64().unwrap(),
+            entries.len() as u64,
+            "{stats}"
+        );
+    }
+    // A count of -t's and --index's that differ is an error that says so.
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal2:0",
+        "-t",
+        "wal2:1",
+        "--index",
+        path(&indexes[0]),
+        "--region",
+        "10",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 partition(s) given with -t but 1 --index"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
