@@ -15,14 +15,14 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{checkpoints, dumped_at, expected, recover, Written};
+use support::recovery::{checkpoints, expected, halfway, recover, write_partition, Written};
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
     Consumer, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch::writer::WriterConfig;
 use walfetch_testkit::{Habits, ScriptedCluster};
 
 const TOPIC: &str = "wal";
@@ -39,7 +39,7 @@ fn region_of(p: i32, k: u64) -> RegionId {
 /// own WAL writer with `entries` entries of skewed regions, and the
 /// writers' indexes.
 async fn setup(
-    entries: usize,
+    entries_per_partition: usize,
     compression: Compression,
 ) -> (ScriptedCluster, Arc<Cluster>, Written, Vec<WalIndex>) {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
@@ -57,9 +57,8 @@ async fn setup(
         let mut writer_config = WriterConfig::new(TOPIC, p);
         writer_config.compression = compression;
         writer_config.max_batch_bytes = 4 << 10;
-        let writer = WalWriter::new(Arc::clone(&cluster), writer_config);
-        let mut pending = Vec::new();
-        for n in 0..entries {
+        let mut entries = Vec::new();
+        for n in 0..entries_per_partition {
             // Skewed: low regions are hot.
             let k = rng
                 .random_range(0..REGIONS_PER_PARTITION)
@@ -67,18 +66,9 @@ async fn setup(
             let region = region_of(p, k);
             let len = rng.random_range(0..600);
             let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "z".repeat(len)));
-            let appended = writer
-                .append(WalEntry::new(region, payload.clone()))
-                .await
-                .expect("queue");
-            pending.push((region, payload, appended));
+            entries.push((region, payload));
         }
-        let regions = written.entry(p).or_default();
-        for (region, payload, appended) in pending {
-            let offset = appended.await.expect("written");
-            regions.entry(region).or_default().push((offset, payload));
-        }
-        indexes.push(writer.close().await.expect("close"));
+        indexes.push(write_partition(&cluster, writer_config, entries, &mut written).await);
     }
     (scripted, cluster, written, indexes)
 }
@@ -87,17 +77,7 @@ async fn setup(
 async fn one_pass_recovers_every_region_of_every_partition_exactly() {
     for compression in [Compression::None, Compression::Lz4] {
         let (_broker, cluster, written, full) = setup(900, compression).await;
-        let hw = |p: usize| {
-            written[&i32::try_from(p).unwrap()]
-                .values()
-                .flatten()
-                .map(|(o, _)| *o)
-                .max()
-                .unwrap()
-        };
-        let halfway: Vec<WalIndex> = (0..full.len())
-            .map(|p| dumped_at(&full[p], hw(p) / 2))
-            .collect();
+        let halfway = halfway(&full, &written);
         let checkpoints = checkpoints(&written, 7);
         let want = expected(&written, &checkpoints);
         for (name, indexes) in [("complete", &full), ("last_index halfway", &halfway)] {

@@ -6,13 +6,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt;
+use support::recovery::librdkafka_wal;
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange};
@@ -106,32 +104,12 @@ async fn replay_with_an_index_imported_from_greptimedb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/fixtures/librdkafka_wal.py"
-    );
     let broker = Tansu::start().await;
     for (i, compression) in ["none", "lz4"].into_iter().enumerate() {
         let topic = format!("librdkafka-wal-{i}");
         let cluster = Arc::new(broker.cluster_with_topic(&topic, 1).await);
-        let out = Command::new("python3")
-            .args([script, &broker.address(), &topic, "400", "6", compression])
-            .output()
-            .expect("python3 with confluent-kafka (scripts/test.sh installs it)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut written: BTreeMap<RegionId, Vec<(i64, Bytes)>> = BTreeMap::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
-            written
-                .entry(v["region"].as_u64().unwrap())
-                .or_default()
-                .push((v["offset"].as_i64().unwrap(), Bytes::from(value)));
-        }
+        let mut written = librdkafka_wal(&broker.address(), &topic, 400, 6, compression, 1);
+        let written = written.remove(&0).unwrap_or_default();
         let rule = RegionRule::Key(IdFormat::Decimal);
         let (index, report) = build_index(&cluster, &topic, 0, &rule, 0, None, 1 << 20)
             .await

@@ -15,7 +15,7 @@ use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats, Strat
 use walfetch::index::{read_index_file, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
-use crate::connect::connect;
+use crate::connect::{check_partition, connect, Target};
 use crate::index::RuleArgs;
 use crate::output::RecordLine;
 
@@ -116,15 +116,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = options(&args)?;
     let cluster = connect(&args.brokers).await?;
     for p in &partitions {
-        cluster
-            .leader(&p.topic, p.partition)
-            .await
-            .with_context(|| {
-                format!(
-                    "topic {:?} partition {} on {}",
-                    p.topic, p.partition, args.brokers
-                )
-            })?;
+        let target = Target {
+            brokers: args.brokers.clone(),
+            topic: p.topic.clone(),
+            partition: p.partition,
+        };
+        check_partition(&cluster, &target).await?;
     }
     let mut builder = Recovery::builder(cluster).options(options);
     for p in &partitions {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
+use support::recovery::{expected, write_partition, Written};
 use support::tansu::Tansu;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
@@ -21,6 +22,12 @@ fn walfetch(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run walfetch")
+}
+
+/// The stats line: the last line on stderr, one JSON object.
+fn stats_line(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
 }
 
 fn temp_dir() -> PathBuf {
@@ -117,14 +124,7 @@ async fn build_show_and_replay_from_the_command_line() {
             })
             .collect();
         assert_eq!(got, region_1, "{strategy}");
-        let stats: serde_json::Value = serde_json::from_str(
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .lines()
-                .last()
-                .unwrap(),
-        )
-        .unwrap();
+        let stats = stats_line(&out);
         assert!(stats["fetches"].as_u64().unwrap() > 0, "{stats}");
         assert!(stats["round_trips"].as_u64().unwrap() <= stats["fetches"].as_u64().unwrap());
         assert_eq!(stats["lost"], serde_json::json!([]));
@@ -270,38 +270,29 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
     let dir = temp_dir();
     let addr = broker.address();
     // Regions 10..13 in partition 0, 20..23 in partition 1.
-    let mut written: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = Default::default();
+    let mut written = Written::new();
     let mut indexes = Vec::new();
     for p in 0..2i32 {
         let mut config = WriterConfig::new("wal2", p);
         config.max_batch_bytes = 1200;
-        let writer = WalWriter::new(Arc::clone(&cluster), config);
-        let mut pending = Vec::new();
-        for n in 0..120u64 {
+        let entries = (0..120u64).map(|n| {
             let region = 10 * (u64::try_from(p).unwrap() + 1) + n % 3;
-            let payload = Bytes::from(format!("p{p} entry {n} of region {region}"));
-            let appended = writer
-                .append(WalEntry::new(region, payload.clone()))
-                .await
-                .unwrap();
-            pending.push((region, payload, appended));
-        }
-        for (region, payload, appended) in pending {
-            let offset = appended.await.unwrap();
-            written
-                .entry(region)
-                .or_default()
-                .push((p, offset, payload));
-        }
-        let index = dir.join(format!("wal2-{p}.idx"));
-        walfetch::index::write_index_file(&index, &writer.close().await.unwrap()).unwrap();
-        indexes.push(index);
+            (
+                region,
+                Bytes::from(format!("p{p} entry {n} of region {region}")),
+            )
+        });
+        let index = write_partition(&cluster, config, entries, &mut written).await;
+        let file = dir.join(format!("wal2-{p}.idx"));
+        walfetch::index::write_index_file(&file, &index).unwrap();
+        indexes.push(file);
     }
     // Each region from its tenth entry on; region 22 is left out.
     let checkpoints: std::collections::BTreeMap<u64, i64> = written
-        .iter()
+        .values()
+        .flatten()
         .filter(|(&r, _)| r != 22)
-        .map(|(&r, entries)| (r, entries[10].1))
+        .map(|(&r, entries)| (r, entries[10].0))
         .collect();
     let file = dir.join("checkpoints.json");
     let json: serde_json::Map<String, serde_json::Value> = checkpoints
@@ -309,7 +300,7 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
         .map(|(r, from)| (r.to_string(), serde_json::json!(from)))
         .collect();
     std::fs::write(&file, serde_json::Value::Object(json).to_string()).unwrap();
-    let out = walfetch(&[
+    let two = [
         "replay",
         "-b",
         &addr,
@@ -319,50 +310,41 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
         "wal2:1",
         "--index",
         path(&indexes[0]),
-        "--index",
-        path(&indexes[1]),
-        "--checkpoints",
-        path(&file),
-    ]);
+    ];
+    let out = walfetch(
+        &[
+            &two[..],
+            &["--index", path(&indexes[1]), "--checkpoints", path(&file)],
+        ]
+        .concat(),
+    );
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut got: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = Default::default();
+    let mut got = Written::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["topic"], "wal2");
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
-        got.entry(v["region"].as_u64().unwrap()).or_default().push((
-            i32::try_from(v["partition"].as_i64().unwrap()).unwrap(),
-            v["offset"].as_i64().unwrap(),
-            Bytes::from(value),
-        ));
+        got.entry(i32::try_from(v["partition"].as_i64().unwrap()).unwrap())
+            .or_default()
+            .entry(v["region"].as_u64().unwrap())
+            .or_default()
+            .push((v["offset"].as_i64().unwrap(), Bytes::from(value)));
     }
-    let want: std::collections::BTreeMap<u64, Vec<(i32, i64, Bytes)>> = checkpoints
+    let checkpoints: std::collections::BTreeMap<(i32, u64), i64> = written
         .iter()
-        .map(|(r, from)| {
-            let entries = written[r]
-                .iter()
-                .filter(|e| e.1 >= *from)
-                .cloned()
-                .collect();
-            (*r, entries)
-        })
+        .flat_map(|(&p, regions)| regions.keys().map(move |&r| (p, r)))
+        .filter_map(|(p, r)| checkpoints.get(&r).map(|&from| ((p, r), from)))
         .collect();
-    assert_eq!(got, want);
-    let stats: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .lines()
-            .last()
-            .unwrap(),
-    )
-    .unwrap();
+    let want = expected(&written, &checkpoints);
+    assert!(got == want, "regions differ");
+    let stats = stats_line(&out);
     let regions = stats["regions"].as_object().unwrap();
     assert_eq!(regions.len(), checkpoints.len(), "{stats}");
-    for (r, entries) in &want {
+    for (r, entries) in want.values().flatten() {
         assert_eq!(
             regions[&r.to_string()]["entries"].as_u64().unwrap(),
             entries.len() as u64,
@@ -370,19 +352,7 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
         );
     }
     // A count of -t's and --index's that differ is an error that says so.
-    let out = walfetch(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal2:0",
-        "-t",
-        "wal2:1",
-        "--index",
-        path(&indexes[0]),
-        "--region",
-        "10",
-    ]);
+    let out = walfetch(&[&two[..], &["--region", "10"]].concat());
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("2 partition(s) given with -t but 1 --index"),

@@ -11,7 +11,10 @@ pub struct CostModel {
     /// Bytes per second the connection delivers.
     pub bytes_per_second: f64,
     /// Fetches kept in flight at once; pipelining hides part of each round
-    /// trip, so an extra fetch costs `round_trip / in_flight`.
+    /// trip, so an extra fetch costs `round_trip / in_flight`. A replay sets
+    /// it from `ReplayOptions::max_in_flight` (its one in-flight setting),
+    /// and to 1 once it has learned the link, whose per-fetch cost already
+    /// includes what pipelining hides.
     pub in_flight: usize,
 }
 

@@ -12,6 +12,7 @@ use walfetch::cluster::Cluster;
 use walfetch::consumer::{Recovery, ReplayOptions, ReplayStats};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 /// What was written: per partition, per region, `(offset, value)`.
 pub(crate) type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
@@ -97,4 +98,93 @@ pub(crate) async fn recover(
             .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
     }
     Ok((got, recovery.stats()))
+}
+
+/// Writes `entries` (region, value) with one WAL writer configured by
+/// `config` (its topic and partition), and records them in `written`; the
+/// writer's index.
+pub(crate) async fn write_partition(
+    cluster: &Arc<Cluster>,
+    config: WriterConfig,
+    entries: impl IntoIterator<Item = (RegionId, Bytes)>,
+    written: &mut Written,
+) -> WalIndex {
+    let partition = config.partition;
+    let writer = WalWriter::new(Arc::clone(cluster), config);
+    let mut pending = Vec::new();
+    for (region, payload) in entries {
+        let appended = writer
+            .append(WalEntry::new(region, payload.clone()))
+            .await
+            .expect("queued");
+        pending.push((region, payload, appended));
+    }
+    let regions = written.entry(partition).or_default();
+    for (region, payload, appended) in pending {
+        let offset = appended.await.expect("written");
+        regions.entry(region).or_default().push((offset, payload));
+    }
+    writer.close().await.expect("closed")
+}
+
+/// Each partition's index as its writer would have dumped it halfway
+/// through what was written.
+pub(crate) fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> {
+    indexes
+        .iter()
+        .zip(written.values())
+        .map(|(index, regions)| {
+            let last = regions
+                .values()
+                .flatten()
+                .map(|(o, _)| *o)
+                .max()
+                .unwrap_or(0);
+            dumped_at(index, last / 2)
+        })
+        .collect()
+}
+
+/// Writes a WAL with librdkafka (`scripts/fixtures/librdkafka_wal.py`):
+/// `count` records of `regions` regions (the key the region id in ASCII
+/// decimal) over `partitions` partitions of `topic`; what it wrote.
+pub(crate) fn librdkafka_wal(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    regions: usize,
+    compression: &str,
+    partitions: i32,
+) -> Written {
+    use base64::Engine as _;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/fixtures/librdkafka_wal.py"
+    );
+    let out = std::process::Command::new("python3")
+        .args([script, bootstrap, topic])
+        .args([count.to_string(), regions.to_string()])
+        .args([compression.to_owned(), partitions.to_string()])
+        .output()
+        .expect("python3 with confluent-kafka (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut written = Written::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let field = |name: &str| v[name].as_i64().expect(name);
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(v["value"].as_str().expect("value"))
+            .expect("base64");
+        written
+            .entry(i32::try_from(field("partition")).expect("partition"))
+            .or_default()
+            .entry(v["region"].as_u64().expect("region"))
+            .or_default()
+            .push((field("offset"), Bytes::from(value)));
+    }
+    written
 }
