@@ -121,7 +121,7 @@ async fn replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it() {
         let out = Command::new("python3")
             .args([script, &broker.address(), &topic, "400", "6", compression])
             .output()
-            .expect("python3 with confluent-kafka (scripts/test.sh installs it)");
+            .expect("python3 with confluent-kafka (scripts/setup-python.sh installs it)");
         assert!(
             out.status.success(),
             "{}",
