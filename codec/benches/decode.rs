@@ -38,6 +38,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use kafka_protocol::records::RecordBatchDecoder;
+use rand::rngs::StdRng;
+use rand::{RngExt as _, SeedableRng};
 use walfetch_codec::{BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, HEADER_LEN};
 
 /// Uncompressed record bytes in every case's buffer.
@@ -96,23 +98,6 @@ fn size_name(n: usize) -> String {
     }
 }
 
-/// SplitMix64: a small seeded generator, enough for deterministic payloads.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 const TABLES: [&str; 6] = [
     "orders",
     "customers",
@@ -143,27 +128,27 @@ const WORDS: [&str; 16] = [
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// One WAL entry of exactly `size` bytes (key plus value), as key and value.
-fn wal_entry(rng: &mut Rng, lsn: u64, size: usize) -> (Bytes, Bytes) {
-    let table = TABLES[rng.below(TABLES.len())];
-    let row = rng.below(1_000_000);
+fn wal_entry(rng: &mut StdRng, lsn: u64, size: usize) -> (Bytes, Bytes) {
+    let table = TABLES[rng.random_range(0..TABLES.len())];
+    let row = rng.random_range(0..1_000_000);
     let key = format!("{table}:{row:08}");
     let value_len = size.saturating_sub(key.len()).max(2);
     let mut value = format!(
         r#"{{"lsn":{lsn},"ts":{},"op":"{}","tx":{},"row":{{"id":{row},"d":""#,
-        1_700_000_000_000u64 + lsn * 3 + rng.below(3) as u64,
-        OPS[rng.below(OPS.len())],
+        1_700_000_000_000u64 + lsn * 3 + rng.random_range(0..3),
+        OPS[rng.random_range(0..OPS.len())],
         lsn / 7,
     )
     .into_bytes();
     // The rest: runs of vocabulary words (compressible) and of random base64
     // characters (6 bits of entropy a byte), about 3:2.
     while value.len() + 3 < value_len {
-        if rng.below(5) < 3 {
-            value.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
+        if rng.random_ratio(3, 5) {
+            value.extend_from_slice(WORDS[rng.random_range(0..WORDS.len())].as_bytes());
             value.push(b' ');
         } else {
-            for _ in 0..8 + rng.below(24) {
-                value.push(BASE64[rng.below(64)]);
+            for _ in 0..rng.random_range(8..32) {
+                value.push(BASE64[rng.random_range(0..64)]);
             }
         }
     }
@@ -174,7 +159,8 @@ fn wal_entry(rng: &mut Rng, lsn: u64, size: usize) -> (Bytes, Bytes) {
 }
 
 fn build_case(codec: Compression, record_size: usize, batch_size: usize) -> Case {
-    let mut rng = Rng(0x5eed ^ ((record_size as u64) << 8) ^ ((batch_size as u64) << 32));
+    let mut rng =
+        StdRng::seed_from_u64(0x5eed ^ ((record_size as u64) << 8) ^ ((batch_size as u64) << 32));
     let batches = (BUFFER_RECORD_BYTES / batch_size).max(1);
     let per_batch = (batch_size / record_size).max(1);
     let mut buf = Vec::new();
