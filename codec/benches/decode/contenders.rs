@@ -1,0 +1,111 @@
+//! The contenders each case times, all on the same buffer: walfetch's two
+//! walks, kafka-protocol's decoder, bare CRC32C and the bare decompressors.
+
+use std::hint::black_box;
+use std::io::Read;
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use walfetch_codec::{Batches, Compression, DecodeOptions};
+
+pub(crate) const OURS: &str = "walfetch";
+/// Criterion's id of the borrowed walk; the tables call it [`BORROWED_LABEL`].
+pub(crate) const BORROWED: &str = "walfetch-borrowed";
+pub(crate) const BORROWED_LABEL: &str = "walfetch (borrowed)";
+pub(crate) const KAFKA: &str = "kafka-protocol";
+pub(crate) const CRC: &str = "crc32c";
+pub(crate) const DECOMPRESS: &str = "decompress";
+
+/// Our decoder: every batch (CRC checked), every record, key and value touched.
+pub(crate) fn decode_ours(buf: &Bytes) -> usize {
+    let mut sum = 0;
+    for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
+        let batch = batch.expect("walfetch decodes the batch");
+        for record in batch.records().expect("walfetch opens the records") {
+            let record = record.expect("walfetch decodes the record");
+            let key = black_box(record.key());
+            let value = black_box(record.value());
+            sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        }
+    }
+    sum
+}
+
+/// Our decoder as [`decode_ours`], but lending each record with
+/// `Records::next_ref` (no reference count per record).
+pub(crate) fn decode_borrowed(buf: &Bytes) -> usize {
+    let mut sum = 0;
+    for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
+        let batch = batch.expect("walfetch decodes the batch");
+        let mut records = batch.records().expect("walfetch opens the records");
+        while let Some(record) = records.next_ref() {
+            let record = record.expect("walfetch decodes the record");
+            let key = black_box(record.key());
+            let value = black_box(record.value());
+            sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        }
+    }
+    sum
+}
+
+/// kafka-protocol's decoder (it checks the CRC too) on the same buffer.
+pub(crate) fn decode_kafka(buf: &Bytes) -> usize {
+    let mut input = buf.clone();
+    let sets =
+        RecordBatchDecoder::decode_all(&mut input).expect("kafka-protocol decodes the buffer");
+    let mut sum = 0;
+    for record in sets.iter().flat_map(|set| &set.records) {
+        let key = black_box(record.key.as_deref());
+        let value = black_box(record.value.as_deref());
+        sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+    }
+    sum
+}
+
+/// The bare decompressor on each batch's records section, into a `Vec` sized
+/// for the known output. Returns the bytes produced.
+pub(crate) fn decompress_bare(codec: Compression, payloads: &[(Bytes, usize)]) -> usize {
+    let mut total = 0;
+    for (payload, len) in payloads {
+        let out = match codec {
+            Compression::None => payload.to_vec(),
+            Compression::Gzip => {
+                let mut out = Vec::with_capacity(*len);
+                flate2::read::MultiGzDecoder::new(&payload[..])
+                    .read_to_end(&mut out)
+                    .expect("gzip decompresses");
+                out
+            }
+            Compression::Snappy => xerial_snappy(payload, *len),
+            Compression::Lz4 => {
+                let mut out = Vec::with_capacity(*len);
+                lz4_flex::frame::FrameDecoder::new(&payload[..])
+                    .read_to_end(&mut out)
+                    .expect("lz4 decompresses");
+                out
+            }
+            Compression::Zstd => zstd::bulk::decompress(payload, *len).expect("zstd decompresses"),
+        };
+        total += black_box(out).len();
+    }
+    total
+}
+
+/// Decompresses an xerial-framed snappy payload (16-byte header, then blocks
+/// of a big-endian `u32` length and a raw snappy block) into one `Vec`.
+fn xerial_snappy(payload: &[u8], len: usize) -> Vec<u8> {
+    let mut out = vec![0; len];
+    let mut decoder = snap::raw::Decoder::new();
+    let (mut pos, mut filled) = (16, 0);
+    while pos < payload.len() {
+        let block_len =
+            u32::from_be_bytes(payload[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        let block = &payload[pos + 4..pos + 4 + block_len];
+        filled += decoder
+            .decompress(block, &mut out[filled..])
+            .expect("snappy decompresses");
+        pos += 4 + block_len;
+    }
+    out.truncate(filled);
+    out
+}
