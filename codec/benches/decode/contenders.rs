@@ -8,15 +8,43 @@ use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use walfetch_codec::{Batches, Compression, DecodeOptions};
 
+use crate::workload::Case;
+
+/// Criterion's ids of the contenders. `walfetch` is the owned walk, the one
+/// the report's targets judge; `walfetch-borrowed` the borrowed walk.
 pub(crate) const OURS: &str = "walfetch";
-/// Criterion's id of the borrowed walk; the tables call it [`BORROWED_LABEL`].
 pub(crate) const BORROWED: &str = "walfetch-borrowed";
-pub(crate) const BORROWED_LABEL: &str = "walfetch (borrowed)";
 pub(crate) const KAFKA: &str = "kafka-protocol";
 pub(crate) const CRC: &str = "crc32c";
 pub(crate) const DECOMPRESS: &str = "decompress";
 
-/// Our decoder: every batch (CRC checked), every record, key and value touched.
+/// One contender: its criterion id and one run over the case's buffer.
+pub(crate) type Contender<'a> = (&'static str, Box<dyn Fn() -> usize + 'a>);
+
+/// Every contender of `case` (the bare decompressor only for a compressed
+/// case), each reading the same buffer.
+pub(crate) fn contenders(case: &Case) -> Vec<Contender<'_>> {
+    let mut all: Vec<Contender<'_>> = vec![
+        (OURS, Box::new(|| decode_ours(black_box(&case.buf)))),
+        (BORROWED, Box::new(|| decode_borrowed(black_box(&case.buf)))),
+        (KAFKA, Box::new(|| decode_kafka(black_box(&case.buf)))),
+        (
+            CRC,
+            Box::new(|| crc32c::crc32c(black_box(&case.buf)) as usize),
+        ),
+    ];
+    if case.codec != Compression::None {
+        let codec = case.codec;
+        all.push((
+            DECOMPRESS,
+            Box::new(move || decompress_bare(codec, black_box(&case.payloads))),
+        ));
+    }
+    all
+}
+
+/// Our decoder: every batch (CRC checked), every record, key and value
+/// touched, each record an owned `Record` (`Records` as an `Iterator`).
 pub(crate) fn decode_ours(buf: &Bytes) -> usize {
     let mut sum = 0;
     for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
