@@ -6,7 +6,7 @@ use std::io::Read;
 
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
-use walfetch_codec::{Batches, Compression, DecodeOptions};
+use walfetch_codec::{Batches, Compression, DecodeOptions, Records};
 
 use crate::workload::Case;
 
@@ -43,37 +43,48 @@ pub(crate) fn contenders(case: &Case) -> Vec<Contender<'_>> {
     all
 }
 
-/// Our decoder: every batch (CRC checked), every record, key and value
-/// touched, each record an owned `Record` (`Records` as an `Iterator`).
-pub(crate) fn decode_ours(buf: &Bytes) -> usize {
+/// Touches a record's key and value; returns the sum of their lengths, so
+/// every contender can be checked to have seen every byte.
+fn touch(key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
+    let (key, value) = (black_box(key), black_box(value));
+    key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len)
+}
+
+/// Opens every batch of `buf` (CRC checked) and its records, and sums what
+/// `walk` returns for each batch's records.
+fn walk_batches(buf: &Bytes, mut walk: impl FnMut(Records) -> usize) -> usize {
     let mut sum = 0;
     for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
         let batch = batch.expect("walfetch decodes the batch");
-        for record in batch.records().expect("walfetch opens the records") {
-            let record = record.expect("walfetch decodes the record");
-            let key = black_box(record.key());
-            let value = black_box(record.value());
-            sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
-        }
+        sum += walk(batch.records().expect("walfetch opens the records"));
     }
     sum
+}
+
+/// Our decoder: every batch (CRC checked), every record, key and value
+/// touched, each record an owned `Record` (`Records` as an `Iterator`).
+pub(crate) fn decode_ours(buf: &Bytes) -> usize {
+    walk_batches(buf, |records| {
+        let mut sum = 0;
+        for record in records {
+            let record = record.expect("walfetch decodes the record");
+            sum += touch(record.key(), record.value());
+        }
+        sum
+    })
 }
 
 /// Our decoder as [`decode_ours`], but lending each record with
 /// `Records::next_ref` (no reference count per record).
 pub(crate) fn decode_borrowed(buf: &Bytes) -> usize {
-    let mut sum = 0;
-    for batch in Batches::new(buf.clone(), DecodeOptions::default()) {
-        let batch = batch.expect("walfetch decodes the batch");
-        let mut records = batch.records().expect("walfetch opens the records");
+    walk_batches(buf, |mut records| {
+        let mut sum = 0;
         while let Some(record) = records.next_ref() {
             let record = record.expect("walfetch decodes the record");
-            let key = black_box(record.key());
-            let value = black_box(record.value());
-            sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+            sum += touch(record.key(), record.value());
         }
-    }
-    sum
+        sum
+    })
 }
 
 /// kafka-protocol's decoder (it checks the CRC too) on the same buffer.
@@ -83,9 +94,7 @@ pub(crate) fn decode_kafka(buf: &Bytes) -> usize {
         RecordBatchDecoder::decode_all(&mut input).expect("kafka-protocol decodes the buffer");
     let mut sum = 0;
     for record in sets.iter().flat_map(|set| &set.records) {
-        let key = black_box(record.key.as_deref());
-        let value = black_box(record.value.as_deref());
-        sum += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+        sum += touch(record.key.as_deref(), record.value.as_deref());
     }
     sum
 }
