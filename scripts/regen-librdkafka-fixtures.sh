@@ -9,14 +9,15 @@
 #
 #   scripts/regen-librdkafka-fixtures.sh
 #
-# Needs: python3 with `pip install confluent-kafka`, and Tansu
-# (scripts/setup-broker.sh).
+# Needs: python3 with the confluent-kafka version pinned in
+# scripts/requirements-test.txt (scripts/setup-python.sh, run below, installs
+# it), and Tansu (scripts/setup-broker.sh, also run below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=codec/tests/fixtures/librdkafka
 mkdir -p "$out"
-python3 -c 'import confluent_kafka' 2>/dev/null || pip install --quiet confluent-kafka
+scripts/setup-python.sh >/dev/null
 scripts/setup-broker.sh >/dev/null
 tansu="$(command -v tansu || echo "${CARGO_HOME:-$HOME/.cargo}/bin/tansu")"
 cargo build --quiet --release --bin walfetch

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this script).
-# Installs what it needs first: the Tansu test broker, the confluent-kafka
-# Python package (librdkafka, for interop tests) and cargo-fuzz, each skipped
-# when already installed.
+# Installs what it needs first: the Tansu test broker and the confluent-kafka
+# Python package (librdkafka, for interop tests; pinned in
+# scripts/requirements-test.txt), each skipped when its pinned version is
+# already installed, and cargo-fuzz, skipped when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "setup: test broker and librdkafka"
 scripts/setup-broker.sh
-python3 -c 'import confluent_kafka' 2>/dev/null || python3 -m pip install --quiet confluent-kafka
+scripts/setup-python.sh
 
 step "format"
 cargo fmt --all --check

@@ -1,9 +1,11 @@
 //! Batches walfetch's codec encodes, with every compression (and both
-//! snappy framings), decode in an independent client: librdkafka 2.16
+//! snappy framings), decode in an independent client: librdkafka 2.16.0
 //! through the confluent-kafka Python package, reading them back from the
 //! real broker with CRC checks on.
 //!
-//! Needs `python3` with `confluent-kafka` (scripts/test.sh installs it).
+//! Needs `python3` with `confluent-kafka` at the version pinned in
+//! `scripts/requirements-test.txt` (`scripts/setup-python.sh` installs it;
+//! scripts/test.sh runs that).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -62,7 +64,7 @@ async fn librdkafka_reads_what_walfetch_encodes() {
         .status();
     assert!(
         probe.is_ok_and(|s| s.success()),
-        "this test needs python3 with confluent-kafka: `pip install confluent-kafka` (scripts/test.sh does it)"
+        "this test needs python3 with confluent-kafka: `scripts/setup-python.sh` installs the pinned version (scripts/test.sh runs it)"
     );
     let broker = Tansu::start().await;
     let cases = [

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{RngExt as _, SeedableRng};
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
@@ -19,22 +21,22 @@ use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 type Row = (i64, Bytes, Vec<(Bytes, Option<Bytes>)>);
 
-/// Deterministic entry sizes and region choice (xorshift).
-struct Workload(u64);
+/// Deterministic entry sizes and region choice, from a seeded generator.
+struct Workload(StdRng);
 
 impl Workload {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+    fn new(seed: u64) -> Self {
+        Self(StdRng::seed_from_u64(seed))
     }
 
-    /// An entry of one of `regions` regions, skewed toward low ids.
+    /// An entry of one of `regions` regions, skewed toward low ids (the
+    /// lower of two uniform draws).
     fn entry(&mut self, regions: u64, n: usize) -> WalEntry {
-        let r = self.next();
-        let region = (r % regions).min((r >> 20) % regions);
-        let size = 20 + (self.next() % 700) as usize;
+        let region = self
+            .0
+            .random_range(0..regions)
+            .min(self.0.random_range(0..regions));
+        let size = self.0.random_range(20..720);
         let payload = format!("region {region} entry {n} {}", "x".repeat(size));
         let mut entry = WalEntry::new(region, payload);
         if n % 5 == 0 {
@@ -59,7 +61,7 @@ async fn write(
     config.compression = compression;
     config.max_batch_bytes = 8 << 10;
     let writer = WalWriter::new(Arc::clone(cluster), config);
-    let mut workload = Workload(seed);
+    let mut workload = Workload::new(seed);
     let mut pending = Vec::new();
     for n in 0..count {
         let mut entry = workload.entry(6, n);

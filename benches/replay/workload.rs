@@ -17,46 +17,27 @@
 //!   Batches are produced in the order they close, so the two writers'
 //!   batches interleave.
 //!
-//! The timing is simulated on a virtual clock, so the same seed always
-//! gives the same batches (and the same floor); [`write`] then drives the
-//! real [`WalWriter`]s, flushing each at the simulated batch boundaries, so
-//! the writer encodes, produces and indexes exactly those batches.
+//! The timing is simulated on a virtual clock and every draw comes from one
+//! `StdRng` seeded with the spec's seed, so the same seed always gives the
+//! same batches (and the same floor) with the locked `rand` version;
+//! [`write`] then drives the real [`WalWriter`]s, flushing each at the
+//! simulated batch boundaries, so the writer encodes, produces and indexes
+//! exactly those batches.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng as _, RngExt as _, SeedableRng};
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
-/// splitmix64: small, fast, seedable, good enough for a workload.
-#[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Log-uniform in `[lo, hi)`.
-    fn log_uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        (lo.ln() + self.unit() * (hi.ln() - lo.ln())).exp()
-    }
+/// Log-uniform in `[lo, hi)`.
+fn log_uniform(rng: &mut StdRng, lo: f64, hi: f64) -> f64 {
+    rng.random_range(lo.ln()..hi.ln()).exp()
 }
 
 /// What to write; see the module docs.
@@ -108,26 +89,24 @@ pub(crate) struct Written {
 
 const ALPHABET: &[u8; 16] = b"abcdefghijklmnop";
 
-fn entry_size(rng: &mut Rng) -> usize {
-    if rng.unit() < 0.97 {
-        rng.log_uniform(200.0, 4096.0) as usize
+fn entry_size(rng: &mut StdRng) -> usize {
+    if rng.random_bool(0.97) {
+        log_uniform(rng, 200.0, 4096.0) as usize
     } else {
-        rng.log_uniform(4096.0, 262_144.0) as usize
+        log_uniform(rng, 4096.0, 262_144.0) as usize
     }
 }
 
-fn payload(rng: &mut Rng, region: RegionId, seq: usize, micros: u64, size: usize) -> Bytes {
+fn payload(rng: &mut StdRng, region: RegionId, seq: usize, micros: u64, size: usize) -> Bytes {
     let mut out =
         format!("{{\"region\":{region},\"seq\":{seq},\"ts\":{micros},\"rows\":\"").into_bytes();
-    let body = size.saturating_sub(out.len() + 2).max(1);
-    out.reserve(body + 2);
-    let mut bits = 0u64;
-    for i in 0..body {
-        if i % 16 == 0 {
-            bits = rng.next_u64();
-        }
-        out.push(ALPHABET[(bits & 15) as usize]);
-        bits >>= 4;
+    let head = out.len();
+    let body = size.saturating_sub(head + 2).max(1);
+    out.resize(head + body, 0);
+    // Random bytes, four bits of each kept: a letter of the alphabet.
+    rng.fill_bytes(&mut out[head..]);
+    for byte in &mut out[head..] {
+        *byte = ALPHABET[usize::from(*byte & 15)];
     }
     out.extend_from_slice(b"\"}");
     out.into()
@@ -155,7 +134,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
         size: usize,
         entries: Vec<WalEntry>,
     }
-    let mut rng = Rng::new(spec.seed);
+    let mut rng = StdRng::seed_from_u64(spec.seed);
     let cdf = zipf_cdf(spec.regions.max(1), spec.zipf);
     let writers = spec.writers.max(1);
     let linger = spec.linger.as_micros() as u64;
@@ -171,7 +150,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
         }
     };
     for seq in 0..spec.entries {
-        now += (-rng.unit().max(1e-12).ln() / spec.rate * 1e6) as u64;
+        now += (-rng.random::<f64>().max(1e-12).ln() / spec.rate * 1e6) as u64;
         // Batches whose linger ran out before this arrival close first, in
         // deadline order.
         loop {
@@ -184,7 +163,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
                 None => break,
             }
         }
-        let u = rng.unit();
+        let u = rng.random::<f64>();
         let rank = cdf.partition_point(|&c| c < u) as u64 + 1;
         let region = rank.min(spec.regions.max(1));
         let writer = ((rank - 1) % writers as u64) as usize;
@@ -197,7 +176,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
                 ),
                 (
                     Bytes::from_static(b"trace"),
-                    Some(Bytes::from(format!("{:016x}", rng.next_u64()))),
+                    Some(Bytes::from(format!("{:016x}", rng.random::<u64>()))),
                 ),
             ]
         } else {

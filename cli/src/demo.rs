@@ -11,6 +11,8 @@ use std::time::Instant;
 use anyhow::Context as _;
 use bytes::Bytes;
 use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{RngExt as _, SeedableRng};
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
@@ -39,22 +41,6 @@ pub(crate) struct Args {
     region: Option<u64>,
 }
 
-/// A deterministic generator (xorshift64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Region by a Zipf law with exponent 1 over `regions` regions (hot few,
 /// long cold tail), drawn by inverting the cumulative weights.
 fn zipf_cdf(regions: u64) -> Vec<f64> {
@@ -71,11 +57,11 @@ fn zipf_cdf(regions: u64) -> Vec<f64> {
 }
 
 /// Entry sizes: mostly 200 B – 4 KiB, one in twenty up to 64 KiB.
-fn entry_size(rng: &mut Rng) -> usize {
-    if rng.next() % 20 == 0 {
-        4096 + (rng.next() % (60 << 10)) as usize
+fn entry_size(rng: &mut StdRng) -> usize {
+    if rng.random_ratio(1, 20) {
+        rng.random_range(4096..4096 + (60 << 10))
     } else {
-        200 + (rng.next() % 3900) as usize
+        rng.random_range(200..4100)
     }
 }
 
@@ -223,10 +209,11 @@ async fn write_wal(
     config.max_batch_bytes = 64 << 10;
     let writer = WalWriter::new(Arc::clone(cluster), config);
     let cdf = zipf_cdf(args.regions);
-    let mut rng = Rng(0x5eed_0fa1_fe7c_4a11 ^ args.regions);
+    // Seeded: the same arguments write the same WAL.
+    let mut rng = StdRng::seed_from_u64(0x5eed_0fa1_fe7c_4a11 ^ args.regions);
     let mut pending = Vec::with_capacity(args.entries);
     for n in 0..args.entries {
-        let u = rng.unit();
+        let u = rng.random::<f64>();
         let region = cdf.partition_point(|&c| c < u).min(cdf.len() - 1) as RegionId;
         let size = entry_size(&mut rng);
         let mut payload = format!("{{\"region\":{region},\"seq\":{n},\"rows\":\"").into_bytes();

@@ -2,7 +2,9 @@
 //! the owned path (`Records` as an `Iterator` of `Record`s) does: the same
 //! records field by field, the same bounds, the same error (kind and message)
 //! at the same record index, and the same end; also when the two are mixed.
-//! Batches of every codec, bounded iterations (a bounded compressed batch
+//! Each walk opens the batch and its records itself: where one fails to
+//! open, every walk fails to open with the same error. A valid batch must
+//! open. Batches of every codec, bounded iterations (a bounded compressed batch
 //! decompresses as a stream), truncated prefixes and corrupt records.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -12,8 +14,8 @@ use std::mem::discriminant;
 use bytes::Bytes;
 use proptest::prelude::*;
 use walfetch_codec::{
-    BatchBuilder, Batches, Compression, DecodeOptions, Error, NewRecord, Record, RecordRef,
-    Records, HEADER_LEN,
+    BatchBuilder, Batches, Compression, DecodeOptions, Error, NewRecord, PartialBatch, Record,
+    RecordRef, Records, HEADER_LEN,
 };
 
 /// An error as the comparison sees it: its kind and its message.
@@ -142,41 +144,71 @@ fn walk_borrowed(
     Ok(())
 }
 
-/// Compares the owned and borrowed walks of the records `open` returns
-/// (called once per walk): all borrowed, all owned, and mixed by `mix`.
-fn compare(open: impl Fn() -> Option<Records>, mix: u64) -> Result<(), TestCaseError> {
-    let Some(records) = open() else {
-        return Ok(());
-    };
-    let want = walk_owned(records);
-    walk_borrowed(open().unwrap(), &want, |_| false)?;
-    walk_borrowed(open().unwrap(), &want, |i| mix >> (i % 64) & 1 == 1)?;
-    Ok(())
+/// Records as a walk opens them, or the error opening them failed with (the
+/// batch's, or its records section's).
+type Opened = Result<Records, Fault>;
+
+fn opened(records: Result<Records, Error>) -> Opened {
+    records.map_err(|e| fault(&e))
 }
 
-fn first_batch(buf: Bytes, opts: DecodeOptions) -> Option<walfetch_codec::RecordBatch> {
-    Batches::new(buf, opts).next()?.ok()
+/// Compares the owned walk with the borrowed one and with one mixing both by
+/// `mix`. `open` is called once per walk, so each walk opens the records
+/// itself: where the owned walk's fail to open, each other walk's must fail
+/// with the same error (and the other way round); where they open, the
+/// walks yield the same records and errors. Returns whether they opened.
+fn compare(open: impl Fn() -> Opened, mix: u64) -> Result<bool, TestCaseError> {
+    let want = open().map(walk_owned);
+    let all_borrowed = |_: usize| false;
+    let mixed = |i: usize| mix >> (i % 64) & 1 == 1;
+    let walks: [(&str, &dyn Fn(usize) -> bool); 2] =
+        [("borrowed", &all_borrowed), ("mixed", &mixed)];
+    for (walk, owned_at) in walks {
+        match (open(), &want) {
+            (Ok(records), Ok(want)) => walk_borrowed(records, want, owned_at)?,
+            (Err(got), Err(want)) => prop_assert_eq!(&got, want, "{} walk: open error", walk),
+            (got, want) => {
+                return Err(TestCaseError::fail(format!(
+                    "the {walk} walk opened to {:?}, the owned walk to {:?}",
+                    got.err(),
+                    want.as_ref().err()
+                )))
+            }
+        }
+    }
+    Ok(want.is_ok())
 }
 
-/// Compares both walks of the only batch in `buf`: unbounded, with `.bounded`,
-/// and with `records_in(lo..=hi)` (offsets relative to the base offset).
+/// The only batch in `buf`, or the error it fails with.
+fn first_batch(buf: &Bytes, opts: DecodeOptions) -> Result<walfetch_codec::RecordBatch, Fault> {
+    let batch = Batches::new(buf.clone(), opts).next();
+    batch
+        .expect("the buffer holds a complete batch")
+        .map_err(|e| fault(&e))
+}
+
+/// Compares the walks of the only batch in `buf` (each walk decoding the
+/// batch itself): unbounded, with `records_in(lo..=hi)` and `records_in(lo..)`
+/// (offsets relative to the base offset), and with `.bounded`. Returns
+/// whether the unbounded walks opened.
 fn compare_batch(
     buf: &Bytes,
     opts: DecodeOptions,
     lo: i64,
     hi: i64,
     mix: u64,
-) -> Result<(), TestCaseError> {
-    let Some(batch) = first_batch(buf.clone(), opts) else {
-        return Ok(());
-    };
-    let base = batch.base_offset();
+) -> Result<bool, TestCaseError> {
+    let base = i64::from_be_bytes(buf[..8].try_into().unwrap());
     let (lo, hi) = (base + lo.min(hi), base + lo.max(hi));
-    compare(|| batch.records().ok(), mix)?;
-    compare(|| batch.records_in(lo..=hi).ok(), mix)?;
-    compare(|| batch.records_in(lo..).ok(), mix)?;
-    compare(|| Some(batch.records().ok()?.bounded(i64::MIN, hi)), mix)?;
-    Ok(())
+    let batch = || first_batch(buf, opts);
+    let all = compare(|| opened(batch()?.records()), mix)?;
+    compare(|| opened(batch()?.records_in(lo..=hi)), mix)?;
+    compare(|| opened(batch()?.records_in(lo..)), mix)?;
+    compare(
+        || Ok(opened(batch()?.records())?.bounded(i64::MIN, hi)),
+        mix,
+    )?;
+    Ok(all)
 }
 
 /// Compresses `records` (an uncompressed records section) as Kafka does.
@@ -227,12 +259,14 @@ proptest! {
         mix: u64,
     ) {
         let encoded = BatchBuilder::new(base).compression(codec).snappy_framing(framing).encode(&records).unwrap();
-        compare_batch(&encoded.bytes, DecodeOptions::default(), lo, hi, mix)?;
+        let opened = compare_batch(&encoded.bytes, DecodeOptions::default(), lo, hi, mix)?;
+        prop_assert!(opened, "a valid batch opens");
     }
 
     /// Corrupt records (bytes overwritten, the section cut or extended, the
     /// header's record count or last offset delta changed), compressed
-    /// again with every codec: the same error at the same record index.
+    /// again with every codec: the same error at the same record index, or
+    /// the same error opening the batch or its records.
     #[test]
     fn borrowed_walk_fails_where_the_owned_walk_does(
         records in records(100, 20),
@@ -270,8 +304,8 @@ proptest! {
         compare_batch(&Bytes::from(unchecked), opts, lo, hi, mix)?;
     }
 
-    /// Every prefix of an uncompressed batch: the unverified records of the
-    /// partial batch walk the same both ways.
+    /// Every prefix of an uncompressed batch: past the header, the
+    /// unverified records of the partial batch walk the same both ways.
     #[test]
     fn borrowed_walk_of_a_prefix_is_the_owned_walk(
         records in records(100, 20),
@@ -282,8 +316,13 @@ proptest! {
         let cut = cut.index(encoded.bytes.len());
         let mut batches = Batches::new(encoded.bytes.slice(..cut), DecodeOptions::default());
         prop_assert!(batches.next().is_none());
-        if let Some(partial) = batches.partial() {
-            compare(|| partial.records_unverified(), mix)?;
+        let unverified = || batches.partial().and_then(PartialBatch::records_unverified);
+        if cut < HEADER_LEN {
+            // No complete header: no records section to walk either way.
+            prop_assert!(unverified().is_none(), "records in a {}-byte prefix", cut);
+        } else {
+            let open = || Ok(unverified().expect("a prefix past its header has records"));
+            prop_assert!(compare(open, mix)?);
         }
     }
 }
@@ -302,7 +341,8 @@ proptest! {
         mix: u64,
     ) {
         let encoded = BatchBuilder::new(0).compression(codec).snappy_framing(framing).encode(&records).unwrap();
-        compare_batch(&encoded.bytes, DecodeOptions::default(), lo, hi, mix)?;
+        let opened = compare_batch(&encoded.bytes, DecodeOptions::default(), lo, hi, mix)?;
+        prop_assert!(opened, "a valid batch opens");
         // A decompression cap the records may exceed part way.
         let opts = DecodeOptions { max_decompressed_bytes: 20 << 10, ..DecodeOptions::default() };
         compare_batch(&encoded.bytes, opts, lo, hi, mix)?;
@@ -325,7 +365,7 @@ fn a_borrowed_record_outlives_nothing_but_converts_to_an_owned_one() {
             .compression(codec)
             .encode(&records)
             .unwrap();
-        let batch = first_batch(encoded.bytes.clone(), DecodeOptions::default()).unwrap();
+        let batch = first_batch(&encoded.bytes, DecodeOptions::default()).unwrap();
         let mut kept = Vec::new();
         let mut it = batch.records_in(41..=43).unwrap();
         while let Some(record) = it.next_ref() {

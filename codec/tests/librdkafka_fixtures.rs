@@ -1,4 +1,4 @@
-//! Batches written by an independent client, librdkafka 2.16, with every
+//! Batches written by an independent client, librdkafka 2.16.0, with every
 //! compression codec decode to exactly what librdkafka itself read back.
 //! See `tests/fixtures/librdkafka/README.md` for how they were made.
 #![allow(clippy::unwrap_used)]

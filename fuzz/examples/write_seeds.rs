@@ -10,6 +10,8 @@ use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng};
 use walfetch_codec::{
     BatchBuilder, Compression, ControlType, NewRecord, SnappyFraming, TimestampType,
 };
@@ -86,20 +88,15 @@ fn decode_seeds() -> Result<Vec<(String, Vec<u8>)>> {
     Ok(seeds)
 }
 
-/// Pseudo-random byte strings (xorshift64, fixed seed) that `arbitrary` turns
-/// into an input with at least two records.
+/// Pseudo-random byte strings (a `StdRng` with a fixed seed) that
+/// `arbitrary` turns into an input with at least two records.
 fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
     let mut seeds = Vec::new();
     for size in [64usize, 128, 256, 512, 1024, 2048] {
         loop {
-            let bytes: Vec<u8> = (0..size).map(|_| next() as u8).collect();
+            let mut bytes = vec![0; size];
+            rng.fill_bytes(&mut bytes);
             let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(&bytes)) else {
                 continue;
             };

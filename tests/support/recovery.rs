@@ -166,7 +166,7 @@ pub(crate) fn librdkafka_wal(
         .args([count.to_string(), regions.to_string()])
         .args([compression.to_owned(), partitions.to_string()])
         .output()
-        .expect("python3 with confluent-kafka (scripts/test.sh installs it)");
+        .expect("python3 with confluent-kafka (scripts/setup-python.sh installs it)");
     assert!(
         out.status.success(),
         "{}",
