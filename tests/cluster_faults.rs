@@ -1515,4 +1515,14 @@ async fn fetch_many_shares_a_request_per_leader_and_retries_partitions_alone() {
             .then(FaultAction::MoveLeader { to: other }),
     );
     check(within(HANG, "moved leader", cluster.fetch_many(&params)).await);
+    // One partition twice: a request names it once, the second goes alone.
+    let twice = [params[0].clone(), params[0].clone()];
+    let many = within(HANG, "twice", cluster.fetch_many(&twice)).await;
+    assert_eq!(many.requests, 2);
+    for fetched in many.partitions {
+        assert_eq!(
+            decode(&fetched.expect("answered").records),
+            vec![(0, written[0].clone())]
+        );
+    }
 }

@@ -144,6 +144,10 @@ async fn one_pass_reads_no_more_than_region_by_region() {
         by_region.add(&consumer.stats());
     }
     assert_eq!(one_pass.entries, by_region.entries);
+    assert_eq!(
+        by_region.requests, by_region.fetches,
+        "one partition's fetches never share a request"
+    );
     assert!(
         one_pass.requests < one_pass.fetches,
         "partitions on one broker share requests: {} requests for {} fetches",

@@ -393,12 +393,20 @@ impl Cluster {
         let mut by_leader: BTreeMap<String, Vec<(usize, PartitionLeader)>> = BTreeMap::new();
         let mut alone = Vec::new();
         for (i, p) in params.iter().enumerate() {
-            match self.leader(&p.topic, p.partition).await {
-                Ok(leader) => by_leader
-                    .entry(leader.address.clone())
-                    .or_default()
-                    .push((i, leader)),
-                Err(_) => alone.push(i),
+            let Ok(leader) = self.leader(&p.topic, p.partition).await else {
+                alone.push(i);
+                continue;
+            };
+            let group = by_leader.entry(leader.address.clone()).or_default();
+            // A request names a partition once; a second fetch of it goes
+            // on its own.
+            let named = |&(j, _): &(usize, PartitionLeader)| {
+                params[j].topic == p.topic && params[j].partition == p.partition
+            };
+            if group.iter().any(named) {
+                alone.push(i);
+            } else {
+                group.push((i, leader));
             }
         }
         let shared = futures::future::join_all(

@@ -24,6 +24,9 @@ use crate::replay::{
 /// sent, and its answer.
 type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
 
+/// A fetch to send: its core, its id there, what to fetch.
+type Outgoing = (usize, FetchId, FetchParams);
+
 /// A request in flight: when answered, the Fetch requests it took and the
 /// answers of its fetches.
 type InFlight = BoxFuture<'static, (usize, Vec<Answered>)>;
@@ -193,7 +196,7 @@ impl Driver {
     /// each in a request of their own.
     fn launch(&mut self) -> usize {
         let n = self.cores.len();
-        let mut together = Vec::new();
+        let mut together: Vec<Vec<Outgoing>> = Vec::new();
         let mut sent = 0;
         loop {
             let mut any = false;
@@ -214,10 +217,15 @@ impl Driver {
                     .with_max_wait(Duration::ZERO)
                     .with_isolation(out.isolation);
                 let fetch = (i, out.id, params);
-                if out.shareable {
-                    together.push(fetch);
-                } else {
-                    self.send(vec![fetch]);
+                // A request names a partition once: a partition's second
+                // fetch goes in the next request.
+                let group = together
+                    .iter_mut()
+                    .find(|g: &&mut Vec<Outgoing>| g.iter().all(|f| f.0 != i));
+                match (out.shareable, group) {
+                    (true, Some(group)) => group.push(fetch),
+                    (true, None) => together.push(vec![fetch]),
+                    (false, _) => self.send(vec![fetch]),
                 }
                 self.send_from = (i + 1) % n;
                 self.fetches_in_flight += 1;
@@ -229,14 +237,15 @@ impl Driver {
                 break;
             }
         }
-        if !together.is_empty() {
-            self.send(together);
+        for group in together {
+            self.send(group);
         }
         sent
     }
 
-    /// Sends `fetches` (core, id, what) in one request per leader.
-    fn send(&mut self, fetches: Vec<(usize, FetchId, FetchParams)>) {
+    /// Sends `fetches` (each partition at most once) in one request per
+    /// leader.
+    fn send(&mut self, fetches: Vec<Outgoing>) {
         let cluster = Arc::clone(&self.cluster);
         let at = Instant::now();
         self.in_flight.push(Box::pin(async move {
