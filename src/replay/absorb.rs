@@ -7,7 +7,11 @@
 //! - a wanted offset inside a batch or prefix the response carried whole,
 //!   yet absent from it, no longer exists (compaction, an aborted
 //!   transaction): it is reported lost, never silently dropped;
-//! - wanted offsets past what the response covered go back to the planner.
+//! - wanted offsets past what the response covered go back to the planner;
+//! - a response that starts above the first wanted offset skipped a batch
+//!   (some brokers skip the one containing a mid-batch fetch offset) unless
+//!   the fetch offset is known not to fall inside a batch: then the offsets
+//!   below the response's first batch do not exist.
 
 use std::ops::Range;
 
@@ -24,6 +28,11 @@ use crate::plan::{FetchKind, FetchStrategy, PlannedFetch, SeenBatch};
 pub(crate) struct Response<'a> {
     pub(crate) records: Bytes,
     pub(crate) aborted: &'a [AbortedTransaction],
+    /// The fetch offset is known not to fall inside a batch (a batch seen
+    /// starts there or ends right before it, or nothing below it can be
+    /// fetched): a response that starts above the first wanted offset then
+    /// shows offsets that do not exist, not a batch the broker skipped.
+    pub(crate) aligned: bool,
 }
 
 /// How to read responses.
@@ -113,7 +122,7 @@ pub(crate) fn absorb(
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
             first = false;
-            if h.base_offset > first_wanted {
+            if h.base_offset > first_wanted && !response.aligned {
                 out.misaligned = true;
             }
         }
@@ -157,14 +166,14 @@ pub(crate) fn absorb(
     if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
         if let Some(h) = partial.header() {
             out.batches.extend(seen(&h));
-            if first && h.base_offset > first_wanted {
+            if first && h.base_offset > first_wanted && !response.aligned {
                 out.misaligned = true;
             }
             let usable = opts.partial_records
                 && !out.misaligned
                 && !h.is_control()
                 && (!opts.read_committed || !h.is_transactional())
-                && h.base_offset <= first_wanted.max(covered + 1);
+                && (h.base_offset <= first_wanted.max(covered + 1) || first);
             if let (true, Some(records)) = (usable, partial.records_unverified()) {
                 let mut last_seen = None;
                 for record in records {

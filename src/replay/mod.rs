@@ -548,9 +548,15 @@ impl ReplayCore {
         };
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
+        // A fetch offset where a batch seen starts or right after one
+        // ends, or one nothing can be fetched below, cannot fall inside a
+        // batch: a broker cannot have skipped the batch containing it.
+        let aligned = fetch.offset <= fetched.log_start_offset
+            || self.seen.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
         let response = Response {
             records: fetched.records.clone(),
             aborted: &fetched.aborted_transactions,
+            aligned,
         };
         let opts = AbsorbOptions {
             decode: self.options.decode,
@@ -581,14 +587,35 @@ impl ReplayCore {
             misaligned = absorbed.misaligned,
             "fetch answered"
         );
+        // A batch not seen before is progress too: a fetch that delivers
+        // nothing yet may be walking the log toward a wanted offset whose
+        // batch is unknown, one batch a response (a broker that never cuts
+        // a batch, a small byte limit). The log holds finitely many.
+        let mut learned = false;
         for b in &absorbed.batches {
+            learned |= self
+                .seen
+                .containing(b.base)
+                .is_none_or(|(base, e)| base != b.base || e.last_known != b.last || e.len != b.len);
             self.seen.observe(b.base, b.last, b.len);
         }
-        if absorbed.misaligned {
+        // An empty answer to a fetch below the log's end skipped the batch
+        // holding the fetch offset too: Kafka returns at least that batch
+        // (KIP-74); a broker that skips the containing batch returns
+        // nothing when it is the log's last.
+        let log_end = match self.options.isolation {
+            IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
+                fetched.last_stable_offset
+            }
+            _ => fetched.high_watermark,
+        };
+        let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
+        if absorbed.misaligned || skipped {
             self.strategy
                 .note_misaligned(fetched.log_start_offset.max(0));
         }
-        let mut progress = !absorbed.delivered.is_empty()
+        let mut progress = learned
+            || !absorbed.delivered.is_empty()
             || !absorbed.lost.is_empty()
             || !absorbed.tail.is_empty();
         for (i, record) in absorbed.delivered {
@@ -624,7 +651,7 @@ impl ReplayCore {
             let end = if fetched.records.is_empty() && next >= fetched.high_watermark {
                 self.end
             } else {
-                next
+                self.tail_resume(next)
             };
             progress |= end >= self.end;
             self.strategy.tail_progress(end);
@@ -667,11 +694,25 @@ impl ReplayCore {
             let next = if from >= log_end {
                 self.end
             } else {
-                from.max(log_start)
+                self.tail_resume(from.max(log_start))
             };
             self.strategy.tail_progress(next);
         }
         Ok(())
+    }
+
+    /// Where the scan past `last_index` goes on from `next`: the first
+    /// offset at or past it in some region's part of the scan (`tail_from`
+    /// to the end of its range), or the end when none is left. The scan
+    /// covers the union of those parts, not their hull: offsets between
+    /// them are wanted by no region.
+    fn tail_resume(&self, next: i64) -> i64 {
+        self.regions
+            .iter()
+            .filter(|r| r.tail_from < r.range.to && next < r.range.to)
+            .map(|r| r.tail_from.max(next))
+            .min()
+            .unwrap_or(self.end)
     }
 
     /// A record of the scan past `last_index`: kept for its region if the

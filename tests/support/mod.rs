@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod recovery;
+pub(crate) mod sim;
 pub(crate) mod tansu;
 
 use bytes::Bytes;

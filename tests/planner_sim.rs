@@ -1,0 +1,336 @@
+//! The fetch planner's replays, through the real replay core against a
+//! simulated partition (`support::sim`): how many fetches and how many
+//! bytes a region's replay takes next to the floor (the fewest bytes
+//! Kafka's fetch rules allow), with the writer's hints, offsets only,
+//! wrong hints, and brokers that bend the rules. Tests of single planned
+//! fetches stay with the planner (`src/plan/planner.rs`).
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use walfetch::codec::Compression;
+use walfetch::index::{IndexEntry, RegionId, WalIndex};
+use walfetch::plan::PlanConfig;
+use walfetch::replay::ReplayOptions;
+use walfetch_testkit::{kafka_fetch, Habits};
+
+use support::sim::{BatchSpec, IndexSpec, Outcome, Sim, SimLog};
+
+/// The region replayed; every other record is [`OTHER`]'s.
+const WANTED: RegionId = 1;
+const OTHER: RegionId = 2;
+
+/// A log of batches of `sizes[i]` records of `value_len` bytes, the
+/// records at `wanted` offsets [`WANTED`]'s.
+fn log_with(sizes: &[usize], value_len: usize, compression: Compression, wanted: &[i64]) -> SimLog {
+    SimLog::uniform(sizes, value_len, compression, |o| {
+        if wanted.contains(&o) {
+            WANTED
+        } else {
+            OTHER
+        }
+    })
+}
+
+/// Replays [`WANTED`] from the log's start with `index`, one fetch in
+/// flight, checking it gets exactly its records.
+fn replay(log: &SimLog, index: &WalIndex, habits: Habits) -> Outcome {
+    let range = log.whole(WANTED);
+    let out = Sim::new(log, habits, 0).run(
+        index,
+        &[range],
+        ReplayOptions::default().with_max_in_flight(1),
+    );
+    assert!(out.error.is_none(), "{habits:?}: {:?}", out.error);
+    assert_eq!(out.regions[&WANTED], log.expected(&range), "{habits:?}");
+    out
+}
+
+/// Every record indexed, offsets only.
+fn offsets_only(log: &SimLog) -> WalIndex {
+    log.index(IndexSpec {
+        hints: false,
+        last_index: Some(log.end() - 1),
+        writer: None,
+    })
+}
+
+const NEVER_CUT: Habits = Habits {
+    never_cut: true,
+    skip_containing_batch: false,
+    repeat_last_batch: false,
+};
+
+const SKIP_CONTAINING: Habits = Habits {
+    never_cut: false,
+    skip_containing_batch: true,
+    repeat_last_batch: false,
+};
+
+/// The fewest bytes Kafka sends to deliver `wanted` in one fetch per run
+/// of adjacent batches holding wanted records: each run fetched from its
+/// first batch's base, its limit ending right after its last wanted
+/// record (Kafka's rules, `kafka_fetch`). Fewer bytes take more fetches
+/// (the floor proper, `SimLog::floor`, counts round trips free).
+fn floor_in_runs(log: &SimLog, wanted: &[i64]) -> u64 {
+    // (first batch, last batch, where the last wanted record ends in it)
+    let mut runs: Vec<(usize, usize, u32)> = Vec::new();
+    for &o in wanted {
+        let r = log.records().iter().find(|r| r.offset == o).unwrap();
+        match runs.last_mut() {
+            Some(run) if run.1 == r.batch => run.2 = run.2.max(r.end),
+            Some(run) if run.1 + 1 == r.batch => (run.1, run.2) = (r.batch, r.end),
+            _ => runs.push((r.batch, r.batch, r.end)),
+        }
+    }
+    let batches = log.batches();
+    runs.iter()
+        .map(|&(first, last, end)| {
+            let start = batches[first].position;
+            let limit = batches[last].position + u64::from(end) - start;
+            let bytes = kafka_fetch(log.extents(), batches[first].base, limit as usize).unwrap();
+            bytes.len() as u64
+        })
+        .sum()
+}
+
+#[test]
+fn table() {
+    // (name, batch sizes, value bytes, wanted offsets, max fetches, max
+    // bytes / the floor in runs)
+    type Case = (&'static str, Vec<usize>, usize, Vec<i64>, u64, f64);
+    let cases: Vec<Case> = vec![
+        (
+            "dense: the whole log",
+            vec![10; 10],
+            100,
+            (0..100).collect(),
+            1,
+            1.0,
+        ),
+        (
+            "one entry per batch, batches adjacent",
+            vec![10; 10],
+            100,
+            (0..10).map(|b| b * 10 + 5).collect(),
+            1,
+            1.0,
+        ),
+        (
+            "a run spanning batches",
+            vec![10; 10],
+            100,
+            (15..47).collect(),
+            1,
+            1.0,
+        ),
+        (
+            "sparse in big batches",
+            vec![100; 20],
+            1000,
+            vec![5, 950, 1901],
+            3,
+            1.0,
+        ),
+        (
+            "two far runs",
+            vec![100; 20],
+            1000,
+            vec![100, 101, 150, 1500, 1550],
+            2,
+            1.0,
+        ),
+        // The 8 MiB cap on one fetch splits the run: the last batch comes
+        // whole where the floor cuts it.
+        (
+            "a huge batch between small ones",
+            vec![3, 2000, 3],
+            10_000,
+            vec![1, 1000, 2004],
+            3,
+            1.001,
+        ),
+        ("a single entry", vec![10; 10], 100, vec![42], 1, 1.0),
+        // The first batch comes whole anyway: reaching the next batch
+        // costs no gap, however early the first entry sits.
+        (
+            "an entry early in a big batch, the next in the batch after",
+            vec![100, 10],
+            1000,
+            vec![0, 105],
+            1,
+            1.0,
+        ),
+    ];
+    for (name, sizes, value_len, wanted, max_fetches, max_ratio) in cases {
+        let log = log_with(&sizes, value_len, Compression::None, &wanted);
+        let out = replay(&log, &log.full_index(), Habits::KAFKA);
+        let floor = floor_in_runs(&log, &wanted);
+        assert!(
+            out.stats.records_bytes >= log.floor(&wanted),
+            "{name}: below the floor"
+        );
+        assert!(
+            out.stats.fetches <= max_fetches,
+            "{name}: {} fetches",
+            out.stats.fetches
+        );
+        assert!(
+            out.stats.records_bytes as f64 <= floor as f64 * max_ratio,
+            "{name}: {} bytes, floor {floor}",
+            out.stats.records_bytes
+        );
+    }
+}
+
+#[test]
+fn other_writers_batches_break_runs_but_lose_nothing() {
+    // Writers 0 and 1 alternate batches; the index knows writer 0's only,
+    // where the wanted entries are.
+    let specs: Vec<BatchSpec> = (0..12i64)
+        .map(|b| BatchSpec {
+            regions: (0..10)
+                .map(|r| if b % 2 == 0 && r == 3 { WANTED } else { OTHER })
+                .collect(),
+            gap: 0,
+            writer: (b % 2) as u8,
+        })
+        .collect();
+    let log = SimLog::build(&specs, Compression::None, |_| 100);
+    let index = log.index(IndexSpec {
+        hints: true,
+        last_index: Some(log.end() - 1),
+        writer: Some(0),
+    });
+    let out = replay(&log, &index, Habits::KAFKA);
+    assert_eq!(
+        out.stats.fetches, 6,
+        "one fetch per run: the gaps are unknown"
+    );
+    let writer_0: u64 = log
+        .batches()
+        .iter()
+        .filter(|b| b.writer == 0)
+        .map(|b| u64::from(b.len))
+        .sum();
+    assert_eq!(out.stats.records_bytes, writer_0);
+}
+
+#[test]
+fn offsets_only_learns_the_layout() {
+    let wanted: Vec<i64> = (0..40).map(|b| b * 50 + 7).collect();
+    let log = log_with(&[50; 40], 200, Compression::None, &wanted);
+    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    let probe = u64::from(PlanConfig::default().probe_bytes);
+    assert!(
+        out.stats.records_bytes <= log.size() + probe,
+        "{}",
+        out.stats.records_bytes
+    );
+}
+
+#[test]
+fn offsets_only_reads_across_gaps_cheaper_than_the_slack_a_split_costs() {
+    // ~100 KB batches, an entry every 14 offsets (~70 KB apart): more
+    // than the cost model's merge gap, less than the slack two
+    // estimated fetches carry between them. One fetch after the probe.
+    let wanted: Vec<i64> = (0..60 * 20).step_by(14).collect();
+    let log = log_with(&[20; 60], 5000, Compression::None, &wanted);
+    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    assert!(out.stats.fetches <= 3, "{} fetches", out.stats.fetches);
+    assert!(
+        out.stats.records_bytes <= log.size() + (1 << 20),
+        "{}",
+        out.stats.records_bytes
+    );
+}
+
+#[test]
+fn offsets_only_resumes_a_cut_run_in_one_fetch() {
+    // The probe is cut inside a compressed batch: its header tells where
+    // the batch starts, and the next fetch starts there and goes on,
+    // estimated, over every entry left.
+    let wanted: Vec<i64> = (0..300).step_by(5).collect();
+    let log = log_with(&[10; 30], 10_000, Compression::Lz4, &wanted);
+    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    assert_eq!(out.stats.fetches, 2);
+}
+
+#[test]
+fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
+    let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();
+    let log = log_with(&[50; 40], 200, Compression::None, &wanted);
+    replay(&log, &offsets_only(&log), SKIP_CONTAINING);
+}
+
+#[test]
+fn wrong_and_stale_hints_cost_fetches_never_records() {
+    let wanted = [3, 33, 34, 71, 99];
+    let log = log_with(&[10; 10], 100, Compression::None, &wanted);
+    let full = log.full_index();
+    for damage in 0..4 {
+        let mut index = WalIndex::new();
+        for e in full.region(WANTED).unwrap().entries() {
+            let mut h = e.hint.unwrap();
+            match damage {
+                0 => {
+                    // too short
+                    h.batch_len /= 2;
+                    h.record_end = h.record_end.min(h.batch_len);
+                }
+                1 => h.record_end = 61, // ends too early
+                2 => h.batch_base = (h.batch_base - 5).max(0), // wrong batch
+                _ => h.batch_len *= 3,  // too long
+            }
+            let damaged = IndexEntry {
+                offset: e.offset,
+                hint: Some(h),
+            };
+            index.push(WANTED, damaged).unwrap();
+        }
+        index.set_last_index(log.end() - 1);
+        for habits in [Habits::KAFKA, NEVER_CUT, SKIP_CONTAINING] {
+            replay(&log, &index, habits);
+        }
+    }
+}
+
+#[test]
+fn brokers_that_never_cut_or_skip_the_containing_batch() {
+    let wanted = [3, 15, 55, 56, 90];
+    let log = log_with(&[10; 10], 100, Compression::None, &wanted);
+    for habits in [NEVER_CUT, SKIP_CONTAINING, Habits::TANSU_0_6] {
+        replay(&log, &log.full_index(), habits);
+    }
+}
+
+#[test]
+fn compressed_batches_are_read_whole() {
+    let wanted = [2, 12];
+    let log = log_with(&[10; 4], 100, Compression::Lz4, &wanted);
+    let out = replay(&log, &log.full_index(), Habits::KAFKA);
+    let two = u64::from(log.batches()[0].len + log.batches()[1].len);
+    assert_eq!((out.stats.fetches, out.stats.records_bytes), (1, two));
+}
+
+/// Regression: entries past the byte cap in a batch larger than the cap
+/// were left to later fetches, each getting the whole batch again (it
+/// comes whole, KIP-74): one fetch per entry.
+#[test]
+fn a_batch_larger_than_the_fetch_cap_is_fetched_once() {
+    let wanted: Vec<i64> = (10..20).collect();
+    let log = log_with(&[10, 10, 10], 300, Compression::None, &wanted);
+    let plan = PlanConfig {
+        max_fetch_bytes: 1000,
+        ..PlanConfig::default()
+    };
+    let out = Sim::new(&log, Habits::KAFKA, 0).run(
+        &log.full_index(),
+        &[log.whole(WANTED)],
+        ReplayOptions::default().with_plan(plan),
+    );
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(out.regions[&WANTED], log.expected(&log.whole(WANTED)));
+    assert_eq!(out.stats.fetches, 1);
+    assert_eq!(out.stats.records_bytes, u64::from(log.batches()[1].len));
+}
