@@ -11,6 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
@@ -62,20 +64,14 @@ async fn setup_sized(
     writer_config.max_batch_bytes = batch_bytes;
     let writer = WalWriter::new(Arc::clone(&cluster), writer_config);
     let mut pending = Vec::new();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = StdRng::seed_from_u64(0x2545_f491_4f6c_dd1d);
     for n in 0..entries {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let region = (state % 8).min((state >> 17) % 8);
-        let len = (state >> 40) as usize % max_payload;
+        let region = rng.random_range(0..8u64).min(rng.random_range(0..8u64));
+        let len = rng.random_range(0..max_payload);
         let mut payload = format!("r{region} n{n} {}", "y".repeat(len.min(400)));
-        let mut noise = state;
+        // Beyond 400 bytes, noise that compression cannot shrink away.
         while payload.len() < len {
-            noise ^= noise << 13;
-            noise ^= noise >> 7;
-            noise ^= noise << 17;
-            payload.push_str(&format!("{noise:016x}"));
+            payload.push_str(&format!("{:016x}", rng.random::<u64>()));
         }
         let payload = Bytes::from(payload);
         let appended = writer

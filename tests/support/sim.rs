@@ -603,16 +603,11 @@ fn take(out: &mut Outcome, entry: Entry) {
     got.push((offset, record.value_bytes().unwrap_or_default()));
 }
 
-/// Pseudo-random bytes seeded by `offset` (xorshift): values that
-/// compression cannot shrink away, so compressed batches keep their size.
+/// Pseudo-random bytes seeded by `offset`: values that compression cannot
+/// shrink away, so compressed batches keep their size.
 fn filler(offset: i64) -> impl Iterator<Item = u8> {
-    let mut x = (offset as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    std::iter::repeat_with(move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x as u8
-    })
+    let mut rng = StdRng::seed_from_u64(offset as u64);
+    std::iter::repeat_with(move || rng.random::<u8>())
 }
 
 /// Whether to print each fetch and answer (`WALFETCH_SIM_TRACE=1`).
