@@ -62,12 +62,12 @@ pub(crate) struct Row {
     pub(crate) new_connections: u64,
 }
 
-fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
+pub(crate) fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
     v.sort_unstable();
     v[v.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -228,7 +228,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
     out
 }
 
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     let n = n as f64;
     if n >= 1024.0 * 1024.0 {
         format!("{:.2} MiB", n / 1024.0 / 1024.0)
@@ -250,6 +250,9 @@ pub(crate) fn markdown(
     let _ = writeln!(s, "{header}\n");
     for d in datasets {
         let _ = writeln!(s, "- {d}");
+    }
+    if rows.is_empty() {
+        return s;
     }
     let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
     brokers.dedup();
