@@ -161,20 +161,6 @@ pub(crate) struct Floor {
     pub(crate) region_record_bytes: u64,
 }
 
-impl Floor {
-    /// Adds the floor of another partition: partitions are separate logs,
-    /// so their floors add up.
-    pub(crate) fn add(&mut self, other: &Floor) {
-        self.kafka_bytes += other.kafka_bytes;
-        self.whole_batch_bytes += other.whole_batch_bytes;
-        self.kafka_fetches += other.kafka_fetches;
-        self.wanted_batches += other.wanted_batches;
-        self.runs += other.runs;
-        self.region_records += other.region_records;
-        self.region_record_bytes += other.region_record_bytes;
-    }
-}
-
 /// What a replay wants of one record of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Want {

@@ -239,6 +239,27 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
+/// Writes one markdown table per broker, in the order the brokers first
+/// appear in `rows`: `head` and `align` are its first two lines, `line`
+/// writes a row.
+pub(crate) fn broker_tables<R>(
+    s: &mut String,
+    rows: &[R],
+    broker: impl Fn(&R) -> &str,
+    head: &str,
+    align: &str,
+    line: impl Fn(&R) -> String,
+) {
+    let mut brokers: Vec<&str> = rows.iter().map(&broker).collect();
+    brokers.dedup();
+    for name in brokers {
+        let _ = writeln!(s, "\n### {name}\n\n{head}\n{align}");
+        for r in rows.iter().filter(|r| broker(r) == name) {
+            let _ = writeln!(s, "{}", line(r));
+        }
+    }
+}
+
 /// The markdown report: one table per broker, then the targets.
 pub(crate) fn markdown(
     rows: &[Row],
@@ -254,21 +275,14 @@ pub(crate) fn markdown(
     if rows.is_empty() {
         return s;
     }
-    let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
-    brokers.dedup();
-    for broker in brokers {
-        let _ = writeln!(s, "\n### {broker}\n");
-        let _ = writeln!(
-            s,
-            "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | round trips | runs / floor fetches | wall ms median (min–max) | first entry ms | peak buffered |"
-        );
-        let _ = writeln!(
-            s,
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
-        for r in rows.iter().filter(|r| r.broker == broker) {
-            let _ = writeln!(
-                s,
+    broker_tables(
+        &mut s,
+        rows,
+        |r| &r.broker,
+        "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | round trips | runs / floor fetches | wall ms median (min–max) | first entry ms | peak buffered |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        |r| {
+            format!(
                 "| {} | {} {} (r{}) | {} | {} | {} | {} | {:.3} | {:.2} | {} | {} | {} / {} | {:.1} ({:.1}–{:.1}) | {} | {} |",
                 r.workload,
                 r.class,
@@ -290,9 +304,9 @@ pub(crate) fn markdown(
                 r.time_to_first_ms
                     .map_or_else(|| "—".into(), |t| format!("{t:.1}")),
                 bytes(r.peak_buffered_bytes),
-            );
-        }
-    }
+            )
+        },
+    );
     let _ = writeln!(
         s,
         "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries.\n"
