@@ -19,6 +19,11 @@
 //!    (as from a GreptimeDB index file);
 //! 5. `walfetch hints`: walfetch's planner with the writer's hints.
 //!
+//! Then the restart scenario (`replay/restart.rs`): every region at once,
+//! each from its own checkpoint, on one partition and on four, region by
+//! region (walfetch, the estimate strategy) and in one pass (a scan split
+//! by region, walfetch's `Recovery`).
+//!
 //! Every contender connects through a byte-counting TCP proxy on loopback
 //! (the broker advertises the proxy's address), so wire bytes are counted
 //! the same way for all. Every replay's output is checked against the
@@ -32,6 +37,7 @@
 //! ```text
 //! cargo bench --bench replay                 # default profile, < 10 min on 2 cores
 //! cargo bench --bench replay -- --quick      # correctness of every contender, < 2 min
+//! cargo bench --bench replay -- --only restart   # the restart scenario alone
 //! cargo bench --bench replay -- --help       # every option
 //! ```
 //!
@@ -47,6 +53,8 @@ mod floor;
 mod proxy;
 #[path = "replay/report.rs"]
 mod report;
+#[path = "replay/restart.rs"]
+mod restart;
 #[path = "replay/workload.rs"]
 mod workload;
 
@@ -78,6 +86,8 @@ replay benchmark: walfetch vs scan, estimate (walfetch and rskafka), offsets-onl
 usage: cargo bench --bench replay -- [options]
 
   --quick              small data, one run: checks every contender (< 2 min)
+  --only S             run only scenario S: replay (one region at a time) or
+                       restart (every region at once); default both
   --broker B           scripted | tansu | both (default both)
   --workloads LIST     comma-separated <compression>-<writers>w, compression
                        none|lz4|zstd, writers 1|2 (default none-1w,lz4-2w,zstd-1w)
@@ -124,6 +134,8 @@ struct Args {
     runs: usize,
     seed: u64,
     round_trip: Option<Duration>,
+    /// Run only this scenario: `replay` or `restart`.
+    only: Option<String>,
 }
 
 impl Args {
@@ -146,7 +158,13 @@ impl Args {
             runs: if quick { 1 } else { 5 },
             seed: 42,
             round_trip: None,
+            only: None,
         }
+    }
+
+    /// Whether scenario `name` (`replay` or `restart`) runs.
+    fn runs_scenario(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == name)
     }
 
     /// Parses the bench's arguments. `--bench` (added by `cargo bench`) is
@@ -211,6 +229,10 @@ impl Args {
                 "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
                 "--runs" => out.runs = num("--runs", value("--runs")?)?,
                 "--seed" => out.seed = num("--seed", value("--seed")?)?,
+                "--only" => match value("--only")?.as_str() {
+                    only @ ("replay" | "restart") => out.only = Some(only.to_owned()),
+                    other => return Err(format!("--only: unknown {other:?}\n\n{USAGE}")),
+                },
                 "--round-trip-us" => {
                     let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
                     out.round_trip = Some(Duration::from_micros(us));
@@ -298,6 +320,7 @@ fn run() -> Result<ExitCode, String> {
         args.runs
     );
     let mut rows = Vec::new();
+    let mut restart_rows = Vec::new();
     let mut datasets = Vec::new();
     for &broker in &args.brokers {
         let (listener, proxy_addr) = infra
@@ -334,16 +357,24 @@ fn run() -> Result<ExitCode, String> {
             }
         };
         let proxy = Proxy::start(listener, upstream, infra.handle());
-        let result = clients.block_on(bench_broker(broker, &proxy, &args, &mut rows));
+        let result = clients.block_on(bench_broker(
+            broker,
+            &proxy,
+            &args,
+            &mut rows,
+            &mut restart_rows,
+        ));
         drop(proxy);
         drop(running);
         datasets.extend(result?);
     }
 
     let targets = report::check_targets(&rows, BrokerKind::Scripted.name());
+    let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name());
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },
+        args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         args.regions,
         args.zipf,
@@ -356,7 +387,8 @@ fn run() -> Result<ExitCode, String> {
         args.runs,
         started.elapsed().as_secs_f64(),
     );
-    let md = report::markdown(&rows, &targets, &header, &datasets);
+    let md = report::markdown(&rows, &targets, &header, &datasets)
+        + &restart::markdown(&restart_rows, &restart_targets);
     println!("{md}");
     let dir = out_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -366,11 +398,12 @@ fn run() -> Result<ExitCode, String> {
             "regions": args.regions, "zipf": args.zipf, "entries": args.entries,
             "rate": args.rate, "linger_ms": args.linger.as_millis() as u64,
             "batch_bytes": args.batch_bytes, "checkpoint": args.checkpoint,
-            "runs": args.runs, "seed": args.seed,
+            "runs": args.runs, "seed": args.seed, "only": args.only,
         },
         "datasets": datasets,
         "rows": rows,
         "targets": targets,
+        "restart": { "rows": restart_rows, "targets": restart_targets },
         "seconds": started.elapsed().as_secs_f64(),
     });
     let write = |name: &str, text: String| {
@@ -382,11 +415,18 @@ fn run() -> Result<ExitCode, String> {
         "report.json",
         serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
     )?;
-    write("replay.svg", report::svg(&rows))?;
+    if !rows.is_empty() {
+        write("replay.svg", report::svg(&rows))?;
+    }
     eprintln!(
-        "wrote {0}/report.md, {0}/report.json and {0}/replay.svg in {1:.0} s",
+        "wrote {0}/report.md, {0}/report.json{2} in {1:.0} s",
         dir.display(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        if rows.is_empty() {
+            String::new()
+        } else {
+            format!(" and {}/replay.svg", dir.display())
+        }
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -403,6 +443,7 @@ async fn bench_broker(
     proxy: &Proxy,
     args: &Args,
     rows: &mut Vec<Row>,
+    restart_rows: &mut Vec<restart::RestartRow>,
 ) -> Result<Vec<String>, String> {
     let name = broker.name();
     let cluster = Arc::new(
@@ -420,7 +461,7 @@ async fn bench_broker(
         let t = Instant::now();
         let planned = workload::generate(&spec);
         let written = workload::write(&cluster, &topic, &spec, &planned).await?;
-        let layout = floor::scan(&cluster, &topic, written.end).await?;
+        let layout = floor::scan(&cluster, &topic, 0, written.end).await?;
         if layout.batches.len() != written.batches {
             return Err(format!(
                 "{name} {topic}: wrote {} batches, the broker serves {}",
@@ -487,7 +528,15 @@ async fn bench_broker(
             },
         };
 
-        for scenario in scenarios(&topic, &written, args.checkpoint)? {
+        let picked = if args.runs_scenario("replay") {
+            scenarios(&topic, &written, args.checkpoint)?
+        } else {
+            Vec::new()
+        };
+        // A first, unmeasured run per contender (checked like the others)
+        // warms caches on both sides, except in the quick profile.
+        let warmups = usize::from(!args.quick);
+        for scenario in picked {
             let floor = floor::floor(
                 &layout,
                 scenario.region,
@@ -507,9 +556,6 @@ async fn bench_broker(
                     c.name()
                 )
             };
-            // A first, unmeasured run per contender (checked like the others)
-            // warms caches on both sides, except in the quick profile.
-            let warmups = usize::from(!args.quick);
             for run in 0..warmups + args.runs {
                 for k in 0..Contender::ALL.len() {
                     // Rotate the order so no contender always runs first.
@@ -553,6 +599,25 @@ async fn bench_broker(
                 hints.map_or(0, |h| h.1),
                 t.elapsed().as_secs_f64()
             );
+        }
+        if args.runs_scenario("restart") {
+            let setup = restart::Setup {
+                broker: name,
+                cluster: &cluster,
+                proxy,
+                plan: clients.plan,
+                runs: args.runs,
+                warmups,
+                seed: args.seed,
+            };
+            let workload = restart::Workload {
+                spec: &spec,
+                planned: &planned,
+                topic: &topic,
+                written: &written,
+                layout: &layout,
+            };
+            restart::bench(&setup, &workload, restart_rows, &mut datasets).await?;
         }
     }
     Ok(datasets)

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rskafka::client::partition::PartitionClient;
 use walfetch::cluster::Cluster;
+use walfetch::codec::Record;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
 use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, PlanConfig};
@@ -111,8 +112,11 @@ pub(crate) struct RunResult {
 /// strictly increasing offsets; the region's records exactly the written
 /// entries (offset, value, headers), none missing; other regions' records
 /// only where the replay scans.
-struct Checker<'a> {
-    scenario: &'a Scenario,
+pub(crate) struct Checker<'a> {
+    region: RegionId,
+    range: Range<i64>,
+    /// The region's entries in the range, in offset order.
+    expected: &'a [WrittenEntry],
     /// Other regions' records are allowed at or above this offset.
     others_from: i64,
     next: usize,
@@ -129,8 +133,29 @@ impl<'a> Checker<'a> {
         } else {
             scenario.indexed_end()
         };
+        Self::region(
+            scenario.region,
+            scenario.range.clone(),
+            &scenario.expected,
+            others_from,
+            started,
+        )
+    }
+
+    /// A checker of `region`'s records over `range`, where `expected` are
+    /// its written entries there and other regions' records are allowed
+    /// from `others_from` on (`range.end`: never).
+    pub(crate) fn region(
+        region: RegionId,
+        range: Range<i64>,
+        expected: &'a [WrittenEntry],
+        others_from: i64,
+        started: Instant,
+    ) -> Self {
         Self {
-            scenario,
+            region,
+            range,
+            expected,
             others_from,
             next: 0,
             last: None,
@@ -140,6 +165,12 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Checks a record as walfetch yields it.
+    pub(crate) fn walfetch_record(&mut self, record: &Record) -> Result<(), String> {
+        let headers: Vec<_> = record.headers().map(|h| (h.key, h.value)).collect();
+        self.record(record.offset(), record.key(), record.value(), &headers)
+    }
+
     fn record(
         &mut self,
         offset: i64,
@@ -147,7 +178,7 @@ impl<'a> Checker<'a> {
         value: Option<&[u8]>,
         headers: &[(&[u8], Option<&[u8]>)],
     ) -> Result<(), String> {
-        let range = &self.scenario.range;
+        let range = &self.range;
         if offset < range.start || offset >= range.end {
             return Err(format!("yielded offset {offset} outside {range:?}"));
         }
@@ -161,20 +192,20 @@ impl<'a> Checker<'a> {
         let region = key
             .and_then(|k| <[u8; 8]>::try_from(k).ok())
             .map(u64::from_be_bytes);
-        if region != Some(self.scenario.region) {
+        if region != Some(self.region) {
             if offset < self.others_from {
                 return Err(format!(
                     "yielded offset {offset} of region {region:?}, not the replayed region {}, below {}",
-                    self.scenario.region, self.others_from
+                    self.region, self.others_from
                 ));
             }
             self.others += 1;
             return Ok(());
         }
-        let Some(want) = self.scenario.expected.get(self.next) else {
+        let Some(want) = self.expected.get(self.next) else {
             return Err(format!(
                 "yielded offset {offset} past the {} written entries",
-                self.scenario.expected.len()
+                self.expected.len()
             ));
         };
         if want.offset != offset {
@@ -203,13 +234,15 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn finish(self) -> Result<(usize, usize, Option<Duration>), String> {
-        if self.next != self.scenario.expected.len() {
-            let missing = self.scenario.expected[self.next].offset;
+    /// Ends the check: every written entry yielded. Returns the entries
+    /// and other regions' records yielded, and the time to the first entry.
+    pub(crate) fn finish(self) -> Result<(usize, usize, Option<Duration>), String> {
+        if self.next != self.expected.len() {
+            let missing = self.expected[self.next].offset;
             return Err(format!(
                 "ended after {} of {} entries; first missing offset {missing}",
                 self.next,
-                self.scenario.expected.len()
+                self.expected.len()
             ));
         }
         Ok((self.next, self.others, self.first))
@@ -279,8 +312,7 @@ async fn replay_walfetch(
         .map_err(|e| format!("consumer: {e}"))?;
     while let Some(record) = consumer.next().await {
         let record = record.map_err(|e| format!("replay: {e}"))?;
-        let headers: Vec<_> = record.headers().map(|h| (h.key, h.value)).collect();
-        checker.record(record.offset(), record.key(), record.value(), &headers)?;
+        checker.walfetch_record(&record)?;
     }
     let wall = started.elapsed();
     let (entries, other_records, time_to_first) = checker.finish()?;

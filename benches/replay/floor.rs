@@ -23,6 +23,12 @@
 //! What a replay needs: the region's indexed entries in the range, and,
 //! past `last_index`, every record to the end (the consumer cannot know
 //! whose they are without reading them).
+//!
+//! Not a strict lower bound: groups start only at wanted batches. A fetch
+//! may also start at the batch before a wanted one; that batch comes
+//! whole, and the wanted batch behind it, when uncompressed, can be cut
+//! right after its last wanted record, which is cheaper when a small batch
+//! precedes a large one whose wanted records come first.
 
 use std::ops::Range;
 
@@ -68,14 +74,19 @@ impl LogLayout {
     }
 }
 
-/// Reads every batch of `topic`/0 below `end` with fetches at batch
-/// boundaries, and lays them out back to back.
-pub(crate) async fn scan(cluster: &Cluster, topic: &str, end: i64) -> Result<LogLayout, String> {
+/// Reads every batch of `topic`/`partition` below `end` with fetches at
+/// batch boundaries, and lays them out back to back.
+pub(crate) async fn scan(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    end: i64,
+) -> Result<LogLayout, String> {
     let mut layout = LogLayout::default();
     let mut offset = 0i64;
     let mut position = 0usize;
     while offset < end {
-        let params = FetchParams::new(topic, 0, offset)
+        let params = FetchParams::new(topic, partition, offset)
             .with_max_bytes(8 << 20)
             .with_max_wait(std::time::Duration::ZERO);
         let fetched = cluster
@@ -150,6 +161,18 @@ pub(crate) struct Floor {
     pub(crate) region_record_bytes: u64,
 }
 
+/// What a replay wants of one record of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// Nothing.
+    No,
+    /// The record: it is a replayed region's own.
+    Own,
+    /// The record, though it is not a replayed region's (a tail scan must
+    /// read it to find out).
+    Read,
+}
+
 /// The floor of a replay of `region` over `range`, where the index covers
 /// offsets below `indexed_end` and every record from there on is wanted.
 pub(crate) fn floor(
@@ -158,21 +181,37 @@ pub(crate) fn floor(
     range: Range<i64>,
     indexed_end: i64,
 ) -> Result<Floor, String> {
+    floor_of(layout, |r| {
+        if r.offset < range.start || r.offset >= range.end {
+            Want::No
+        } else if r.region == Some(region) {
+            Want::Own
+        } else if r.offset >= indexed_end {
+            Want::Read
+        } else {
+            Want::No
+        }
+    })
+}
+
+/// The floor of a replay that wants what `want` says of each record: any
+/// set of records, such as the union of many regions' ranges (a recovery).
+pub(crate) fn floor_of(
+    layout: &LogLayout,
+    mut want: impl FnMut(&LogRecord) -> Want,
+) -> Result<Floor, String> {
     // (batch index, start, end, wanted end) of every wanted batch.
     let mut wanted: Vec<(usize, u64, u64, u64, u64)> = Vec::new();
     let mut out = Floor::default();
     for (i, b) in layout.batches.iter().enumerate() {
         let mut wanted_end = None;
         for r in &b.records {
-            if r.offset < range.start || r.offset >= range.end {
-                continue;
-            }
-            let own = r.region == Some(region);
-            if own {
+            let want = want(r);
+            if want == Want::Own {
                 out.region_records += 1;
                 out.region_record_bytes += u64::from(r.wire_len);
             }
-            if own || r.offset >= indexed_end {
+            if want != Want::No {
                 let end = match (b.compressed, r.end_in_batch) {
                     (false, Some(e)) => u64::from(e),
                     _ => b.extent.len as u64,

@@ -62,12 +62,12 @@ pub(crate) struct Row {
     pub(crate) new_connections: u64,
 }
 
-fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
+pub(crate) fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
     v.sort_unstable();
     v[v.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -228,7 +228,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
     out
 }
 
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     let n = n as f64;
     if n >= 1024.0 * 1024.0 {
         format!("{:.2} MiB", n / 1024.0 / 1024.0)
@@ -236,6 +236,27 @@ fn bytes(n: u64) -> String {
         format!("{:.1} KiB", n / 1024.0)
     } else {
         format!("{n} B")
+    }
+}
+
+/// Writes one markdown table per broker, in the order the brokers first
+/// appear in `rows`: `head` and `align` are its first two lines, `line`
+/// writes a row.
+pub(crate) fn broker_tables<R>(
+    s: &mut String,
+    rows: &[R],
+    broker: impl Fn(&R) -> &str,
+    head: &str,
+    align: &str,
+    line: impl Fn(&R) -> String,
+) {
+    let mut brokers: Vec<&str> = rows.iter().map(&broker).collect();
+    brokers.dedup();
+    for name in brokers {
+        let _ = writeln!(s, "\n### {name}\n\n{head}\n{align}");
+        for r in rows.iter().filter(|r| broker(r) == name) {
+            let _ = writeln!(s, "{}", line(r));
+        }
     }
 }
 
@@ -251,21 +272,17 @@ pub(crate) fn markdown(
     for d in datasets {
         let _ = writeln!(s, "- {d}");
     }
-    let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
-    brokers.dedup();
-    for broker in brokers {
-        let _ = writeln!(s, "\n### {broker}\n");
-        let _ = writeln!(
-            s,
-            "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | round trips | runs / floor fetches | wall ms median (min–max) | first entry ms | peak buffered |"
-        );
-        let _ = writeln!(
-            s,
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
-        for r in rows.iter().filter(|r| r.broker == broker) {
-            let _ = writeln!(
-                s,
+    if rows.is_empty() {
+        return s;
+    }
+    broker_tables(
+        &mut s,
+        rows,
+        |r| &r.broker,
+        "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | round trips | runs / floor fetches | wall ms median (min–max) | first entry ms | peak buffered |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        |r| {
+            format!(
                 "| {} | {} {} (r{}) | {} | {} | {} | {} | {:.3} | {:.2} | {} | {} | {} / {} | {:.1} ({:.1}–{:.1}) | {} | {} |",
                 r.workload,
                 r.class,
@@ -287,9 +304,9 @@ pub(crate) fn markdown(
                 r.time_to_first_ms
                     .map_or_else(|| "—".into(), |t| format!("{t:.1}")),
                 bytes(r.peak_buffered_bytes),
-            );
-        }
-    }
+            )
+        },
+    );
     let _ = writeln!(
         s,
         "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries.\n"

@@ -223,9 +223,20 @@ pub(crate) async fn write(
     spec: &WorkloadSpec,
     batches: &[PlannedBatch],
 ) -> Result<Written, String> {
+    write_partition(cluster, topic, 0, spec, batches).await
+}
+
+/// [`write`] to partition `partition` of `topic`.
+pub(crate) async fn write_partition(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    partition: i32,
+    spec: &WorkloadSpec,
+    batches: &[PlannedBatch],
+) -> Result<Written, String> {
     let writers: Vec<WalWriter> = (0..spec.writers.max(1))
         .map(|_| {
-            let mut config = WriterConfig::new(topic, 0);
+            let mut config = WriterConfig::new(topic, partition);
             config.compression = spec.compression;
             // Batches are closed by the flushes below, at the simulated
             // boundaries: the writer's own triggers must never fire.
