@@ -1,7 +1,8 @@
 //! Writes the seed corpora the fuzz targets start from, under `seeds/<target>/`:
 //! a few small encoded batches for the decode targets (every codec, a
 //! transaction with its markers, several batches in one buffer, a buffer cut
-//! short), and inputs for `encode_decode` that decode to non-empty batches.
+//! short), inputs for `encode_decode` that decode to non-empty batches, and
+//! inputs for `replay_core` that replay something.
 //!
 //! Run from `fuzz/`: `cargo +nightly run --example write_seeds`.
 
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use walfetch_codec::{
     BatchBuilder, Compression, ControlType, NewRecord, SnappyFraming, TimestampType,
 };
+use walfetch_codec_fuzz::replay;
 use walfetch_codec_fuzz::roundtrip::Input;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -86,16 +88,21 @@ fn decode_seeds() -> Result<Vec<(String, Vec<u8>)>> {
     Ok(seeds)
 }
 
-/// Pseudo-random byte strings (xorshift64, fixed seed) that `arbitrary` turns
-/// into an input with at least two records.
-fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
+/// A xorshift64 generator with a fixed seed.
+fn xorshift() -> impl FnMut() -> u64 {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
+    }
+}
+
+/// Pseudo-random byte strings (xorshift64, fixed seed) that `arbitrary` turns
+/// into an input with at least two records.
+fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut next = xorshift();
     let mut seeds = Vec::new();
     for size in [64usize, 128, 256, 512, 1024, 2048] {
         loop {
@@ -105,6 +112,44 @@ fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
             };
             if input.records.len() >= 2 {
                 seeds.push((format!("random-{size}"), bytes));
+                break;
+            }
+        }
+    }
+    seeds
+}
+
+/// Pseudo-random byte strings (xorshift64, fixed seed) whose input replays
+/// something (answers applied, entries yielded), and one whose answers
+/// include a cut batch with a negative last offset delta (its header once
+/// reached `Layout::observe` inverted, a panic).
+fn replay_core_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut next = xorshift();
+    let mut seeds = Vec::new();
+    type Keep = fn(&replay::Summary) -> bool;
+    let mut wanted: Vec<(String, Keep)> = vec![
+        ("negative-delta".into(), |s| {
+            s.negative_deltas > 0 && s.entries > 0
+        }),
+        ("failed".into(), |s| s.failed && s.entries > 0),
+    ];
+    for size in [512usize, 1024, 2048, 4096] {
+        wanted.push((format!("random-{size}"), |s| {
+            s.entries >= 2 && s.answers >= 3
+        }));
+    }
+    for (name, keep) in wanted {
+        let size = name
+            .strip_prefix("random-")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2048);
+        for _ in 0..1_000_000 {
+            let bytes: Vec<u8> = (0..size).map(|_| next() as u8).collect();
+            let Ok(input) = replay::Input::arbitrary_take_rest(Unstructured::new(&bytes)) else {
+                continue;
+            };
+            if keep(&replay::run(&input)) {
+                seeds.push((name, bytes));
                 break;
             }
         }
@@ -127,5 +172,6 @@ fn main() -> Result<()> {
     write(&root.join("decode_batches"), &decode)?;
     write(&root.join("decode_batches_nocrc"), &decode)?;
     write(&root.join("encode_decode"), &encode_decode_seeds())?;
+    write(&root.join("replay_core"), &replay_core_seeds())?;
     Ok(())
 }
