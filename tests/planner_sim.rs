@@ -46,15 +46,6 @@ fn replay(log: &SimLog, index: &WalIndex, habits: Habits) -> Outcome {
     out
 }
 
-/// Every record indexed, offsets only.
-fn offsets_only(log: &SimLog) -> WalIndex {
-    log.index(IndexSpec {
-        hints: false,
-        last_index: Some(log.end() - 1),
-        writer: None,
-    })
-}
-
 const NEVER_CUT: Habits = Habits {
     never_cut: true,
     skip_containing_batch: false,
@@ -220,7 +211,7 @@ fn other_writers_batches_break_runs_but_lose_nothing() {
 fn offsets_only_learns_the_layout() {
     let wanted: Vec<i64> = (0..40).map(|b| b * 50 + 7).collect();
     let log = log_with(&[50; 40], 200, Compression::None, &wanted);
-    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    let out = replay(&log, &log.offsets_index(), Habits::KAFKA);
     let probe = u64::from(PlanConfig::default().probe_bytes);
     assert!(
         out.stats.records_bytes <= log.size() + probe,
@@ -236,7 +227,7 @@ fn offsets_only_reads_across_gaps_cheaper_than_the_slack_a_split_costs() {
     // estimated fetches carry between them. One fetch after the probe.
     let wanted: Vec<i64> = (0..60 * 20).step_by(14).collect();
     let log = log_with(&[20; 60], 5000, Compression::None, &wanted);
-    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    let out = replay(&log, &log.offsets_index(), Habits::KAFKA);
     assert!(out.stats.fetches <= 3, "{} fetches", out.stats.fetches);
     assert!(
         out.stats.records_bytes <= log.size() + (1 << 20),
@@ -252,7 +243,7 @@ fn offsets_only_resumes_a_cut_run_in_one_fetch() {
     // estimated, over every entry left.
     let wanted: Vec<i64> = (0..300).step_by(5).collect();
     let log = log_with(&[10; 30], 10_000, Compression::Lz4, &wanted);
-    let out = replay(&log, &offsets_only(&log), Habits::KAFKA);
+    let out = replay(&log, &log.offsets_index(), Habits::KAFKA);
     assert_eq!(out.stats.fetches, 2);
 }
 
@@ -260,7 +251,7 @@ fn offsets_only_resumes_a_cut_run_in_one_fetch() {
 fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
     let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();
     let log = log_with(&[50; 40], 200, Compression::None, &wanted);
-    replay(&log, &offsets_only(&log), SKIP_CONTAINING);
+    replay(&log, &log.offsets_index(), SKIP_CONTAINING);
 }
 
 #[test]

@@ -502,11 +502,7 @@ fn every_strategy_gives_the_same_records() {
 #[test]
 fn a_checkpoint_inside_the_last_batch_on_a_broker_that_skips_it() {
     let log = pure_log(1, 1, 4);
-    let index = log.index(IndexSpec {
-        hints: false,
-        last_index: Some(log.end() - 1),
-        writer: None,
-    });
+    let index = log.offsets_index();
     let range = RegionRange {
         from: 1,
         ..log.whole(0)
@@ -624,11 +620,7 @@ fn a_long_walk_toward_an_unknown_batch_is_progress() {
     }));
     specs[50].regions[1] = 0;
     let log = SimLog::build(&specs, Compression::None, |_| 40);
-    let index = log.index(IndexSpec {
-        hints: false,
-        last_index: Some(log.end() - 1),
-        writer: None,
-    });
+    let index = log.offsets_index();
     let plan = PlanConfig {
         max_fetch_bytes: 200,
         probe_bytes: 100,

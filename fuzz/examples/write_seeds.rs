@@ -1,7 +1,8 @@
 //! Writes the seed corpora the fuzz targets start from, under `seeds/<target>/`:
 //! a few small encoded batches for the decode targets (every codec, a
 //! transaction with its markers, several batches in one buffer, a buffer cut
-//! short), and inputs for `encode_decode` that decode to non-empty batches.
+//! short), inputs for `encode_decode` that decode to non-empty batches, and
+//! inputs for `replay_core` that replay something.
 //!
 //! Run from `fuzz/`: `cargo +nightly run --example write_seeds`.
 
@@ -15,6 +16,7 @@ use rand::{Rng as _, SeedableRng};
 use walfetch_codec::{
     BatchBuilder, Compression, ControlType, NewRecord, SnappyFraming, TimestampType,
 };
+use walfetch_codec_fuzz::replay;
 use walfetch_codec_fuzz::roundtrip::Input;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -109,6 +111,45 @@ fn encode_decode_seeds() -> Vec<(String, Vec<u8>)> {
     seeds
 }
 
+/// Pseudo-random byte strings (a `StdRng` with a fixed seed) whose input replays
+/// something (answers applied, entries yielded), and one whose answers
+/// include a cut batch with a negative last offset delta (its header once
+/// reached `Layout::observe` inverted, a panic).
+fn replay_core_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut rng = StdRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+    let mut seeds = Vec::new();
+    type Keep = fn(&replay::Summary) -> bool;
+    let mut wanted: Vec<(String, Keep)> = vec![
+        ("negative-delta".into(), |s| {
+            s.negative_deltas > 0 && s.entries > 0
+        }),
+        ("failed".into(), |s| s.failed && s.entries > 0),
+    ];
+    for size in [512usize, 1024, 2048, 4096] {
+        wanted.push((format!("random-{size}"), |s| {
+            s.entries >= 2 && s.answers >= 3
+        }));
+    }
+    for (name, keep) in wanted {
+        let size = name
+            .strip_prefix("random-")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2048);
+        for _ in 0..1_000_000 {
+            let mut bytes = vec![0; size];
+            rng.fill_bytes(&mut bytes);
+            let Ok(input) = replay::Input::arbitrary_take_rest(Unstructured::new(&bytes)) else {
+                continue;
+            };
+            if keep(&replay::run(&input)) {
+                seeds.push((name, bytes));
+                break;
+            }
+        }
+    }
+    seeds
+}
+
 fn write(dir: &Path, seeds: &[(String, Vec<u8>)]) -> Result<()> {
     fs::create_dir_all(dir)?;
     for (name, bytes) in seeds {
@@ -124,5 +165,6 @@ fn main() -> Result<()> {
     write(&root.join("decode_batches"), &decode)?;
     write(&root.join("decode_batches_nocrc"), &decode)?;
     write(&root.join("encode_decode"), &encode_decode_seeds())?;
+    write(&root.join("replay_core"), &replay_core_seeds())?;
     Ok(())
 }

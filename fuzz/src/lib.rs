@@ -1,5 +1,6 @@
 //! Shared code of the fuzz targets: walking everything the decoder exposes
-//! (`decode`), and the encode → decode round trip (`roundtrip`).
+//! (`decode`), the encode → decode round trip (`roundtrip`), and the replay
+//! core fed arbitrary answers (`replay`).
 //!
 //! The decode walk asserts only what the codec's API promises for *any*
 //! input: no panic, offsets inside a batch strictly increasing and inside the
@@ -10,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod replay;
 pub mod roundtrip;
 
 use std::hint::black_box;

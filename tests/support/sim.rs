@@ -273,6 +273,12 @@ impl SimLog {
         })
     }
 
+    /// The complete index, offsets only (as a GreptimeDB index file gives
+    /// them).
+    pub(crate) fn offsets_index(&self) -> WalIndex {
+        self.full_index().without_hints()
+    }
+
     /// What a replay of `range` must yield: its region's records in
     /// `from..to`, as `(offset, value)`.
     pub(crate) fn expected(&self, range: &RegionRange) -> Vec<(i64, Bytes)> {
