@@ -7,33 +7,22 @@
 //! really serves, not from what the writer meant to write.
 //!
 //! # The floor
-//! Under Kafka's rules ([`walfetch_testkit::fetch_rules`]) a fetch returns
-//! bytes from the start of the batch containing its offset, the first batch
-//! whole, cut at the byte limit. So a consumer that wants records in batches
-//! `a..=b` can get them with one fetch of
-//! `max(end(a), wanted_end(b)) - start(a)` bytes, where `wanted_end(b)` is
-//! the end of the last wanted record of batch `b` (the batch's end when it
-//! is compressed: a partial compressed batch is useless). Several fetches
-//! split the wanted batches into groups; merging two groups costs the bytes
-//! between them. The floor is the minimum over all groupings (round trips
-//! and response headers are free): a dynamic program in one pass, since
-//! for `a < b` a group costs `wanted_end(b) - start(a)`. Every chosen
-//! group's cost is checked against [`kafka_fetch`].
+//! The library's [`walfetch::plan::floor_bytes`], over every batch of the
+//! log as the broker serves it: the fewest bytes any consumer must receive
+//! under Kafka's fetch rules (a proven minimum: see that module), and the
+//! fewest from a broker that never cuts a batch (Tansu 0.6), which the
+//! Tansu rows are judged against. Every fetch of the Kafka-rules optimum is
+//! checked against testkit's [`kafka_fetch`].
 //!
 //! What a replay needs: the region's indexed entries in the range, and,
 //! past `last_index`, every record to the end (the consumer cannot know
 //! whose they are without reading them).
-//!
-//! Not a strict lower bound: groups start only at wanted batches. A fetch
-//! may also start at the batch before a wanted one; that batch comes
-//! whole, and the wanted batch behind it, when uncompressed, can be cut
-//! right after its last wanted record, which is cheaper when a small batch
-//! precedes a large one whose wanted records come first.
 
 use std::ops::Range;
 
 use walfetch::cluster::{Cluster, FetchParams};
 use walfetch::codec::{Batches, Compression, DecodeOptions};
+use walfetch::plan::{floor_bytes, FetchRules, LogBatch as FloorBatch};
 use walfetch_testkit::fetch_rules::{kafka_fetch, BatchExtent};
 
 /// One record of the log.
@@ -161,6 +150,18 @@ pub(crate) struct Floor {
     pub(crate) region_record_bytes: u64,
 }
 
+impl Floor {
+    /// The floor a replay on `broker` is judged against: the never-cut
+    /// floor on Tansu (which never cuts a batch), Kafka's elsewhere.
+    pub(crate) fn bytes_for(&self, broker: &str) -> u64 {
+        if broker.starts_with("tansu") {
+            self.whole_batch_bytes
+        } else {
+            self.kafka_bytes
+        }
+    }
+}
+
 /// What a replay wants of one record of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Want {
@@ -200,10 +201,10 @@ pub(crate) fn floor_of(
     layout: &LogLayout,
     mut want: impl FnMut(&LogRecord) -> Want,
 ) -> Result<Floor, String> {
-    // (batch index, start, end, wanted end) of every wanted batch.
-    let mut wanted: Vec<(usize, u64, u64, u64, u64)> = Vec::new();
+    // Every batch of the log, with where its wanted records end, if any.
+    let mut log = Vec::with_capacity(layout.batches.len());
     let mut out = Floor::default();
-    for (i, b) in layout.batches.iter().enumerate() {
+    for b in &layout.batches {
         let mut wanted_end = None;
         for r in &b.records {
             let want = want(r);
@@ -219,72 +220,50 @@ pub(crate) fn floor_of(
                 wanted_end = Some(wanted_end.unwrap_or(0).max(end));
             }
         }
-        if let Some(end) = wanted_end {
-            let start = b.extent.position as u64;
-            wanted.push((
-                i,
-                start,
-                start + b.extent.len as u64,
-                start + end,
-                b.extent.len as u64,
-            ));
-        }
+        let start = b.extent.position as u64;
+        log.push(FloorBatch {
+            start,
+            end: start + b.extent.len as u64,
+            wanted_end: wanted_end.map(|e| start + e),
+        });
     }
+    let wanted: Vec<usize> = (0..log.len())
+        .filter(|&k| log[k].wanted_end.is_some())
+        .collect();
     out.wanted_batches = wanted.len();
     out.runs = wanted
         .iter()
         .enumerate()
-        .filter(|(k, w)| *k == 0 || wanted[k - 1].0 + 1 != w.0)
+        .filter(|&(k, &w)| k == 0 || wanted[k - 1] + 1 != w)
         .count();
-    // A broker that never cuts: every wanted batch whole, gaps merged or not
-    // at no difference in the minimum (whole batches only ever add).
-    out.whole_batch_bytes = wanted.iter().map(|w| w.4).sum();
-
-    // f[j]: fewest bytes for the first j wanted batches; best[j]: where the
-    // last group of that optimum starts.
-    let m = wanted.len();
-    let mut f = vec![0u64; m + 1];
-    let mut start_of = vec![0usize; m + 1];
-    // min over a < current of f[a] - start(a), with its a.
-    let mut run_min: Option<(i128, usize)> = None;
-    for j in 0..m {
-        let (_, s, e, u, _) = wanted[j];
-        // A group of this batch alone: the first batch comes whole.
-        let alone = f[j] + (e.max(u) - s);
-        let mut best = (alone, j);
-        if let Some((v, a)) = run_min {
-            let merged = (v + i128::from(u)) as u64;
-            if merged < best.0 {
-                best = (merged, a);
-            }
-        }
-        f[j + 1] = best.0;
-        start_of[j + 1] = best.1;
-        let candidate = i128::from(f[j]) - i128::from(s);
-        if run_min.is_none_or(|(v, _)| candidate < v) {
-            run_min = Some((candidate, j));
-        }
-    }
-    out.kafka_bytes = f[m];
-    // Check every group of the optimum against the rules themselves.
+    // One floor, the library's (`walfetch::plan::floor_bytes`), under both
+    // brokers' rules.
+    out.whole_batch_bytes = floor_bytes(&log, FetchRules::NeverCut).0;
+    let (kafka_bytes, fetches) = floor_bytes(&log, FetchRules::Kafka);
+    out.kafka_bytes = kafka_bytes;
+    // Check every fetch of the optimum against the rules themselves.
     let extents = layout.extents();
-    let mut j = m;
-    while j > 0 {
-        let a = start_of[j];
-        let (ia, s, _, _, _) = wanted[a];
-        let (_, _, _, u, _) = wanted[j - 1];
-        let base = layout.batches[ia].extent.base_offset;
-        let limit = (u - s) as usize;
+    for fetch in &fetches {
+        let Some(b) = layout
+            .batches
+            .iter()
+            .find(|b| b.extent.position as u64 == fetch.start)
+        else {
+            return Err(format!(
+                "floor: a fetch starts at byte {} where no batch does",
+                fetch.start
+            ));
+        };
+        let base = b.extent.base_offset;
+        let limit = (fetch.end - fetch.start) as usize;
         let got = kafka_fetch(&extents, base, limit)
             .map_err(|e| format!("floor: fetch at {base}: {e}"))?;
-        let want = f[j] - f[a];
-        if got.len() as u64 != want || got.start as u64 != s {
+        if got.len() != limit || got.start as u64 != fetch.start {
             return Err(format!(
-                "floor: a fetch at {base} of {limit} bytes returns {got:?}, the plan counted {want} bytes from {s}"
+                "floor: a fetch at {base} of {limit} bytes returns {got:?}, the plan counted {fetch:?}"
             ));
         }
         out.kafka_fetches += 1;
-        j = a;
     }
     Ok(out)
 }

@@ -110,7 +110,7 @@ impl Row {
                 .collect::<Option<Vec<u64>>>()
                 .map(median),
             floor,
-            amp_floor: wire_bytes as f64 / floor.kafka_bytes.max(1) as f64,
+            amp_floor: wire_bytes as f64 / floor.bytes_for(broker).max(1) as f64,
             amp_own: wire_bytes as f64 / floor.region_record_bytes.max(1) as f64,
             fetches: median(fetches.clone()),
             fetches_min: fetches.iter().copied().min().unwrap_or(0),

@@ -146,10 +146,10 @@ impl Restart {
         self.wishes.iter().map(|w| w.expected.len()).sum()
     }
 
-    /// The union floor, over every partition (separate logs: their floors
-    /// add up).
-    fn floor_bytes(&self) -> u64 {
-        self.floors.iter().map(|f| f.kafka_bytes).sum()
+    /// The union floor on `broker`, over every partition (separate logs:
+    /// their floors add up).
+    fn floor_bytes(&self, broker: &str) -> u64 {
+        self.floors.iter().map(|f| f.bytes_for(broker)).sum()
     }
 
     /// The regions' own records from their checkpoints on, as the broker's
@@ -597,11 +597,11 @@ impl RestartRow {
             entries: runs.last().map_or(0, |r| r.entries),
             wire,
             request_bytes: per_run(|r| r.request_bytes),
-            floor_bytes: restart.floor_bytes(),
+            floor_bytes: restart.floor_bytes(broker),
             partition_floors: restart.floors.clone(),
             region_floors_bytes: restart.region_floors,
             yielded_bytes,
-            amp_floor: wire.median as f64 / restart.floor_bytes().max(1) as f64,
+            amp_floor: wire.median as f64 / restart.floor_bytes(broker).max(1) as f64,
             amp_own: wire.median as f64 / yielded_bytes.max(1) as f64,
             fetches: per_run(|r| r.stats.fetches),
             round_trips: per_run(|r| r.stats.round_trips),
@@ -719,7 +719,7 @@ pub(crate) async fn bench(
             spec.name,
             restart.wishes.len(),
             restart.entries(),
-            restart.floor_bytes(),
+            restart.floor_bytes(name),
             one.amp_floor,
             one.total_wall_ms.median,
             t.elapsed().as_secs_f64()
@@ -838,7 +838,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
     );
     let _ = writeln!(
         s,
-        "\n`union floor`: the bench's floor (`floor.rs`, Kafka's cutting rules on the broker's own batches) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size.\n\nThe floor starts each fetch at a batch holding a wanted record, which then comes whole (KIP-74). A consumer may instead start at the batch before it: that one comes whole, and the wanted batch behind it, when uncompressed, can be cut right after its last wanted record. Where a small batch precedes a large one whose wanted records come first, that is cheaper, so the floor can count more than Kafka's rules require: it is not a strict lower bound.\n"
+        "\n`union floor`: the floor (`floor.rs` over the broker's own batches; see below) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size.\n\nThe floor is the library's `walfetch::plan::floor_bytes`: the least any set of fetches can move under Kafka's rules (a fetch may start at the batch before a wanted one and cut the wanted one after its last wanted record; proven against a brute force in its tests). On Tansu rows it is the never-cut floor (every wanted batch whole), since Tansu never cuts a batch.\n"
     );
     let _ = writeln!(s, "### Restart targets (reported, not asserted)\n");
     let _ = writeln!(
