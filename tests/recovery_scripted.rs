@@ -81,12 +81,16 @@ async fn one_pass_recovers_every_region_of_every_partition_exactly() {
         let checkpoints = checkpoints(&written, 7);
         let want = expected(&written, &checkpoints);
         for (name, indexes) in [("complete", &full), ("last_index halfway", &halfway)] {
-            for strategy in [
-                StrategyKind::Index,
-                StrategyKind::Estimate,
-                StrategyKind::Scan,
+            // The index strategy also with the link learned as it goes.
+            for (strategy, learn) in [
+                (StrategyKind::Index, false),
+                (StrategyKind::Index, true),
+                (StrategyKind::Estimate, false),
+                (StrategyKind::Scan, false),
             ] {
-                let options = ReplayOptions::default().with_strategy(strategy);
+                let options = ReplayOptions::default()
+                    .with_strategy(strategy)
+                    .with_learn_link(learn);
                 let (got, stats) = recover(&cluster, TOPIC, indexes, &checkpoints, options)
                     .await
                     .unwrap_or_else(|e| panic!("{compression:?} {name} {strategy:?}: {e}"));

@@ -85,15 +85,19 @@ pub(crate) struct Args {
     /// stats) instead of failing.
     #[arg(long)]
     skip_lost: bool,
-    /// The planner's round trip, in µs (see `walfetch calibrate`). Given by
-    /// hand, the cost model is kept; by default the replay learns it from
-    /// its own fetches, starting from a loopback figure.
+    /// The planner's round trip, in µs (see `walfetch calibrate`; default:
+    /// a loopback figure).
     #[arg(long)]
     round_trip_us: Option<u64>,
     /// The planner's bandwidth, in bytes per second (see `walfetch
     /// calibrate`).
     #[arg(long)]
     bytes_per_second: Option<f64>,
+    /// Learn the link's per-fetch cost and bandwidth from the replay's own
+    /// fetches and plan with them (fewer, larger fetches where fetches are
+    /// dear: faster there, more bytes).
+    #[arg(long)]
+    learn_link: bool,
     #[command(flatten)]
     rule: RuleArgs,
 }
@@ -300,12 +304,9 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         );
         plan.cost.bytes_per_second = bps;
     }
-    // A cost model given by hand is kept; otherwise the replay learns the
-    // link from its own fetches.
-    let by_hand = args.round_trip_us.is_some() || args.bytes_per_second.is_some();
     Ok(ReplayOptions::default()
         .with_plan(plan)
-        .with_learn_link(!by_hand)
+        .with_learn_link(args.learn_link)
         .with_strategy(strategy_kind(args.strategy))
         .with_isolation(if args.read_committed {
             IsolationLevel::ReadCommitted

@@ -41,13 +41,16 @@ pub enum LostPolicy {
 pub struct ReplayOptions {
     /// The fetch strategy.
     pub strategy: StrategyKind,
-    /// Planner limits and cost model. The cost model is the starting guess
-    /// (its `in_flight` taken from [`ReplayOptions::max_in_flight`]) until
-    /// the replay has learned the link, unless `learn_link` is off.
+    /// Planner limits and cost model (its `in_flight` taken from
+    /// [`ReplayOptions::max_in_flight`]); with `learn_link`, only the
+    /// starting guess.
     pub plan: PlanConfig,
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
-    /// [`super::LinkEstimator`]) and plan with that. Default: on.
+    /// [`super::LinkEstimator`]) and plan with that. Default: off. On, it
+    /// trades bytes for time where fetches are dear: in the replay bench it
+    /// made one-pass recoveries faster on Tansu (about 1.5 ms a fetch) but
+    /// single-region replays read up to 3x more (see docs/benchmarks.md).
     pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
     /// of a recovery together).
@@ -81,7 +84,7 @@ impl Default for ReplayOptions {
         Self {
             strategy: StrategyKind::Index,
             plan: PlanConfig::default(),
-            learn_link: true,
+            learn_link: false,
             max_in_flight: 4,
             max_buffered_bytes: 64 << 20,
             isolation: IsolationLevel::ReadUncommitted,
