@@ -20,7 +20,6 @@ mod recovery;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use futures::stream::Stream;
 use walfetch_codec::Record;
@@ -31,8 +30,6 @@ pub use recovery::{RecoveredEntry, Recovery, RecoveryBuilder};
 use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::index::{RegionId, WalIndex};
-use crate::replay::{RegionRange, ReplayCore};
-use driver::{log_end, Driver};
 
 /// Where a replay reads: one region of one partition, over `from..to`.
 #[derive(Debug, Clone)]
@@ -54,13 +51,13 @@ pub struct ReplayRange {
 /// records; [`Consumer::stats`] may be read at any time. It is a
 /// [`Recovery`] of one region, yielding bare records.
 pub struct Consumer {
-    driver: Driver,
+    recovery: Recovery,
 }
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("core", &self.driver.cores()[0])
+            .field("core", &self.recovery.driver.cores()[0])
             .finish()
     }
 }
@@ -74,63 +71,34 @@ impl Consumer {
         range: ReplayRange,
         options: ReplayOptions,
     ) -> Result<Self, Error> {
-        let started = Instant::now();
-        let (to, confirm) = match range.to {
-            Some(to) => (to, None),
-            None => {
-                let (end, fetched) =
-                    log_end(&cluster, &range.topic, range.partition, options.isolation).await?;
-                (end, Some(fetched))
-            }
-        };
-        if range.from < 0 || to < range.from {
-            return Err(Error::InvalidArgument(format!(
-                "replay range {}..{to} of topic {:?} partition {} is {}",
-                range.from,
+        let recovery = Recovery::builder(cluster)
+            .index(range.topic.as_str(), range.partition, index)
+            .region_until(
                 range.topic,
                 range.partition,
-                if range.from < 0 {
-                    "negative: offsets start at 0"
-                } else {
-                    "inverted: it ends before it starts"
-                }
-            )));
-        }
-        let region = RegionRange {
-            region: range.region,
-            from: range.from,
-            to,
-        };
-        let mut core = ReplayCore::new(
-            range.topic,
-            range.partition,
-            index,
-            &[region],
-            options.clone(),
-            started,
-        )?;
-        if let Some(fetched) = &confirm {
-            core.count_fetch(fetched);
-        }
-        let setup = u64::from(confirm.is_some());
-        Ok(Self {
-            driver: Driver::new(cluster, vec![core], &options, setup),
-        })
+                range.region,
+                range.from,
+                range.to,
+            )
+            .options(options)
+            .build()
+            .await?;
+        Ok(Self { recovery })
     }
 
     /// The counters so far, with the floor of what was yielded.
     pub fn stats(&self) -> ReplayStats {
-        self.driver.stats()
+        self.recovery.stats()
     }
 
     /// The end offset (exclusive) of the replay.
     pub fn end_offset(&self) -> i64 {
-        self.driver.cores()[0].end_offset()
+        self.recovery.driver.cores()[0].end_offset()
     }
 
     /// The strategy's name.
     pub fn strategy_name(&self) -> &'static str {
-        self.driver.cores()[0].strategy_name()
+        self.recovery.driver.cores()[0].strategy_name()
     }
 }
 
@@ -138,7 +106,8 @@ impl Stream for Consumer {
     type Item = Result<Record, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.driver
+        self.recovery
+            .driver
             .poll_entry(cx)
             .map(|item| item.map(|r| r.map(|(_, entry)| entry.record)))
     }

@@ -205,7 +205,7 @@ pub struct RecoveredEntry {
 /// # }
 /// ```
 pub struct Recovery {
-    driver: Driver,
+    pub(super) driver: Driver,
     /// Each core's topic, shared by its entries.
     topics: Vec<Arc<str>>,
 }
