@@ -381,12 +381,7 @@ impl ReplayCore {
                 // Nothing to send, nothing in flight: entries still pending
                 // mean the strategy gave up.
                 if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Pending)) {
-                    self.error = Some(Error::Stalled {
-                        topic: self.topic.clone(),
-                        partition: self.partition,
-                        offset: self.strategy.entries()[i].offset,
-                        attempts: self.stalls,
-                    });
+                    self.error = Some(self.stalled_at(self.strategy.entries()[i].offset));
                 }
             }
             return None;
@@ -428,12 +423,17 @@ impl ReplayCore {
             .entries()
             .get(self.next_yield)
             .map_or(self.end, |e| e.offset);
-        self.error = Some(Error::Stalled {
+        self.error = Some(self.stalled_at(offset));
+    }
+
+    /// The replay gave up at `offset`, after the fetches counted so far.
+    fn stalled_at(&self, offset: i64) -> Error {
+        Error::Stalled {
             topic: self.topic.clone(),
             partition: self.partition,
             offset,
             attempts: self.stalls,
-        });
+        }
     }
 
     /// Plans from now on with `cost`: what a fetch costs on this
@@ -737,12 +737,7 @@ impl ReplayCore {
     fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
         self.stalls = if progress { 0 } else { self.stalls + 1 };
         if self.stalls > self.options.max_attempts {
-            return Err(Error::Stalled {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                offset,
-                attempts: self.stalls,
-            });
+            return Err(self.stalled_at(offset));
         }
         Ok(())
     }
