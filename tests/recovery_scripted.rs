@@ -22,6 +22,7 @@ use walfetch::consumer::{
     Consumer, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::index::{RegionId, WalIndex};
+use walfetch::plan::PlanConfig;
 use walfetch::writer::WriterConfig;
 use walfetch_testkit::{Habits, ScriptedCluster};
 
@@ -170,6 +171,64 @@ async fn one_pass_reads_no_more_than_region_by_region() {
         one_pass.fetches,
         by_region.fetches
     );
+}
+
+/// Recovers the coldest region of every partition from offset 0 (many
+/// small fetches, far apart) on a cluster client with `connections` per
+/// broker; the stats and the connections the broker accepted meanwhile.
+async fn cold_regions(connections: usize, options: ReplayOptions) -> (ReplayStats, u64) {
+    let (broker, _, written, indexes) = setup(900, Compression::None).await;
+    let mut config = ClusterConfig::new([broker.bootstrap()]);
+    config.connections_per_broker = connections;
+    let cluster = Arc::new(Cluster::connect(config).await.expect("connect"));
+    let checkpoints = (0..PARTITIONS)
+        .map(|p| ((p, region_of(p, REGIONS_PER_PARTITION - 1)), 0))
+        .collect();
+    let node = broker.node_ids()[0];
+    let before = broker.stats(node).unwrap().connections;
+    let (got, stats) = recover(&cluster, TOPIC, &indexes, &checkpoints, options)
+        .await
+        .unwrap();
+    assert_eq!(got, expected(&written, &checkpoints));
+    (stats, broker.stats(node).unwrap().connections - before)
+}
+
+#[tokio::test]
+async fn small_fetches_travel_side_by_side_bounded_by_bytes_over_several_connections() {
+    // A plan that never reads a gap to save a fetch: one fetch per run.
+    let mut plan = PlanConfig::default();
+    plan.cost.round_trip = Duration::ZERO;
+    let options = ReplayOptions::default().with_plan(plan);
+    let (stats, opened) = cold_regions(4, options.clone()).await;
+    assert!(
+        stats.fetches > 12,
+        "the workload needs many fetches: {stats:?}"
+    );
+    // More than the old limit of 4 fetches were in flight at once: fewer
+    // round trips than fetches / 4.
+    assert!(
+        stats.round_trips * 4 < stats.fetches,
+        "{} round trips for {} fetches",
+        stats.round_trips,
+        stats.fetches
+    );
+    assert!(
+        (1..=4).contains(&opened),
+        "fetches spread over more connections, at most 4: {opened} opened"
+    );
+
+    // One byte in flight: past it only a partition with nothing in flight
+    // and nothing to yield may send (a replay never stalls on the limit),
+    // so at most one fetch per partition is in flight.
+    let (serial, _) = cold_regions(4, options.clone().with_max_in_flight_bytes(1)).await;
+    assert!(
+        serial.round_trips * u64::try_from(PARTITIONS).unwrap() >= serial.fetches,
+        "{serial:?}"
+    );
+
+    // One connection per broker: the one opened to bootstrap serves all.
+    let (_, opened) = cold_regions(1, options).await;
+    assert_eq!(opened, 0);
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use walfetch::calibrate::measure_link;
-use walfetch::consumer::ReplayOptions;
 
 use crate::connect::{check_partition, connect, Target};
 
@@ -27,7 +26,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.samples,
     )
     .await?;
-    let in_flight = ReplayOptions::default().max_in_flight;
+    let in_flight = cluster.config().connections_per_broker;
     let cost = link.cost_model(in_flight);
     println!(
         "{}",

@@ -452,7 +452,7 @@ impl Cluster {
     ) -> Vec<(usize, Option<FetchedPartition>)> {
         let retry_all =
             |group: &[(usize, PartitionLeader)]| group.iter().map(|(i, _)| (*i, None)).collect();
-        let Ok(connection) = self.connection(&address).await else {
+        let Ok(connection) = self.fetch_connection(&address).await else {
             return retry_all(&group);
         };
         let Ok(version) = connection.version(ApiKey::Fetch) else {
@@ -515,9 +515,8 @@ impl Cluster {
     }
 
     async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
-        let (connection, leader) = self
-            .leader_connection(&params.topic, params.partition)
-            .await?;
+        let leader = self.leader(&params.topic, params.partition).await?;
+        let connection = self.fetch_connection(&leader.address).await?;
         let result = fetch_on(
             &connection,
             params,

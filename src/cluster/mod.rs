@@ -83,6 +83,12 @@ pub struct ClusterConfig {
     pub produce_timeout: Duration,
     /// How long the broker may take to create topics.
     pub admin_timeout: Duration,
+    /// How many connections to open to one broker at most. Fetches spread
+    /// over them (a broker serves one request of a connection at a time, so
+    /// fetches on separate connections are served side by side); every other
+    /// request uses the first, so Produce stays in order. Default 4; 1 is
+    /// what most Kafka clients open.
+    pub connections_per_broker: usize,
 }
 
 impl ClusterConfig {
@@ -94,6 +100,7 @@ impl ClusterConfig {
             retry: RetryPolicy::default(),
             produce_timeout: Duration::from_secs(30),
             admin_timeout: Duration::from_secs(30),
+            connections_per_broker: 4,
         }
     }
 }
@@ -119,7 +126,7 @@ impl Cluster {
             ));
         }
         let cluster = Self {
-            pool: Pool::new(config.connection.clone()),
+            pool: Pool::new(config.connection.clone(), config.connections_per_broker),
             config,
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
@@ -202,6 +209,12 @@ impl Cluster {
         let leader = self.leader(topic, partition).await?;
         let connection = self.pool.get(&leader.address).await?;
         Ok((connection, leader))
+    }
+
+    /// A connection to `address` for a Fetch: the least busy of up to
+    /// [`ClusterConfig::connections_per_broker`], opened as needed.
+    async fn fetch_connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
+        Ok(self.pool.get_spread(address).await?)
     }
 
     /// Counters of every pooled connection, by address.
@@ -296,7 +309,7 @@ mod tests {
         let mut config = ClusterConfig::new(["127.0.0.1:1"]);
         config.retry = retry;
         Cluster {
-            pool: Pool::new(config.connection.clone()),
+            pool: Pool::new(config.connection.clone(), config.connections_per_broker),
             config,
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),

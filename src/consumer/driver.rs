@@ -32,7 +32,8 @@ type Outgoing = (usize, FetchId, FetchParams);
 type InFlight = BoxFuture<'static, (usize, Vec<Answered>)>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
-/// under one in-flight limit and one memory cap.
+/// under one in-flight limit (bytes asked for, and a bound on fetches) and
+/// one memory cap.
 pub(super) struct Driver {
     cluster: Arc<Cluster>,
     cores: Vec<ReplayCore>,
@@ -40,6 +41,7 @@ pub(super) struct Driver {
     /// Fetches in flight (several may share a request).
     fetches_in_flight: usize,
     max_in_flight: usize,
+    max_in_flight_bytes: u64,
     /// Fetch requests sent so far, with those spent before the replay.
     requests: u64,
     max_buffered_bytes: u64,
@@ -66,10 +68,7 @@ impl Driver {
         options: &ReplayOptions,
         setup_round_trips: u64,
     ) -> Self {
-        let prior = CostModel {
-            in_flight: options.max_in_flight.max(1),
-            ..options.plan.cost
-        };
+        let prior = options.plan.cost;
         let requests = cores.iter().map(|c| c.stats().fetches).sum();
         Self {
             cluster,
@@ -79,6 +78,7 @@ impl Driver {
             // The fetches confirming the log's end, made before.
             requests,
             max_in_flight: options.max_in_flight.max(1),
+            max_in_flight_bytes: options.max_in_flight_bytes,
             max_buffered_bytes: options.max_buffered_bytes,
             answered: setup_round_trips,
             peak_held: 0,
@@ -206,7 +206,11 @@ impl Driver {
                 }
                 let i = (self.send_from + k) % n;
                 let held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
-                let headroom = self.max_buffered_bytes.saturating_sub(held);
+                let asked: u64 = self.cores.iter().map(ReplayCore::in_flight_bytes).sum();
+                let headroom = self
+                    .max_buffered_bytes
+                    .saturating_sub(held)
+                    .min(self.max_in_flight_bytes.saturating_sub(asked));
                 let core = &mut self.cores[i];
                 let Some(out) = core.poll_fetch(headroom, self.answered) else {
                     continue;

@@ -84,7 +84,7 @@ impl<'a> RecoveryBuilder<'a> {
     /// Errors: no region; a partition without an index (unless scanning);
     /// a region asked for twice in a partition; a range that is negative
     /// or inverted; the cluster failing to answer.
-    pub async fn build(self) -> Result<Recovery, Error> {
+    pub async fn build(mut self) -> Result<Recovery, Error> {
         let started = Instant::now();
         if self.wishes.is_empty() {
             return Err(Error::InvalidArgument(
@@ -126,6 +126,9 @@ impl<'a> RecoveryBuilder<'a> {
         }))
         .await?;
         let setup = u64::from(ends.iter().any(Option::is_some));
+        // A broker serves as many fetches side by side as it has
+        // connections from us: that many in flight hide a round trip.
+        self.options.plan.cost.in_flight = self.cluster.config().connections_per_broker.max(1);
         let mut cores = Vec::with_capacity(plans.len());
         for ((topic, partition, index, wishes), end) in plans.into_iter().zip(ends) {
             let log_end = end.as_ref().map_or(0, |(e, _)| *e);

@@ -197,7 +197,7 @@ impl ReplayCore {
         partition: i32,
         index: &WalIndex,
         regions: &[RegionRange],
-        mut options: ReplayOptions,
+        options: ReplayOptions,
         now: Instant,
     ) -> Result<Self, Error> {
         let topic = topic.into();
@@ -256,7 +256,6 @@ impl ReplayCore {
             .map(|r| r.tail_from)
             .min()
             .map(|from| from..end);
-        options.plan.cost.in_flight = options.max_in_flight.max(1);
         let entries: Vec<IndexEntry> = union.iter().map(|(e, _)| *e).collect();
         let (strategy, entry_regions): (Box<dyn FetchStrategy>, Vec<usize>) = match options.strategy
         {
@@ -346,6 +345,11 @@ impl ReplayCore {
         self.in_flight.len()
     }
 
+    /// The byte limits of fetches in flight.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.in_flight_bytes
+    }
+
     /// Bytes held: buffered records plus the byte limits of fetches in
     /// flight.
     pub fn held_bytes(&self) -> u64 {
@@ -363,7 +367,8 @@ impl ReplayCore {
     }
 
     /// The next fetch to send, if the strategy has one. `headroom` is how
-    /// many bytes the driver's memory cap still allows: with none, a fetch
+    /// many bytes the driver's limits (memory, bytes in flight) still
+    /// allow: with none, a fetch
     /// is given only when this partition can yield nothing and has nothing
     /// in flight (so that a replay never stalls on the cap). `round_trip`
     /// is the driver's count of round trips answered so far (see

@@ -41,9 +41,10 @@ pub enum LostPolicy {
 pub struct ReplayOptions {
     /// The fetch strategy.
     pub strategy: StrategyKind,
-    /// Planner limits and cost model (its `in_flight` taken from
-    /// [`ReplayOptions::max_in_flight`]); with `learn_link`, only the
-    /// starting guess.
+    /// Planner limits and cost model (its `in_flight`, the fetches a broker
+    /// serves side by side, taken from the cluster's
+    /// `connections_per_broker`); with `learn_link`, only the starting
+    /// guess.
     pub plan: PlanConfig,
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
@@ -53,8 +54,14 @@ pub struct ReplayOptions {
     /// single-region replays read up to 3x more (see docs/benchmarks.md).
     pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
-    /// of a recovery together).
+    /// of a recovery together): a bound on requests, not the working limit,
+    /// which is [`ReplayOptions::max_in_flight_bytes`]. Default 64.
     pub max_in_flight: usize,
+    /// Byte limits of fetches in flight at once, summed over the whole
+    /// replay: small fetches do not each cost a round trip, many travel
+    /// together. A partition that can yield nothing and has no fetch in
+    /// flight may still send one past it. Default 16 MiB.
+    pub max_in_flight_bytes: u64,
     /// Cap on buffered records plus the byte limits of fetches in flight,
     /// over the whole replay. A partition that can yield nothing and has no
     /// fetch in flight may still send one, so a replay cannot stall on the
@@ -85,7 +92,8 @@ impl Default for ReplayOptions {
             strategy: StrategyKind::Index,
             plan: PlanConfig::default(),
             learn_link: false,
-            max_in_flight: 4,
+            max_in_flight: 64,
+            max_in_flight_bytes: 16 << 20,
             max_buffered_bytes: 64 << 20,
             isolation: IsolationLevel::ReadUncommitted,
             decode: DecodeOptions::default(),
@@ -113,6 +121,12 @@ impl ReplayOptions {
     /// Sets [`ReplayOptions::learn_link`].
     pub fn with_learn_link(mut self, learn: bool) -> Self {
         self.learn_link = learn;
+        self
+    }
+
+    /// Sets [`ReplayOptions::max_in_flight_bytes`].
+    pub fn with_max_in_flight_bytes(mut self, bytes: u64) -> Self {
+        self.max_in_flight_bytes = bytes;
         self
     }
 
