@@ -12,7 +12,7 @@ use walfetch::cluster::Cluster;
 use walfetch::codec::Record;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
-use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, PlanConfig};
+use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, Layout, PlanConfig, PlanView};
 
 use crate::proxy::Proxy;
 use crate::workload::WrittenEntry;
@@ -374,11 +374,32 @@ async fn replay_rskafka(
     let to = scenario.range.end;
     let started = Instant::now();
     let mut checker = Checker::new(scenario, Contender::EstimateRskafka, started);
-    let mut planner = EstimatePlanner::new(&entries, tail);
+    let mut planner = EstimatePlanner::new();
+    // The replay core's part, as GreptimeDB's loop keeps it: the first
+    // entry not yet delivered, the scan's position, how often in a row the
+    // same fetch came back short, and whether the broker skipped a batch.
+    let layout = Layout::new();
+    let mut next = 0usize;
+    let mut tail_next = tail.as_ref().map_or(to, |t| t.start);
+    let mut attempt = 0u32;
+    let mut misaligned = None;
     let mut fetches = 0u64;
     let mut peak = 0u64;
     let mut stalls = 0u32;
-    while let Some(fetch) = planner.next_fetch() {
+    loop {
+        let view = PlanView {
+            entries: &entries,
+            layout: &layout,
+            log_start: 0,
+            misaligned,
+        };
+        let fetch = if next < entries.len() {
+            planner.plan_entries(&view, next..entries.len(), attempt)
+        } else if tail_next < to {
+            planner.plan_tail(&view, tail_next, to, attempt)
+        } else {
+            break;
+        };
         let yielded_before = checker.last;
         let before = proxy.received();
         let limit = i32::try_from(fetch.max_bytes).unwrap_or(i32::MAX - 1);
@@ -399,19 +420,16 @@ async fn replay_rskafka(
             .sum();
         peak = peak.max(u64::from(fetch.max_bytes)).max(decoded);
         let first_wanted = match &fetch.kind {
-            FetchKind::Indexed { entries } => planner.entries()[entries.start].offset,
+            FetchKind::Indexed { entries: run } => entries[run.start].offset,
             FetchKind::Tail { from } => *from,
         };
         // The broker skipped the batch holding the first wanted offset.
-        let misaligned = records.first().is_none_or(|r| r.offset > first_wanted);
+        let skipped = records.first().is_none_or(|r| r.offset > first_wanted);
         match fetch.kind.clone() {
             FetchKind::Indexed { entries: range } => {
-                let wanted: Vec<i64> = planner.entries()[range.clone()]
-                    .iter()
-                    .map(|e| e.offset)
-                    .collect();
+                let wanted: Vec<i64> = entries[range.clone()].iter().map(|e| e.offset).collect();
                 let mut cursor = 0;
-                if !misaligned {
+                if !skipped {
                     for r in &records {
                         if cursor == wanted.len() {
                             break;
@@ -435,16 +453,15 @@ async fn replay_rskafka(
                     }
                 }
                 planner.observe_response(&fetch, response_bytes, records.len());
-                if misaligned {
-                    planner.note_misaligned(0);
+                if skipped {
+                    misaligned = Some(0);
                 }
-                if cursor < wanted.len() {
-                    planner.requeue(range.start + cursor..range.end);
-                }
+                attempt = if cursor == 0 { attempt + 1 } else { 0 };
+                next = range.start + cursor;
             }
             FetchKind::Tail { from } => {
                 let mut next = from;
-                if !misaligned {
+                if !skipped {
                     for r in records.iter().filter(|r| r.offset >= from && r.offset < to) {
                         let h = rskafka_headers(&r.record);
                         checker.record(
@@ -457,10 +474,11 @@ async fn replay_rskafka(
                     }
                 }
                 planner.observe_response(&fetch, response_bytes, records.len());
-                if misaligned {
-                    planner.note_misaligned(0);
+                if skipped {
+                    misaligned = Some(0);
                 }
-                planner.tail_progress(next);
+                attempt = if next > from { 0 } else { attempt + 1 };
+                tail_next = tail_next.max(next);
             }
         }
         // As the consumer gives up after fetches in a row without progress.

@@ -36,10 +36,49 @@ pub struct SeenBatch {
     pub compressed: bool,
 }
 
+/// Totals of the batches responses carried (hints not counted): what
+/// estimates for batches nobody described are made from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Their encoded bytes.
+    pub bytes: u64,
+    /// The offsets they span.
+    pub offsets: u64,
+    /// How many.
+    pub batches: u64,
+    /// How many were compressed.
+    pub compressed: u64,
+}
+
+impl Observed {
+    /// Average encoded bytes per offset, once any batch was seen.
+    pub fn bytes_per_offset(&self) -> Option<f64> {
+        (self.offsets > 0).then(|| self.bytes as f64 / self.offsets as f64)
+    }
+
+    /// Average encoded length of a batch (0 before any).
+    pub fn average_batch(&self) -> f64 {
+        self.bytes as f64 / self.batches.max(1) as f64
+    }
+
+    /// Average offsets a batch spans (at least 1).
+    pub fn offsets_per_batch(&self) -> i64 {
+        i64::try_from(self.offsets / self.batches.max(1))
+            .unwrap_or(i64::MAX)
+            .max(1)
+    }
+
+    /// Whether most batches were compressed.
+    pub fn mostly_compressed(&self) -> bool {
+        self.compressed * 2 > self.batches
+    }
+}
+
 /// Known batches of one partition, by base offset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layout {
     batches: BTreeMap<i64, Extent>,
+    observed: Observed,
 }
 
 impl Layout {
@@ -66,6 +105,26 @@ impl Layout {
             }
         }
         layout
+    }
+
+    /// Records a batch a response carried, complete or cut: its extent,
+    /// and its share of [`Layout::observed`].
+    pub fn observe_batch(&mut self, batch: &SeenBatch) {
+        self.observe(batch.base, batch.last, batch.len);
+        let o = &mut self.observed;
+        o.bytes += u64::from(batch.len);
+        o.offsets += batch
+            .last
+            .saturating_sub(batch.base)
+            .saturating_add(1)
+            .max(1) as u64;
+        o.batches += 1;
+        o.compressed += u64::from(batch.compressed);
+    }
+
+    /// Totals of the batches responses carried.
+    pub fn observed(&self) -> Observed {
+        self.observed
     }
 
     /// Records a batch a response carried: its real extent. An extent

@@ -8,8 +8,10 @@
 //! - The answer is cut at the byte limit (possibly mid-batch), except that
 //!   the first batch comes whole (KIP-74). A limit ending right after the
 //!   last wanted record saves the rest of that batch and everything after.
-//! - Nothing here is trusted for correctness: the consumer checks each
-//!   response and hands back what a fetch did not deliver.
+//! - Nothing here is trusted for correctness: the replay core checks each
+//!   response and asks again for what a fetch did not deliver. The core
+//!   keeps the layout, the queue and the back-off; a strategy sizes one
+//!   fetch at a time from the core's [`PlanView`].
 //!
 //! # Without hints
 //! Byte positions are exact only as far as known batches reach (hints, or
@@ -42,8 +44,8 @@ pub use estimate::EstimatePlanner;
 #[doc(hidden)]
 pub use floor::floor_from_layout;
 #[doc(hidden)]
-pub use layout::{Extent, Layout, SeenBatch};
+pub use layout::{Extent, Layout, Observed, SeenBatch};
 #[doc(hidden)]
 pub use planner::{FetchKind, PlannedFetch, Planner};
 #[doc(hidden)]
-pub use strategy::FetchStrategy;
+pub use strategy::{FetchStrategy, PlanView};

@@ -1,10 +1,9 @@
-//! Planning fetches for one region's replay.
+//! walfetch's strategy: sizing each fetch from the log's layout.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::{CostModel, Layout, SeenBatch};
-use crate::index::IndexEntry;
+use super::layout::Observed;
+use super::{CostModel, FetchStrategy, PlanView};
 
 /// Limits and defaults for planning.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,211 +116,83 @@ impl Position {
     }
 }
 
-/// Tail scan state: `next..to` remains.
-#[derive(Debug, Clone, Copy)]
-struct Tail {
-    next: i64,
-    to: i64,
-    in_flight: bool,
-    /// Tail fetches in a row that made no progress.
-    attempts: u32,
-}
-
-/// Plans the fetches of one region's replay; see the module docs.
+/// Plans the fetches of a replay; see the module docs. It keeps nothing
+/// but its limits: what it plans from is the core's [`PlanView`].
 #[derive(Debug, Clone)]
 pub struct Planner {
-    entries: Vec<IndexEntry>,
-    layout: Layout,
     config: PlanConfig,
-    /// `entries[next..]` have not been planned yet.
-    next: usize,
-    /// Entry ranges handed back by the consumer, by start: planned first.
-    requeued: BTreeMap<usize, usize>,
-    tail: Option<Tail>,
-    /// Observed bytes and offsets, for estimates without hints.
-    seen_bytes: u64,
-    seen_offsets: u64,
-    seen_batches: u64,
-    seen_compressed: u64,
-    /// Set once the broker answered a mid-batch fetch offset without the
-    /// batch containing it: from then on, fetches start at known batch
-    /// boundaries, or at `log_start`.
-    aligned_from: Option<i64>,
-    /// How often a run starting at an entry was handed back.
-    attempts: BTreeMap<usize, u32>,
-    /// No fetch starts below the log start.
-    log_start: i64,
 }
 
 impl Planner {
-    /// A planner for `entries` (sorted, the region's indexed entries in the
-    /// replay range), then a scan of `tail` (offsets past `last_index`), if
-    /// any, with what is known of the log's layout.
-    pub fn new(
-        entries: &[IndexEntry],
-        tail: Option<Range<i64>>,
-        layout: Layout,
-        config: PlanConfig,
-    ) -> Self {
-        Self {
-            entries: entries.to_vec(),
-            layout,
-            config,
-            next: 0,
-            requeued: BTreeMap::new(),
-            tail: tail.filter(|t| t.start < t.end).map(|t| Tail {
-                next: t.start,
-                to: t.end,
-                in_flight: false,
-                attempts: 0,
-            }),
-            seen_bytes: 0,
-            seen_offsets: 0,
-            seen_batches: 0,
-            seen_compressed: 0,
-            aligned_from: None,
-            attempts: BTreeMap::new(),
-            log_start: 0,
-        }
+    /// A planner with `config`.
+    pub fn new(config: PlanConfig) -> Self {
+        Self { config }
+    }
+}
+
+impl FetchStrategy for Planner {
+    fn plan_entries(
+        &mut self,
+        view: &PlanView<'_>,
+        run: Range<usize>,
+        attempt: u32,
+    ) -> PlannedFetch {
+        Plan::new(view, &self.config, attempt).plan_run(run.start, run.end)
     }
 
-    /// The broker skipped the batch containing a mid-batch fetch offset (a
-    /// habit of some Kafka-compatible brokers). Fetches for entries whose
-    /// batch is unknown then start at the nearest known batch boundary
-    /// below them, or at `log_start` (the response's log start offset),
-    /// which costs bytes but never records.
-    pub fn note_misaligned(&mut self, log_start: i64) {
-        self.aligned_from = Some(log_start);
-    }
-
-    /// The entries being replayed.
-    pub fn entries(&self) -> &[IndexEntry] {
-        &self.entries
-    }
-
-    /// The layout as currently known.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// Whether nothing is left to plan (fetches may still be in flight).
-    pub fn is_exhausted(&self) -> bool {
-        self.requeued.is_empty()
-            && self.next == self.entries.len()
-            && self.tail.is_none_or(|t| t.in_flight)
-    }
-
-    /// The log now starts at `offset`: no fetch starts below it.
-    pub fn note_log_start(&mut self, offset: i64) {
-        self.log_start = self.log_start.max(offset);
-    }
-
-    /// The next fetch to send, if any can be planned now. A tail fetch is
-    /// planned only after every indexed entry, one at a time.
-    pub fn next_fetch(&mut self) -> Option<PlannedFetch> {
-        let mut fetch = self.plan_next()?;
-        fetch.offset = fetch.offset.max(self.log_start);
-        Some(fetch)
-    }
-
-    fn plan_next(&mut self) -> Option<PlannedFetch> {
-        if let Some((&start, &end)) = self.requeued.iter().next() {
-            self.requeued.remove(&start);
-            let fetch = self.plan_run(start, end);
-            if let FetchKind::Indexed { entries } = &fetch.kind {
-                if entries.end < end {
-                    self.requeued.insert(entries.end, end);
-                }
-            }
-            return Some(fetch);
-        }
-        if self.next < self.entries.len() {
-            let fetch = self.plan_run(self.next, self.entries.len());
-            if let FetchKind::Indexed { entries } = &fetch.kind {
-                self.next = entries.end;
-            }
-            return Some(fetch);
-        }
-        let tail = self.tail?;
-        if tail.in_flight {
-            return None;
-        }
-        // Starting at the batch boundary below costs nothing under Kafka's
-        // rules and is safe on brokers that skip a containing batch.
-        let offset = match self.layout.containing(tail.next) {
+    /// Every record is wanted: the largest fetch wastes least of the batch
+    /// a broker cuts. Starting at the batch boundary below the first wanted
+    /// offset costs nothing under Kafka's rules and is safe on brokers that
+    /// skip a containing batch.
+    fn plan_tail(
+        &mut self,
+        view: &PlanView<'_>,
+        from: i64,
+        _to: i64,
+        attempt: u32,
+    ) -> PlannedFetch {
+        let offset = match view.layout.containing(from) {
             Some((base, _)) => base,
-            None if self.aligned_from.is_some() => self.backed_off(tail.next, tail.attempts),
-            None => tail.next,
+            None => view.start_for(from, attempt),
         };
-        self.tail = Some(Tail {
-            in_flight: true,
-            ..tail
-        });
-        Some(PlannedFetch {
+        PlannedFetch {
             offset,
             max_bytes: self.config.max_fetch_bytes,
-            kind: FetchKind::Tail { from: tail.next },
-        })
-    }
-
-    /// Learns a batch a response carried (complete, or the header of one
-    /// the broker cut).
-    pub fn observe_batch(&mut self, batch: &SeenBatch) {
-        self.layout.observe(batch.base, batch.last, batch.len);
-        self.seen_bytes += u64::from(batch.len);
-        self.seen_offsets += batch
-            .last
-            .saturating_sub(batch.base)
-            .saturating_add(1)
-            .max(1) as u64;
-        self.seen_batches += 1;
-        self.seen_compressed += u64::from(batch.compressed);
-    }
-
-    /// Hands back entries a fetch did not deliver; they are planned again
-    /// before anything new, as one run with the entries right after them
-    /// if those are not planned yet.
-    pub fn requeue(&mut self, entries: Range<usize>) {
-        if entries.start < entries.end {
-            *self.attempts.entry(entries.start).or_default() += 1;
-            let mut end = entries.end;
-            if let Some(following) = self.requeued.remove(&end) {
-                end = following;
-            } else if end == self.next {
-                end = self.entries.len();
-                self.next = end;
-            }
-            let e = self.requeued.entry(entries.start).or_insert(end);
-            *e = (*e).max(end);
+            kind: FetchKind::Tail { from },
         }
     }
 
-    /// A tail fetch came back having read up to `next` (exclusive). The scan
-    /// ends when it reaches its end.
-    pub fn tail_progress(&mut self, next: i64) {
-        if let Some(tail) = self.tail.as_mut() {
-            tail.in_flight = false;
-            tail.attempts = if next > tail.next {
-                0
-            } else {
-                tail.attempts + 1
-            };
-            tail.next = tail.next.max(next);
-            if tail.next >= tail.to {
-                self.tail = None;
-            }
-        }
+    fn set_cost_model(&mut self, cost: CostModel) {
+        self.config.cost = cost;
     }
 
-    /// Average encoded bytes per offset seen so far.
-    fn bytes_per_offset(&self) -> Option<f64> {
-        (self.seen_offsets > 0).then(|| self.seen_bytes as f64 / self.seen_offsets as f64)
+    fn name(&self) -> &'static str {
+        "walfetch"
+    }
+}
+
+/// One fetch being planned: the view, the limits, the attempt.
+struct Plan<'a> {
+    view: &'a PlanView<'a>,
+    config: &'a PlanConfig,
+    observed: Observed,
+    attempt: u32,
+}
+
+impl<'a> Plan<'a> {
+    fn new(view: &'a PlanView<'a>, config: &'a PlanConfig, attempt: u32) -> Self {
+        Self {
+            view,
+            config,
+            observed: view.layout.observed(),
+            attempt,
+        }
     }
 
     /// Where entry `i` is known to sit.
     fn locate(&self, i: usize) -> Option<Located> {
-        let entry = self.entries[i];
-        if let Some((base, extent)) = self.layout.containing(entry.offset) {
+        let entry = self.view.entries[i];
+        if let Some((base, extent)) = self.view.layout.containing(entry.offset) {
             // A hint for this very batch also knows where the record ends;
             // a compressed batch or an observed-only one is read whole.
             let end = entry
@@ -352,10 +223,10 @@ impl Planner {
     /// from there once the consumer hands it back.
     fn plan_run(&self, start: usize, end: usize) -> PlannedFetch {
         let first = self.locate(start);
-        if first.is_none() && self.bytes_per_offset().is_none() {
+        if first.is_none() && self.observed.bytes_per_offset().is_none() {
             return self.probe(start, end);
         }
-        let batch = self.average_batch();
+        let batch = self.observed.average_batch();
         let gap_limit = self.config.cost.merge_gap_bytes() as f64;
         let max = f64::from(self.config.max_fetch_bytes);
         let (offset, mut at) = match first {
@@ -363,11 +234,14 @@ impl Planner {
             // into the rest of it costs nothing.
             Some(l) => (l.base, Position::in_batch(l.base, 0.0, l.batch_len, false)),
             None => {
-                let offset = self.estimated_start(start);
+                let offset = self
+                    .view
+                    .start_for(self.view.entries[start].offset, self.attempt);
                 // The response starts at the batch holding `offset`: on
                 // average half a batch before it.
-                let per_offset = self.bytes_per_offset().unwrap_or(1.0);
-                let pos = batch / 2.0 + (self.entries[start].offset - offset) as f64 * per_offset;
+                let per_offset = self.observed.bytes_per_offset().unwrap_or(1.0);
+                let pos =
+                    batch / 2.0 + (self.view.entries[start].offset - offset) as f64 * per_offset;
                 (offset, Position::record(pos, per_offset))
             }
         };
@@ -484,19 +358,19 @@ impl Planner {
         }
         // Count bytes per offset from the end of the last known batch, or
         // from the end of the previous entry's record.
-        let per_offset = self.bytes_per_offset()?;
+        let per_offset = self.observed.bytes_per_offset()?;
         let (from, from_pos) = match at.batch {
             Some(b) => {
-                let (_, extent) = self.layout.containing(b.base)?;
+                let (_, extent) = self.view.layout.containing(b.base)?;
                 (extent.last_known + 1, b.start + f64::from(extent.len))
             }
-            None => (self.entries[i - 1].offset + 1, at.end),
+            None => (self.view.entries[i - 1].offset + 1, at.end),
         };
         let at_offset = |o: i64| from_pos + (o - from).max(0) as f64 * per_offset;
         Some(match located {
             // Its batch is known: only the bytes before it are estimated.
             Some(l) => Position::in_batch(l.base, at_offset(l.base), l.record_end, true),
-            None => Position::record(at_offset(self.entries[i].offset), per_offset),
+            None => Position::record(at_offset(self.view.entries[i].offset), per_offset),
         })
     }
 
@@ -504,9 +378,9 @@ impl Planner {
     /// batch at `to`; its position, unless the chain breaks or passes `limit`.
     fn walk(&self, from: i64, mut pos: u64, to: i64, limit: u64) -> Option<u64> {
         let mut base = from;
-        let mut len = u64::from(self.layout.containing(from)?.1.len);
+        let mut len = u64::from(self.view.layout.containing(from)?.1.len);
         while base < to {
-            let (next, extent) = self.layout.next_adjacent(base)?;
+            let (next, extent) = self.view.layout.next_adjacent(base)?;
             pos += len;
             if pos > limit {
                 return None;
@@ -520,7 +394,9 @@ impl Planner {
     /// The first fetch, with nothing seen to size it by: a probe.
     fn probe(&self, start: usize, end: usize) -> PlannedFetch {
         PlannedFetch {
-            offset: self.estimated_start(start),
+            offset: self
+                .view
+                .start_for(self.view.entries[start].offset, self.attempt),
             max_bytes: self.config.probe_bytes,
             kind: FetchKind::Indexed {
                 entries: start
@@ -529,92 +405,24 @@ impl Planner {
         }
     }
 
-    /// The fetch offset for entry `start` when its batch is unknown: the
-    /// entry itself, or on a broker that skips the batch containing a
-    /// mid-batch offset, a known batch start below it.
-    fn estimated_start(&self, start: usize) -> i64 {
-        let wanted = self.entries[start].offset;
-        match self.aligned_from {
-            None => wanted,
-            Some(_) => self.backed_off(wanted, self.attempts.get(&start).copied().unwrap_or(0)),
-        }
-    }
-
     /// Bytes a fetch ending at `at` reads past it: where the end is
     /// estimated, room for the estimate's error, more when records arrive
     /// only with their whole (compressed) batch.
     fn end_slack(&self, at: &Position, batch: f64) -> f64 {
-        match (at.estimated, self.mostly_compressed()) {
+        match (at.estimated, self.observed.mostly_compressed()) {
             (false, _) => 0.0,
             (true, false) => batch / 2.0,
             (true, true) => batch,
         }
     }
 
-    /// Average encoded length of the batches seen so far (0 before any).
-    fn average_batch(&self) -> f64 {
-        self.seen_bytes as f64 / self.seen_batches.max(1) as f64
-    }
-
-    /// Whether most batches seen were compressed.
-    fn mostly_compressed(&self) -> bool {
-        self.seen_compressed * 2 > self.seen_batches
-    }
-
-    /// A fetch offset below `offset` likely to land in the batch before the
-    /// one holding it, on a broker that skips the batch containing a
-    /// mid-batch offset: about one batch's worth of offsets back, doubling
-    /// with each failed attempt, never below a known boundary or the log
-    /// start.
-    fn backed_off(&self, offset: i64, attempt: u32) -> i64 {
-        let per_batch = (self.seen_offsets / self.seen_batches.max(1)).max(1) as i64;
-        let back = per_batch.saturating_mul(1 << attempt.min(20));
-        let floor = self
-            .layout
-            .boundary_at_or_below(offset)
-            .or(self.aligned_from)
-            .unwrap_or(0)
-            .min(offset);
-        offset.saturating_sub(back).max(floor)
-    }
-
     /// How many entries from `start` a fetch of `bytes` might reach, given
     /// `per_offset` bytes per offset; at least one.
     fn entries_within(&self, start: usize, end: usize, bytes: u64, per_offset: f64) -> usize {
-        let first = self.entries[start].offset;
+        let first = self.view.entries[start].offset;
         let reach = first.saturating_add((bytes as f64 / per_offset.max(1.0)) as i64);
-        let n = self.entries[start..end].partition_point(|e| e.offset <= reach);
+        let n = self.view.entries[start..end].partition_point(|e| e.offset <= reach);
         start + n.max(1)
-    }
-}
-
-impl super::FetchStrategy for Planner {
-    fn entries(&self) -> &[IndexEntry] {
-        Planner::entries(self)
-    }
-    fn next_fetch(&mut self) -> Option<PlannedFetch> {
-        Planner::next_fetch(self)
-    }
-    fn observe_batch(&mut self, batch: &SeenBatch) {
-        Planner::observe_batch(self, batch);
-    }
-    fn requeue(&mut self, entries: Range<usize>) {
-        Planner::requeue(self, entries);
-    }
-    fn tail_progress(&mut self, next: i64) {
-        Planner::tail_progress(self, next);
-    }
-    fn note_misaligned(&mut self, log_start: i64) {
-        Planner::note_misaligned(self, log_start);
-    }
-    fn note_log_start(&mut self, offset: i64) {
-        Planner::note_log_start(self, offset);
-    }
-    fn set_cost_model(&mut self, cost: CostModel) {
-        self.config.cost = cost;
-    }
-    fn name(&self) -> &'static str {
-        "walfetch"
     }
 }
 
@@ -629,6 +437,7 @@ mod tests {
 
     use super::*;
     use crate::index::{Hint, IndexEntry, WalIndex};
+    use crate::plan::{Layout, SeenBatch};
 
     /// An uncompressed batch of `n` records of `record` bytes at `base`:
     /// record `i` ends `61 + (i + 1) × record` bytes into it.
@@ -699,25 +508,57 @@ mod tests {
         Layout::from_index(&index)
     }
 
-    fn planner(log: &[Batch], wanted: &[i64], config: PlanConfig) -> Planner {
-        Planner::new(&hinted(log, wanted), None, layout(log), config)
+    fn view<'a>(entries: &'a [IndexEntry], layout: &'a Layout) -> PlanView<'a> {
+        PlanView {
+            entries,
+            layout,
+            log_start: 0,
+            misaligned: None,
+        }
+    }
+
+    /// The fetches planned one after another for `wanted` of `log` (with
+    /// the writer's hints), each for the entries the last did not claim.
+    fn plan_all(log: &[Batch], wanted: &[i64], config: PlanConfig) -> Vec<PlannedFetch> {
+        let entries = hinted(log, wanted);
+        let layout = layout(log);
+        plan_entries_in(&entries, &layout, config)
+    }
+
+    fn plan_entries_in(
+        entries: &[IndexEntry],
+        layout: &Layout,
+        config: PlanConfig,
+    ) -> Vec<PlannedFetch> {
+        let mut planner = Planner::new(config);
+        let mut fetches = Vec::new();
+        let mut start = 0;
+        while start < entries.len() {
+            let fetch = planner.plan_entries(&view(entries, layout), start..entries.len(), 0);
+            let FetchKind::Indexed { entries: claimed } = &fetch.kind else {
+                panic!("an indexed run planned as {fetch:?}");
+            };
+            assert_eq!(claimed.start, start);
+            assert!(claimed.end > start);
+            start = claimed.end;
+            fetches.push(fetch);
+        }
+        fetches
     }
 
     #[test]
     fn a_precise_limit_stops_mid_batch() {
         let log = log(&[10, 10, 10], 100);
-        let mut planner = planner(&log, &[5, 12], PlanConfig::default());
-        let fetch = planner.next_fetch().unwrap();
+        let fetches = plan_all(&log, &[5, 12], PlanConfig::default());
         // From batch 0's start to the end of offset 12's record in batch 1.
         assert_eq!(
-            fetch,
-            PlannedFetch {
+            fetches,
+            [PlannedFetch {
                 offset: 0,
                 max_bytes: log[0].len() + log[1].end(2),
                 kind: FetchKind::Indexed { entries: 0..2 }
-            }
+            }]
         );
-        assert!(planner.next_fetch().is_none());
     }
 
     /// Regression: entries past the cap in a first batch larger than the
@@ -730,7 +571,7 @@ mod tests {
             ..PlanConfig::default()
         };
         let wanted: Vec<i64> = (10..20).collect();
-        let fetch = planner(&log, &wanted, config).next_fetch().unwrap();
+        let fetch = plan_all(&log, &wanted, config).remove(0);
         assert_eq!(
             (fetch.offset, fetch.kind),
             (10, FetchKind::Indexed { entries: 0..10 })
@@ -747,13 +588,13 @@ mod tests {
             max_fetch_bytes: log[0].len() + log[1].end(4),
             ..PlanConfig::default()
         };
-        let mut planner = planner(&log, &[5, 12, 18], config);
-        let first = planner.next_fetch().unwrap();
+        let mut fetches = plan_all(&log, &[5, 12, 18], config).into_iter();
+        let first = fetches.next().unwrap();
         assert_eq!(
             (first.offset, first.max_bytes, first.kind),
             (0, log[0].len(), FetchKind::Indexed { entries: 0..1 })
         );
-        let second = planner.next_fetch().unwrap();
+        let second = fetches.next().unwrap();
         assert_eq!(
             (second.offset, second.kind),
             (10, FetchKind::Indexed { entries: 1..3 })
@@ -775,7 +616,7 @@ mod tests {
         };
         // The first record of batch 2 only: reaching over batch 1 (161 B)
         // and cutting batch 2 after its record beats getting it whole.
-        let fetch = planner(&log, &[9, 11], config).next_fetch().unwrap();
+        let fetch = plan_all(&log, &[9, 11], config).remove(0);
         assert_eq!(
             (fetch.max_bytes, fetch.kind),
             (
@@ -785,7 +626,7 @@ mod tests {
         );
         // Its last record too: the split fetch reads no more of batch 2,
         // and saves batch 1.
-        let fetch = planner(&log, &[9, 11, 20], config).next_fetch().unwrap();
+        let fetch = plan_all(&log, &[9, 11, 20], config).remove(0);
         assert_eq!(fetch.kind, FetchKind::Indexed { entries: 0..1 });
     }
 
@@ -793,16 +634,16 @@ mod tests {
     fn an_estimated_end_leaves_a_whole_batch_when_batches_are_compressed() {
         let limit = |compressed: bool| {
             let entries = [IndexEntry::offset_only(500)];
-            let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
+            let mut layout = Layout::new();
             for b in 0..10 {
-                planner.observe_batch(&SeenBatch {
+                layout.observe_batch(&SeenBatch {
                     base: b * 10,
                     last: b * 10 + 9,
                     len: 1000,
                     compressed,
                 });
             }
-            planner.next_fetch().unwrap().max_bytes
+            plan_entries_in(&entries, &layout, PlanConfig::default())[0].max_bytes
         };
         // Half a batch before the record (the batch holding it starts
         // there on average), the record (100 B per offset), then half a
@@ -812,63 +653,47 @@ mod tests {
     }
 
     #[test]
-    fn a_full_estimated_fetch_takes_all_it_carries_and_the_rest_follows_it() {
+    fn a_full_estimated_fetch_claims_every_entry() {
         // 1000 B per offset seen; 19 MB of wanted offsets: more than one
         // fetch can take.
         let entries: Vec<IndexEntry> = (1000..20_000).map(IndexEntry::offset_only).collect();
-        let mut planner = Planner::new(&entries, None, Layout::new(), PlanConfig::default());
+        let mut layout = Layout::new();
         for b in 0..100 {
-            planner.observe_batch(&SeenBatch {
+            layout.observe_batch(&SeenBatch {
                 base: b * 10,
                 last: b * 10 + 9,
                 len: 10_000,
                 compressed: false,
             });
         }
-        let first = planner.next_fetch().unwrap();
+        let first = Planner::new(PlanConfig::default()).plan_entries(
+            &view(&entries, &layout),
+            0..entries.len(),
+            0,
+        );
         assert_eq!(first.max_bytes, PlanConfig::default().max_fetch_bytes);
         assert_eq!(
             first.kind,
             FetchKind::Indexed {
                 entries: 0..entries.len()
             },
-            "where its response ends is unknown: it claims every entry"
+            "where its response ends is unknown: it claims every entry, and \
+             the core hands back what it did not deliver"
         );
-        assert_eq!(
-            planner.next_fetch(),
-            None,
-            "the rest waits for the response"
-        );
-        // The response delivered entries up to 8000.
-        planner.requeue(8000..entries.len());
-        let next = planner.next_fetch().unwrap();
-        assert_eq!(next.offset, entries[8000].offset);
     }
 
     #[test]
-    fn the_tail_is_scanned_after_the_index_one_fetch_at_a_time() {
-        let entries = [IndexEntry::offset_only(5)];
-        let mut planner = Planner::new(
-            &entries,
-            Some(100..300),
-            Layout::new(),
-            PlanConfig::default(),
-        );
-        let first = planner.next_fetch().unwrap();
-        assert!(matches!(first.kind, FetchKind::Indexed { .. }));
-        let tail = planner.next_fetch().unwrap();
-        assert_eq!(
-            (tail.offset, tail.kind),
-            (100, FetchKind::Tail { from: 100 })
-        );
-        // Every record is wanted: the largest fetch wastes least of the
-        // batch a broker cuts.
+    fn a_scan_fetch_starts_at_the_known_batch_below_and_takes_the_most() {
+        let log = log(&[10, 10], 100);
+        let layout = layout(&log);
+        let mut planner = Planner::new(PlanConfig::default());
+        let tail = planner.plan_tail(&view(&[], &layout), 14, 300, 0);
+        assert_eq!((tail.offset, tail.kind), (10, FetchKind::Tail { from: 14 }));
         assert_eq!(tail.max_bytes, PlanConfig::default().max_fetch_bytes);
-        assert!(planner.next_fetch().is_none(), "one tail fetch in flight");
-        planner.tail_progress(180);
-        assert_eq!(planner.next_fetch().unwrap().offset, 180);
-        planner.tail_progress(300);
-        assert!(planner.next_fetch().is_none());
-        assert!(planner.is_exhausted());
+        // Past the known batches: from the offset itself.
+        assert_eq!(
+            planner.plan_tail(&view(&[], &layout), 25, 300, 0).offset,
+            25
+        );
     }
 }

@@ -1,25 +1,82 @@
-//! The interface every fetch strategy offers the consumer, so that walfetch's
-//! planner, the estimate strategy it is compared with, and a full scan run on
-//! the same consumer and connection layer.
+//! The interface every fetch strategy offers the replay core, so that
+//! walfetch's planner, the estimate strategy it is compared with, and a full
+//! scan run on the same core and connection layer.
+//!
+//! A strategy only decides what one fetch asks for: its offset and byte
+//! limit. The core owns everything else — which entries are still wanted
+//! (and in which order they are asked for again), the log's layout, where
+//! the log starts, the back-off on brokers that skip the batch containing
+//! a mid-batch offset, the scan past `last_index` — and shows it to the
+//! strategy as a [`PlanView`].
 
 use std::ops::Range;
 
-use super::{CostModel, PlannedFetch, SeenBatch};
+use super::{CostModel, Layout, PlannedFetch};
 use crate::index::IndexEntry;
 
-/// A source of fetches for one replay. The consumer asks for fetches, sends
-/// them, checks each response, and reports back what it showed.
-pub trait FetchStrategy: Send + std::fmt::Debug {
+/// What a strategy plans from.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanView<'a> {
     /// The indexed entries the replay must deliver, in offset order.
-    fn entries(&self) -> &[IndexEntry];
+    pub entries: &'a [IndexEntry],
+    /// The log's layout as known: the index's hints (for strategies that
+    /// use them) and every batch responses carried.
+    pub layout: &'a Layout,
+    /// The log's start: no fetch starts below it.
+    pub log_start: i64,
+    /// Set once the broker answered a mid-batch fetch offset without the
+    /// batch containing it (a habit of some Kafka-compatible brokers): the
+    /// log start it reported then.
+    pub misaligned: Option<i64>,
+}
 
-    /// The next fetch to send now, if any; `None` may only mean "wait for a
-    /// response" while fetches are in flight.
-    fn next_fetch(&mut self) -> Option<PlannedFetch>;
+impl PlanView<'_> {
+    /// Where to fetch from for `offset` when the batch holding it is not
+    /// known, on the `attempt`th try (0 first): the offset itself; or, on a
+    /// broker that skips the batch containing a mid-batch offset, a fetch
+    /// offset likely to land in the batch before: about one batch's worth
+    /// of offsets back, doubling with each failed attempt, never below a
+    /// known batch boundary or the log start. That costs bytes, never
+    /// records.
+    pub fn start_for(&self, offset: i64, attempt: u32) -> i64 {
+        let Some(log_start) = self.misaligned else {
+            return offset;
+        };
+        let per_batch = self.layout.observed().offsets_per_batch();
+        let back = per_batch.saturating_mul(1 << attempt.min(20));
+        let floor = self
+            .layout
+            .boundary_at_or_below(offset)
+            .unwrap_or(log_start)
+            .max(self.log_start)
+            .min(offset);
+        offset.saturating_sub(back).max(floor)
+    }
+}
 
-    /// A batch a response carried — complete, or the header of one the
-    /// broker cut.
-    fn observe_batch(&mut self, batch: &SeenBatch);
+/// A way of sizing fetches. See the module docs for what it does not own.
+pub trait FetchStrategy: Send + std::fmt::Debug {
+    /// One fetch for the entries `run` (still wanted, in offset order; the
+    /// rest of the replay's entries follow it): it must claim a prefix of
+    /// the run, at least its first entry. `attempt` counts the times a
+    /// fetch for the run's first entry came back without it.
+    fn plan_entries(
+        &mut self,
+        view: &PlanView<'_>,
+        run: Range<usize>,
+        attempt: u32,
+    ) -> PlannedFetch;
+
+    /// One fetch of the scan past `last_index`, which wants every record
+    /// of `from..to`; `attempt` counts the scan fetches in a row that made
+    /// no progress.
+    fn plan_tail(&mut self, view: &PlanView<'_>, from: i64, to: i64, attempt: u32) -> PlannedFetch;
+
+    /// At most this many of the replay's fetches in flight at once (the
+    /// driver's limits apply besides).
+    fn max_in_flight(&self) -> Option<usize> {
+        None
+    }
 
     /// A response to `fetch` carried `records_bytes` bytes of records, of
     /// which `records_at_or_above` records sat at or above the fetch offset.
@@ -31,19 +88,6 @@ pub trait FetchStrategy: Send + std::fmt::Debug {
     ) {
         let _ = (fetch, records_bytes, records_at_or_above);
     }
-
-    /// Entries a fetch did not deliver: plan them again.
-    fn requeue(&mut self, entries: Range<usize>);
-
-    /// A tail fetch came back having read up to `next` (exclusive).
-    fn tail_progress(&mut self, next: i64);
-
-    /// The broker skipped the batch containing a mid-batch fetch offset.
-    fn note_misaligned(&mut self, log_start: i64);
-
-    /// The log now starts at `offset` (retention, or records deleted):
-    /// no fetch may start below it.
-    fn note_log_start(&mut self, offset: i64);
 
     /// What a fetch now costs on this link, as learned from the replay's
     /// own fetches: plan with it from now on. Strategies that do not weigh

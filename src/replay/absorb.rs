@@ -21,7 +21,8 @@ use walfetch_codec::{
     TransactionFilter,
 };
 
-use crate::plan::{FetchKind, FetchStrategy, PlannedFetch, SeenBatch};
+use crate::index::IndexEntry;
+use crate::plan::{FetchKind, PlannedFetch, SeenBatch};
 
 /// One partition's part of a Fetch response, as absorb needs it.
 #[derive(Debug, Clone)]
@@ -64,20 +65,25 @@ pub(crate) struct Absorbed {
     pub(crate) misaligned: bool,
     /// Every batch the response showed.
     pub(crate) batches: Vec<SeenBatch>,
+    /// Records the response held at or above the fetch offset (the
+    /// estimate strategy's average is taken over them).
+    pub(crate) at_or_above: usize,
 }
 
-/// Reads `response` to `fetch`, reporting batch extents to `strategy` (and
-/// in [`Absorbed::batches`]).
+/// Reads `response` to `fetch`, which asked for some of `entries` (the
+/// replay's) or for the scan past `last_index`.
 pub(crate) fn absorb(
-    strategy: &mut dyn FetchStrategy,
+    entries: &[IndexEntry],
     fetch: &PlannedFetch,
     response: &Response<'_>,
     opts: &AbsorbOptions,
 ) -> Result<Absorbed, CodecError> {
     let (range, wanted): (Range<usize>, Vec<i64>) = match &fetch.kind {
-        FetchKind::Indexed { entries } => (
-            entries.clone(),
-            strategy.entries()[entries.clone()]
+        FetchKind::Indexed { entries: asked } => (
+            asked.clone(),
+            entries
+                .get(asked.clone())
+                .unwrap_or_default()
                 .iter()
                 .map(|e| e.offset)
                 .collect(),
@@ -196,10 +202,7 @@ pub(crate) fn absorb(
         }
     }
 
-    for batch in &out.batches {
-        strategy.observe_batch(batch);
-    }
-    strategy.observe_response(fetch, response.records.len(), at_or_above);
+    out.at_or_above = at_or_above;
     if out.misaligned {
         out.delivered.clear();
         out.tail.clear();

@@ -19,11 +19,16 @@
 //! for are never yielded.
 //!
 //! The core owns what a replay must never get wrong whatever the strategy:
-//! which offsets are wanted, checking each response (see `absorb`),
-//! handing back to the strategy what a response did not deliver, lost
-//! offsets, stall counting, and the order entries come out in. Strategies
-//! ([`crate::plan::Planner`], [`crate::plan::EstimatePlanner`], a scan)
-//! only decide what to fetch next and how large.
+//! which offsets are wanted, checking each response (see `absorb`), what is
+//! still to be fetched (see `queue`: what a response did not deliver is
+//! asked for again first), the one layout of the log (the index's hints and
+//! every batch a response showed; the floor is computed from it), the log
+//! start, lost offsets, the back-off on brokers that skip the batch
+//! containing a mid-batch offset, stall counting, and the order entries
+//! come out in. Strategies ([`crate::plan::Planner`],
+//! [`crate::plan::EstimatePlanner`], a scan) only size the next fetch for
+//! the run or scan position the core hands them, from a
+//! [`crate::plan::PlanView`].
 //!
 //! # References
 //! - Kafka protocol guide, Fetch API; KIP-74 (the first batch comes whole,
@@ -32,6 +37,7 @@
 mod absorb;
 mod link;
 mod options;
+mod queue;
 mod stats;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -48,10 +54,11 @@ use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
 use crate::error::Error;
 use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
-    floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlannedFetch,
-    Planner,
+    floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlanView,
+    PlannedFetch, Planner,
 };
 use absorb::{absorb, AbsorbOptions, Response};
+use queue::{Work, WorkQueue};
 
 /// One region to replay from a partition: its entries in `from..to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,9 +147,13 @@ pub struct ReplayCore {
     topic: String,
     partition: i32,
     regions: Vec<Region>,
-    /// For each of the strategy's entries, its region (an index into
-    /// `regions`).
+    /// The indexed entries wanted, in offset order: the union of the
+    /// regions'.
+    entries: Vec<IndexEntry>,
+    /// For each entry, its region (an index into `regions`).
     entry_regions: Vec<usize>,
+    /// What is still to be fetched.
+    queue: WorkQueue,
     end: i64,
     options: ReplayOptions,
     strategy: Box<dyn FetchStrategy>,
@@ -164,11 +175,17 @@ pub struct ReplayCore {
     /// Set once the strategy has nothing more to send and nothing is in
     /// flight.
     drained: bool,
-    /// Every batch the index's hints describe or a response showed, and
-    /// where each yielded record ends in its batch: what the floor is
-    /// computed from.
-    seen: Layout,
+    /// The log's layout: the batches the index's hints describe (for the
+    /// strategy that uses them) and every batch a response showed. The
+    /// strategy plans from it and the floor is computed from it.
+    layout: Layout,
+    /// Where each yielded record ends in its batch, for the floor.
     yielded_ends: Vec<(i64, Option<u32>)>,
+    /// No fetch starts below the log start.
+    log_start: i64,
+    /// Set once the broker skipped the batch containing a mid-batch fetch
+    /// offset: the log start it reported (see [`PlanView::misaligned`]).
+    misaligned: Option<i64>,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -256,47 +273,48 @@ impl ReplayCore {
             .map(|r| r.tail_from)
             .min()
             .map(|from| from..end);
-        let entries: Vec<IndexEntry> = union.iter().map(|(e, _)| *e).collect();
-        let (strategy, entry_regions): (Box<dyn FetchStrategy>, Vec<usize>) = match options.strategy
-        {
-            StrategyKind::Index => (
-                Box::new(Planner::new(
-                    &entries,
-                    tail,
+        let (strategy, layout, entries, entry_regions, tail): (Box<dyn FetchStrategy>, _, _, _, _) =
+            match options.strategy {
+                StrategyKind::Index => (
+                    Box::new(Planner::new(options.plan)),
                     Layout::from_index(index),
-                    options.plan,
-                )),
-                union.iter().map(|(_, k)| *k).collect(),
-            ),
-            StrategyKind::Estimate => (
-                Box::new(EstimatePlanner::new(&entries, tail)),
-                union.iter().map(|(_, k)| *k).collect(),
-            ),
-            StrategyKind::Scan => {
-                let from = tracked.iter().map(|r| r.range.from).min().unwrap_or(0);
-                for r in &mut tracked {
-                    r.tail_from = r.range.from;
-                }
-                (
-                    Box::new(Planner::new(
-                        &[],
-                        Some(from..end),
+                    union.iter().map(|(e, _)| *e).collect(),
+                    union.iter().map(|(_, k)| *k).collect(),
+                    tail,
+                ),
+                StrategyKind::Estimate => (
+                    Box::new(EstimatePlanner::new()),
+                    Layout::new(),
+                    union.iter().map(|(e, _)| *e).collect(),
+                    union.iter().map(|(_, k)| *k).collect(),
+                    tail,
+                ),
+                // A scan knows nothing of the index: every region's records
+                // come from the scan, split by the region rule.
+                StrategyKind::Scan => {
+                    let from = tracked.iter().map(|r| r.range.from).min().unwrap_or(0);
+                    for r in &mut tracked {
+                        r.tail_from = r.range.from;
+                    }
+                    (
+                        Box::new(Planner::new(options.plan)),
                         Layout::new(),
-                        options.plan,
-                    )),
-                    Vec::new(),
-                )
-            }
-        };
-        let slots = (0..strategy.entries().len())
-            .map(|_| Slot::Pending)
-            .collect();
+                        Vec::new(),
+                        Vec::new(),
+                        Some(from..end),
+                    )
+                }
+            };
+        let slots = (0..entries.len()).map(|_| Slot::Pending).collect();
+        let queue = WorkQueue::new(entries.len(), tail);
         let region_stats = vec![RegionStats::default(); tracked.len()];
         Ok(Self {
             topic,
             partition,
             regions: tracked,
+            entries,
             entry_regions,
+            queue,
             end,
             options,
             strategy,
@@ -314,8 +332,10 @@ impl ReplayCore {
             error: None,
             failed: false,
             drained: false,
-            seen: Layout::from_index(index),
+            layout,
             yielded_ends: Vec::new(),
+            log_start: 0,
+            misaligned: None,
         })
     }
 
@@ -380,22 +400,30 @@ impl ReplayCore {
         if headroom == 0 && !(self.in_flight.is_empty() && self.head_blocked()) {
             return None;
         }
-        let Some(fetch) = self.strategy.next_fetch() else {
+        if self
+            .strategy
+            .max_in_flight()
+            .is_some_and(|max| self.in_flight.len() >= max)
+        {
+            return None;
+        }
+        let Some(work) = self.queue.peek() else {
             if self.in_flight.is_empty() {
                 self.drained = true;
                 // Nothing to send, nothing in flight: entries still pending
-                // mean the strategy gave up.
+                // mean the replay gave up on them.
                 if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Pending)) {
-                    self.error = Some(self.stalled_at(self.strategy.entries()[i].offset));
+                    self.error = Some(self.stalled_at(self.entries[i].offset));
                 }
             }
             return None;
         };
+        let fetch = self.plan(&work);
         let id = self.next_id;
         self.next_id += 1;
         self.in_flight_bytes += u64::from(fetch.max_bytes);
         let fits = self
-            .seen
+            .layout
             .containing(fetch.offset)
             .is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
         let out = OutgoingFetch {
@@ -416,6 +444,45 @@ impl ReplayCore {
         Some(out)
     }
 
+    /// Has the strategy size a fetch for `work`, holds it to what the work
+    /// allows (a prefix of the run, at least its first entry; no offset
+    /// below the log start), and takes the work off the queue.
+    fn plan(&mut self, work: &Work) -> PlannedFetch {
+        let view = PlanView {
+            entries: &self.entries,
+            layout: &self.layout,
+            log_start: self.log_start,
+            misaligned: self.misaligned,
+        };
+        let mut fetch = match work {
+            Work::Entries { run, attempt } => {
+                let mut fetch = self.strategy.plan_entries(&view, run.clone(), *attempt);
+                let end = match &fetch.kind {
+                    FetchKind::Indexed { entries } if entries.start == run.start => {
+                        entries.end.clamp(run.start + 1, run.end)
+                    }
+                    _ => run.start + 1,
+                };
+                fetch.kind = FetchKind::Indexed {
+                    entries: run.start..end,
+                };
+                fetch
+            }
+            Work::Tail { from, to, attempt } => {
+                let mut fetch = self.strategy.plan_tail(&view, *from, *to, *attempt);
+                fetch.kind = FetchKind::Tail { from: *from };
+                fetch
+            }
+        };
+        fetch.offset = fetch.offset.max(self.log_start);
+        let claimed = match &fetch.kind {
+            FetchKind::Indexed { entries } => entries.clone(),
+            FetchKind::Tail { .. } => 0..0,
+        };
+        self.queue.claimed(work, claimed);
+        fetch
+    }
+
     /// Ends an unfinished replay that its driver found making no progress
     /// (nothing in flight, nothing to send, nothing to yield) with
     /// [`Error::Stalled`] at the first entry not yet yielded.
@@ -424,8 +491,7 @@ impl ReplayCore {
             return;
         }
         let offset = self
-            .strategy
-            .entries()
+            .entries
             .get(self.next_yield)
             .map_or(self.end, |e| e.offset);
         self.error = Some(self.stalled_at(offset));
@@ -506,7 +572,7 @@ impl ReplayCore {
     pub fn stats(&self) -> ReplayStats {
         let mut stats = self.stats.clone();
         stats.floor_bytes = floor_from_layout(
-            &self.seen,
+            &self.layout,
             self.yielded_ends.iter().copied(),
             FetchRules::Kafka,
         );
@@ -557,7 +623,7 @@ impl ReplayCore {
         // ends, or one nothing can be fetched below, cannot fall inside a
         // batch: a broker cannot have skipped the batch containing it.
         let aligned = fetch.offset <= fetched.log_start_offset
-            || self.seen.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
+            || self.layout.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
         let response = Response {
             records: fetched.records.clone(),
             aborted: &fetched.aborted_transactions,
@@ -570,14 +636,14 @@ impl ReplayCore {
             tail_end: self.end,
         };
         let absorbed =
-            absorb(self.strategy.as_mut(), &fetch, &response, &opts).map_err(|source| {
-                Error::Decode {
-                    topic: self.topic.clone(),
-                    partition: self.partition,
-                    fetch_offset: fetch.offset,
-                    source,
-                }
+            absorb(&self.entries, &fetch, &response, &opts).map_err(|source| Error::Decode {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                fetch_offset: fetch.offset,
+                source,
             })?;
+        self.strategy
+            .observe_response(&fetch, fetched.records.len(), absorbed.at_or_above);
         tracing::debug!(
             topic = %self.topic,
             partition = self.partition,
@@ -599,10 +665,10 @@ impl ReplayCore {
         let mut learned = false;
         for b in &absorbed.batches {
             learned |= self
-                .seen
+                .layout
                 .containing(b.base)
                 .is_none_or(|(base, e)| base != b.base || e.last_known != b.last || e.len != b.len);
-            self.seen.observe(b.base, b.last, b.len);
+            self.layout.observe_batch(b);
         }
         // An empty answer to a fetch below the log's end skipped the batch
         // holding the fetch offset too: Kafka returns at least that batch
@@ -616,8 +682,7 @@ impl ReplayCore {
         };
         let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
         if absorbed.misaligned || skipped {
-            self.strategy
-                .note_misaligned(fetched.log_start_offset.max(0));
+            self.misaligned = Some(fetched.log_start_offset.max(0));
         }
         let mut progress = learned
             || !absorbed.delivered.is_empty()
@@ -646,7 +711,7 @@ impl ReplayCore {
                 }
                 progress = true;
             } else {
-                self.strategy.requeue(requeue);
+                self.queue.requeue(requeue);
             }
         }
         if let Some(next) = absorbed.tail_next {
@@ -659,7 +724,7 @@ impl ReplayCore {
                 self.tail_resume(next)
             };
             progress |= end >= self.end;
-            self.strategy.tail_progress(end);
+            self.queue.tail_progress(end);
         }
         self.count_stall(progress, fetch.offset)?;
         self.note_buffered();
@@ -676,22 +741,33 @@ impl ReplayCore {
         log_start: i64,
         log_end: i64,
     ) -> Result<(), Error> {
-        self.strategy.note_log_start(log_start);
-        let gone = |o: i64| o < log_start || o >= log_end;
-        let mut kept = None;
+        self.log_start = self.log_start.max(log_start);
         let mut progress = false;
+        // Below the log start every entry is gone, whichever fetch it was
+        // asked in (a batch straddling the log start may still carry some:
+        // they are not served).
+        let below = self.entries.partition_point(|e| e.offset < log_start);
+        for slot in self.slots.iter_mut().take(below) {
+            if matches!(slot, Slot::Pending) {
+                *slot = Slot::Lost;
+                progress = true;
+            }
+        }
+        // Past the log end, this fetch's entries are.
+        let mut kept = None;
         for i in range.clone() {
-            if gone(self.strategy.entries()[i].offset) {
-                progress |= matches!(self.slots[i], Slot::Pending);
+            let offset = self.entries[i].offset;
+            if offset >= log_end && matches!(self.slots[i], Slot::Pending) {
                 self.slots[i] = Slot::Lost;
-            } else {
+                progress = true;
+            } else if offset >= log_start && offset < log_end {
                 kept.get_or_insert(i);
             }
         }
         self.count_stall(progress, fetch.offset)?;
         self.strategy.observe_response(fetch, 0, 0);
         if let Some(start) = kept {
-            self.strategy.requeue(start..range.end);
+            self.queue.requeue(start..range.end);
         }
         if let Some(from) = tail_from {
             // Below the log: resume at its start. Past its end: nothing
@@ -701,7 +777,7 @@ impl ReplayCore {
             } else {
                 self.tail_resume(from.max(log_start))
             };
-            self.strategy.tail_progress(next);
+            self.queue.tail_progress(next);
         }
         Ok(())
     }
@@ -760,7 +836,7 @@ impl ReplayCore {
                     return Some(Ok(self.yielded(k, record, now)));
                 }
                 Slot::Lost => {
-                    let offset = self.strategy.entries()[i].offset;
+                    let offset = self.entries[i].offset;
                     let k = self.entry_regions[i];
                     self.next_yield += 1;
                     self.stats.lost.push(offset);
@@ -789,7 +865,7 @@ impl ReplayCore {
         let mut offsets = vec![offset];
         for (j, slot) in self.slots.iter().enumerate().skip(self.next_yield) {
             if matches!(slot, Slot::Lost) && self.entry_regions[j] == k {
-                offsets.push(self.strategy.entries()[j].offset);
+                offsets.push(self.entries[j].offset);
             }
         }
         Error::LostOffsets {
