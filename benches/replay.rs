@@ -89,8 +89,11 @@ usage: cargo bench --bench replay -- [options]
   --only S             run only scenario S: replay (one region at a time) or
                        restart (every region at once); default both
   --broker B           scripted | tansu | both (default both)
-  --workloads LIST     comma-separated <compression>-<writers>w, compression
-                       none|lz4|zstd, writers 1|2 (default none-1w,lz4-2w,zstd-1w)
+  --workloads LIST     comma-separated <compression>-<writers>w[-pure],
+                       compression none|lz4|zstd, writers 1|2; -pure writes one
+                       region per batch (GreptimeDB's layout, batches <= 1 MiB),
+                       otherwise regions interleave in every batch
+                       (default lz4-1w-pure,none-1w,lz4-2w,zstd-1w)
   --regions N          regions sharing the partition (default 64)
   --zipf S             Zipf exponent of region activity (default 1.0)
   --entries N          entries per workload (default 20000)
@@ -123,7 +126,8 @@ impl BrokerKind {
 struct Args {
     quick: bool,
     brokers: Vec<BrokerKind>,
-    workloads: Vec<(Compression, usize)>,
+    /// Compression, writers, region-pure.
+    workloads: Vec<(Compression, usize, bool)>,
     regions: u64,
     zipf: f64,
     entries: usize,
@@ -144,9 +148,10 @@ impl Args {
             quick,
             brokers: vec![BrokerKind::Scripted, BrokerKind::Tansu],
             workloads: vec![
-                (Compression::None, 1),
-                (Compression::Lz4, 2),
-                (Compression::Zstd, 1),
+                (Compression::Lz4, 1, true),
+                (Compression::None, 1, false),
+                (Compression::Lz4, 2, false),
+                (Compression::Zstd, 1, false),
             ],
             regions: if quick { 16 } else { 64 },
             zipf: 1.0,
@@ -199,8 +204,12 @@ impl Args {
                     out.workloads = value("--workloads")?
                         .split(',')
                         .map(|w| {
+                            let (w, pure) = match w.strip_suffix("-pure") {
+                                Some(w) => (w, true),
+                                None => (w, false),
+                            };
                             let (c, n) = w.split_once('-').ok_or_else(|| {
-                                format!("--workloads: {w:?} is not <compression>-<N>w")
+                                format!("--workloads: {w:?} is not <compression>-<N>w[-pure]")
                             })?;
                             let codec = match c {
                                 "none" => Compression::None,
@@ -209,8 +218,8 @@ impl Args {
                                 _ => return Err(format!("--workloads: unknown compression {c:?}")),
                             };
                             match n {
-                                "1w" => Ok((codec, 1)),
-                                "2w" => Ok((codec, 2)),
+                                "1w" => Ok((codec, 1, pure)),
+                                "2w" => Ok((codec, 2, pure)),
                                 _ => Err(format!("--workloads: writers {n:?} must be 1w or 2w")),
                             }
                         })
@@ -259,16 +268,26 @@ impl Args {
     fn specs(&self) -> Vec<WorkloadSpec> {
         self.workloads
             .iter()
-            .map(|&(compression, writers)| WorkloadSpec {
-                name: format!("{}-{writers}w", compression.name()),
+            .map(|&(compression, writers, region_pure)| WorkloadSpec {
+                name: format!(
+                    "{}-{writers}w{}",
+                    compression.name(),
+                    if region_pure { "-pure" } else { "" }
+                ),
                 regions: self.regions,
                 zipf: self.zipf,
                 entries: self.entries,
                 rate: self.rate,
                 linger: self.linger,
-                max_batch_bytes: self.batch_bytes,
+                // GreptimeDB's `max_batch_bytes` default for its own layout.
+                max_batch_bytes: if region_pure {
+                    1 << 20
+                } else {
+                    self.batch_bytes
+                },
                 writers,
                 compression,
+                region_pure,
                 seed: self.seed,
             })
             .collect()

@@ -30,15 +30,19 @@ pub(crate) enum Contender {
     OffsetsOnly,
     /// walfetch's planner with the writer's hints.
     Hints,
+    /// walfetch's planner with the writer's hints, planning the fewest
+    /// bytes (a cost model whose fetches cost nothing: runs never merge).
+    HintsFewestBytes,
 }
 
 impl Contender {
-    pub(crate) const ALL: [Contender; 5] = [
+    pub(crate) const ALL: [Contender; 6] = [
         Contender::Scan,
         Contender::Estimate,
         Contender::EstimateRskafka,
         Contender::OffsetsOnly,
         Contender::Hints,
+        Contender::HintsFewestBytes,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -48,6 +52,7 @@ impl Contender {
             Contender::EstimateRskafka => "estimate/rskafka",
             Contender::OffsetsOnly => "walfetch offsets",
             Contender::Hints => "walfetch hints",
+            Contender::HintsFewestBytes => "walfetch hints, fewest bytes",
         }
     }
 }
@@ -292,9 +297,13 @@ async fn replay_walfetch(
         Contender::Scan => (StrategyKind::Scan, &scenario.offsets_only),
         Contender::Estimate => (StrategyKind::Estimate, &scenario.offsets_only),
         Contender::OffsetsOnly => (StrategyKind::Index, &scenario.offsets_only),
-        Contender::Hints => (StrategyKind::Index, &scenario.hinted),
+        Contender::Hints | Contender::HintsFewestBytes => (StrategyKind::Index, &scenario.hinted),
         Contender::EstimateRskafka => unreachable!("rskafka runs in replay_rskafka"),
     };
+    let mut plan = plan;
+    if contender == Contender::HintsFewestBytes {
+        plan.cost.round_trip = std::time::Duration::ZERO;
+    }
     let options = ReplayOptions::default()
         .with_strategy(strategy)
         .with_plan(plan);

@@ -221,7 +221,12 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
         }
         let fastest_other = rows
             .iter()
-            .filter(|(c, _)| !matches!(c, Contender::Hints | Contender::OffsetsOnly))
+            .filter(|(c, _)| {
+                !matches!(
+                    c,
+                    Contender::Hints | Contender::OffsetsOnly | Contender::HintsFewestBytes
+                )
+            })
             .map(|(_, r)| r.wall_ms)
             .fold(f64::INFINITY, f64::min);
         if fastest_other.is_finite() {
@@ -377,7 +382,9 @@ fn decimal_bytes(v: f64) -> String {
     }
 }
 
-const COLORS: [&str; 5] = ["#9e9e9e", "#ef8a62", "#b2182b", "#67a9cf", "#2166ac"];
+const COLORS: [&str; 6] = [
+    "#9e9e9e", "#ef8a62", "#b2182b", "#67a9cf", "#2166ac", "#1b7837",
+];
 
 /// One grouped bar chart (log scale) per broker and measure: read
 /// amplification against the floor, and wire bytes (the floor as a black

@@ -72,14 +72,18 @@ pub(crate) enum RestartContender {
     ScanOnce,
     /// walfetch's [`Recovery`]: every region in one pass, with hints.
     OnePass,
+    /// [`RestartContender::OnePass`] planning the fewest bytes (a cost
+    /// model whose fetches cost nothing: runs never merge).
+    OnePassFewestBytes,
 }
 
 impl RestartContender {
-    const ALL: [RestartContender; 4] = [
+    const ALL: [RestartContender; 5] = [
         RestartContender::Regions,
         RestartContender::EstimateRegions,
         RestartContender::ScanOnce,
         RestartContender::OnePass,
+        RestartContender::OnePassFewestBytes,
     ];
 
     fn name(self) -> &'static str {
@@ -88,17 +92,25 @@ impl RestartContender {
             RestartContender::EstimateRegions => "estimate, region by region",
             RestartContender::ScanOnce => "scan, one pass",
             RestartContender::OnePass => "walfetch, one pass",
+            RestartContender::OnePassFewestBytes => "walfetch, one pass, fewest bytes",
         }
     }
 
     /// Whether it recovers every region in one pass.
     fn one_pass(self) -> bool {
-        matches!(self, RestartContender::ScanOnce | RestartContender::OnePass)
+        matches!(
+            self,
+            RestartContender::ScanOnce
+                | RestartContender::OnePass
+                | RestartContender::OnePassFewestBytes
+        )
     }
 
     fn strategy(self) -> StrategyKind {
         match self {
-            RestartContender::Regions | RestartContender::OnePass => StrategyKind::Index,
+            RestartContender::Regions
+            | RestartContender::OnePass
+            | RestartContender::OnePassFewestBytes => StrategyKind::Index,
             RestartContender::EstimateRegions => StrategyKind::Estimate,
             RestartContender::ScanOnce => StrategyKind::Scan,
         }
@@ -345,6 +357,10 @@ async fn run(
     restart: &Restart,
 ) -> Result<RestartRun, String> {
     let (received, sent) = (proxy.received(), proxy.sent());
+    let mut plan = plan;
+    if contender == RestartContender::OnePassFewestBytes {
+        plan.cost.round_trip = Duration::ZERO;
+    }
     let options = ReplayOptions::default()
         .with_strategy(contender.strategy())
         .with_plan(plan);
@@ -361,7 +377,9 @@ async fn run(
         RestartContender::Regions | RestartContender::EstimateRegions => {
             region_by_region(cluster, options, restart, &mut checkers).await?
         }
-        RestartContender::ScanOnce | RestartContender::OnePass => {
+        RestartContender::ScanOnce
+        | RestartContender::OnePass
+        | RestartContender::OnePassFewestBytes => {
             let stats = one_pass(cluster, options, restart, &mut checkers).await?;
             (stats, vec![started.elapsed()])
         }

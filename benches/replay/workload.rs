@@ -16,6 +16,11 @@
 //!   past `max_batch_bytes` (measured as [`WalWriter`] measures an entry).
 //!   Batches are produced in the order they close, so the two writers'
 //!   batches interleave.
+//! - Layout: *interleaved* (one open batch per writer, so a batch holds
+//!   entries of many regions), or *region-pure*, as GreptimeDB writes
+//!   (each region's write request becomes its own produce request, so a
+//!   batch holds one region: one open batch per region, same linger and
+//!   size cap).
 //!
 //! The timing is simulated on a virtual clock and every draw comes from one
 //! `StdRng` seeded with the spec's seed, so the same seed always gives the
@@ -24,6 +29,7 @@
 //! simulated batch boundaries, so the writer encodes, produces and indexes
 //! exactly those batches.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +60,8 @@ pub(crate) struct WorkloadSpec {
     pub(crate) max_batch_bytes: usize,
     pub(crate) writers: usize,
     pub(crate) compression: Compression,
+    /// One region per batch (GreptimeDB's layout) rather than interleaved.
+    pub(crate) region_pure: bool,
     pub(crate) seed: u64,
 }
 
@@ -130,6 +138,7 @@ fn zipf_cdf(regions: u64, exponent: f64) -> Vec<f64> {
 /// The batches of the workload, in the order they are produced.
 pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
     struct Open {
+        writer: usize,
         deadline: u64,
         size: usize,
         entries: Vec<WalEntry>,
@@ -138,13 +147,14 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
     let cdf = zipf_cdf(spec.regions.max(1), spec.zipf);
     let writers = spec.writers.max(1);
     let linger = spec.linger.as_micros() as u64;
-    let mut open: Vec<Option<Open>> = (0..writers).map(|_| None).collect();
+    // Open batches by key: the writer, or the region when region-pure.
+    let mut open: BTreeMap<u64, Open> = BTreeMap::new();
     let mut out = Vec::new();
     let mut now = 0u64;
-    let close = |open: &mut Option<Open>, writer: usize, out: &mut Vec<PlannedBatch>| {
-        if let Some(o) = open.take() {
+    let close = |open: &mut BTreeMap<u64, Open>, key: u64, out: &mut Vec<PlannedBatch>| {
+        if let Some(o) = open.remove(&key) {
             out.push(PlannedBatch {
-                writer,
+                writer: o.writer,
                 entries: o.entries,
             });
         }
@@ -154,12 +164,13 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
         // Batches whose linger ran out before this arrival close first, in
         // deadline order.
         loop {
-            let due = (0..writers)
-                .filter_map(|w| open[w].as_ref().map(|o| (o.deadline, w)))
+            let due = open
+                .iter()
+                .map(|(&k, o)| (o.deadline, k))
                 .filter(|&(d, _)| d <= now)
                 .min();
             match due {
-                Some((_, w)) => close(&mut open[w], w, &mut out),
+                Some((_, k)) => close(&mut open, k, &mut out),
                 None => break,
             }
         }
@@ -188,13 +199,19 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
             headers,
         };
         let esize = entry.batch_bytes();
-        if open[writer]
-            .as_ref()
+        let key = if spec.region_pure {
+            region
+        } else {
+            writer as u64
+        };
+        if open
+            .get(&key)
             .is_some_and(|o| o.size + esize > spec.max_batch_bytes)
         {
-            close(&mut open[writer], writer, &mut out);
+            close(&mut open, key, &mut out);
         }
-        let o = open[writer].get_or_insert_with(|| Open {
+        let o = open.entry(key).or_insert_with(|| Open {
+            writer,
             deadline: now + linger,
             size: 0,
             entries: Vec::new(),
@@ -202,15 +219,13 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
         o.size += esize;
         o.entries.push(entry);
         if o.size >= spec.max_batch_bytes {
-            close(&mut open[writer], writer, &mut out);
+            close(&mut open, key, &mut out);
         }
     }
-    let mut rest: Vec<(u64, usize)> = (0..writers)
-        .filter_map(|w| open[w].as_ref().map(|o| (o.deadline, w)))
-        .collect();
+    let mut rest: Vec<(u64, u64)> = open.iter().map(|(&k, o)| (o.deadline, k)).collect();
     rest.sort_unstable();
-    for (_, w) in rest {
-        close(&mut open[w], w, &mut out);
+    for (_, k) in rest {
+        close(&mut open, k, &mut out);
     }
     out
 }
