@@ -643,3 +643,29 @@ fn a_long_walk_toward_an_unknown_batch_is_progress() {
         out.stats.fetches
     );
 }
+
+/// A response is matched against the whole index, not only the entries its
+/// fetch was sized for: the estimate strategy's first fetch (256 KiB per
+/// record assumed) asks for offset 0 only, and the batch it gets whole
+/// also holds offset 150 of the same region, which then needs no fetch of
+/// its own.
+#[test]
+fn entries_a_response_carries_beyond_its_fetch_are_taken() {
+    let mut regions = vec![2; 200];
+    regions[0] = 1;
+    regions[150] = 1;
+    let specs = [BatchSpec {
+        regions,
+        ..BatchSpec::default()
+    }];
+    let log = SimLog::build(&specs, Compression::None, |_| 20);
+    let range = log.whole(1);
+    let out = Sim::new(&log, Habits::KAFKA, 0).run(
+        &log.offsets_index(),
+        &[range],
+        ReplayOptions::default().with_strategy(StrategyKind::Estimate),
+    );
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(out.regions[&1], log.expected(&range));
+    assert_eq!(out.stats.fetches, 1, "{:?}", out.fetches);
+}

@@ -436,20 +436,28 @@ async fn replay_rskafka(
         let skipped = records.first().is_none_or(|r| r.offset > first_wanted);
         match fetch.kind.clone() {
             FetchKind::Indexed { entries: range } => {
-                let wanted: Vec<i64> = entries[range.clone()].iter().map(|e| e.offset).collect();
+                // Every record is matched against the whole index, as
+                // GreptimeDB's records buffer does: entries past those the
+                // fetch was sized for count too, up to the first one the
+                // response lacks.
+                let wanted = &entries[range.start..];
+                let asked = range.len();
                 let mut cursor = 0;
                 if !skipped {
                     for r in &records {
                         if cursor == wanted.len() {
                             break;
                         }
-                        if r.offset > wanted[cursor] {
+                        if r.offset > wanted[cursor].offset {
+                            if cursor >= asked {
+                                break;
+                            }
                             return Err(format!(
                                 "estimate/rskafka: indexed offset {} is missing from a response that passed it",
-                                wanted[cursor]
+                                wanted[cursor].offset
                             ));
                         }
-                        if r.offset == wanted[cursor] {
+                        if r.offset == wanted[cursor].offset {
                             let h = rskafka_headers(&r.record);
                             checker.record(
                                 r.offset,

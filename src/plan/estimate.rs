@@ -12,7 +12,10 @@
 //! - ranges whose start is within 4 MiB of the first merge into one fetch of
 //!   `min(merged span, 1 MiB)`;
 //! - one fetch in flight;
-//! - past `last_index` it fetches `min(remaining × avg, 1 MiB)`.
+//! - past `last_index` it fetches `min(remaining × avg, 1 MiB)`;
+//! - like GreptimeDB's records buffer, every record a response carries is
+//!   matched against the whole index, not only the entries its fetch was
+//!   sized for (the replay core does this for every strategy).
 //!
 //! One addition, walfetch's, so that it completes on brokers that skip the
 //! batch containing a mid-batch fetch offset (Tansu 0.6): once that is

@@ -8,6 +8,9 @@
 //!   yet absent from it, no longer exists (compaction, an aborted
 //!   transaction): it is reported lost, never silently dropped;
 //! - wanted offsets past what the response covered go back to the planner;
+//! - entries past those the fetch asked for are taken too when the response
+//!   happens to carry them (every record is matched against the whole
+//!   index), but never reported lost or handed back on its account;
 //! - a response that starts above the first wanted offset skipped a batch
 //!   (some brokers skip the one containing a mid-batch fetch offset) unless
 //!   the fetch offset is known not to fall inside a batch: then the offsets
@@ -78,25 +81,28 @@ pub(crate) fn absorb(
     response: &Response<'_>,
     opts: &AbsorbOptions,
 ) -> Result<Absorbed, CodecError> {
-    let (range, wanted): (Range<usize>, Vec<i64>) = match &fetch.kind {
-        FetchKind::Indexed { entries: asked } => (
+    // The entries the fetch asked for (`wanted[..asked]`), then every
+    // entry after them.
+    let (range, wanted, asked): (Range<usize>, &[IndexEntry], usize) = match &fetch.kind {
+        FetchKind::Indexed { entries: asked } if asked.end <= entries.len() => (
             asked.clone(),
-            entries
-                .get(asked.clone())
-                .unwrap_or_default()
-                .iter()
-                .map(|e| e.offset)
-                .collect(),
+            &entries[asked.start.min(asked.end)..],
+            asked.len(),
         ),
-        FetchKind::Tail { .. } => (0..0, Vec::new()),
+        _ => (0..0, &[], 0),
+    };
+    let wanted = Wanted {
+        entries: wanted,
+        asked,
     };
     let tail_from = match fetch.kind {
         FetchKind::Tail { from } => Some(from),
         FetchKind::Indexed { .. } => None,
     };
     let first_wanted = wanted
+        .entries
         .first()
-        .copied()
+        .map(|e| e.offset)
         .or(tail_from)
         .unwrap_or(fetch.offset);
 
@@ -152,10 +158,9 @@ pub(crate) fn absorb(
                     out.tail.push(record?);
                 }
             } else {
-                let lo = wanted[cursor.min(wanted.len().saturating_sub(1))];
-                let hi_index = wanted.partition_point(|&o| o <= h.last_offset());
+                let hi_index = wanted.end_at_or_below(h.last_offset());
                 if cursor < hi_index {
-                    let hi = wanted[hi_index - 1];
+                    let (lo, hi) = (wanted.offset(cursor), wanted.offset(hi_index - 1));
                     for record in batch.records_in(lo..=hi)? {
                         let record = record?;
                         take(&wanted, &range, &mut cursor, &mut out, record);
@@ -190,7 +195,7 @@ pub(crate) fn absorb(
                         if fresh && record.offset() < opts.tail_end {
                             out.tail.push(record);
                         }
-                    } else if cursor < wanted.len() && record.offset() >= wanted[cursor] {
+                    } else if cursor < wanted.len() && record.offset() >= wanted.offset(cursor) {
                         take(&wanted, &range, &mut cursor, &mut out, record);
                     }
                 }
@@ -210,7 +215,7 @@ pub(crate) fn absorb(
         cursor = 0;
         covered = first_wanted - 1;
     }
-    if cursor < wanted.len() {
+    if cursor < wanted.asked {
         out.requeue = Some(range.start + cursor..range.end);
     }
     if tail_from.is_some() {
@@ -233,34 +238,62 @@ fn seen(h: &BatchHeader) -> Option<SeenBatch> {
     })
 }
 
-/// Delivers `record` if it is the entry at `cursor`; entries it passed are lost.
+/// The entries a response is matched against: those its fetch asked for
+/// (`entries[..asked]`), then every later one.
+struct Wanted<'a> {
+    entries: &'a [IndexEntry],
+    asked: usize,
+}
+
+impl Wanted<'_> {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn offset(&self, i: usize) -> i64 {
+        self.entries[i].offset
+    }
+
+    /// How many entries sit at or below `offset`.
+    fn end_at_or_below(&self, offset: i64) -> usize {
+        self.entries.partition_point(|e| e.offset <= offset)
+    }
+}
+
+/// Delivers `record` if it is the entry at `cursor`; asked-for entries it
+/// passed are lost (later ones were only hoped for).
 fn take(
-    wanted: &[i64],
+    wanted: &Wanted<'_>,
     range: &Range<usize>,
     cursor: &mut usize,
     out: &mut Absorbed,
     record: Record,
 ) {
-    while *cursor < wanted.len() && wanted[*cursor] < record.offset() {
-        out.lost.push(range.start + *cursor);
+    while *cursor < wanted.len() && wanted.offset(*cursor) < record.offset() {
+        if *cursor < wanted.asked {
+            out.lost.push(range.start + *cursor);
+        }
         *cursor += 1;
     }
-    if *cursor < wanted.len() && wanted[*cursor] == record.offset() {
+    if *cursor < wanted.len() && wanted.offset(*cursor) == record.offset() {
         out.delivered.push((range.start + *cursor, record));
         *cursor += 1;
     }
 }
 
-/// Entries at or below `covered` that were not delivered are lost.
+/// Asked-for entries at or below `covered` that were not delivered are
+/// lost.
 fn mark_lost(
-    wanted: &[i64],
+    wanted: &Wanted<'_>,
     range: &Range<usize>,
     cursor: &mut usize,
     covered: i64,
     out: &mut Absorbed,
 ) {
-    while *cursor < wanted.len() && wanted[*cursor] <= covered {
-        out.lost.push(range.start + *cursor);
+    while *cursor < wanted.len() && wanted.offset(*cursor) <= covered {
+        if *cursor < wanted.asked {
+            out.lost.push(range.start + *cursor);
+        }
         *cursor += 1;
     }
 }

@@ -407,7 +407,7 @@ impl ReplayCore {
         {
             return None;
         }
-        let Some(work) = self.queue.peek() else {
+        let Some(work) = self.next_work() else {
             if self.in_flight.is_empty() {
                 self.drained = true;
                 // Nothing to send, nothing in flight: entries still pending
@@ -442,6 +442,25 @@ impl ReplayCore {
         );
         self.note_buffered();
         Some(out)
+    }
+
+    /// The next work in the queue, past entries already had (a response
+    /// may carry entries other fetches were asked for).
+    fn next_work(&mut self) -> Option<Work> {
+        loop {
+            let work = self.queue.peek()?;
+            let Work::Entries { run, .. } = &work else {
+                return Some(work);
+            };
+            let had = self.slots[run.clone()]
+                .iter()
+                .take_while(|s| !matches!(s, Slot::Pending))
+                .count();
+            if had == 0 {
+                return Some(work);
+            }
+            self.queue.claimed(&work, run.start..run.start + had);
+        }
     }
 
     /// Has the strategy size a fetch for `work`, holds it to what the work
