@@ -36,16 +36,19 @@ const MAX_ENTRIES: u64 = 200_000;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "What it installs: without -b, the Tansu broker (`cargo install tansu`, \
-about 10 minutes on 2 cores, into ~/.cargo/bin) if it is not installed yet; it \
-runs it with in-memory storage on a free loopback port and stops it at the end, \
-so only the installed binary stays.
-What it leaves behind: with -b, the topic it writes, walfetch-demo-<pid> \
-(one partition, about 75 MiB at the default --entries); delete it with your \
-Kafka tools.
-Example:
+    after_help = "What it installs: without -b, the Tansu broker, if it is not installed
+yet (`cargo install tansu` into ~/.cargo/bin, about 10 minutes on 2 cores).
+It runs Tansu with in-memory storage on a free loopback port and stops it at
+the end: only the installed binary stays.
+
+What it leaves behind: with -b, the topic it wrote, walfetch-demo-<pid> (one
+partition, about 75 MiB at the default --entries); delete it with your Kafka
+tools.
+
+Examples:
   walfetch demo
   walfetch demo -b 127.0.0.1:9092 --entries 5000 --regions 16 --compression zstd
+
 What to run next: index and replay a topic of your own,
   walfetch index build -b 127.0.0.1:9092 -t wal --out wal.idx
   walfetch replay -b 127.0.0.1:9092 -t wal --index wal.idx --region 7"
