@@ -104,7 +104,7 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ImportArgs {
-    /// GreptimeDB's `index.json`.
+    /// GreptimeDB's `index.json` (at most 256 MiB), or `-` for stdin.
     file: PathBuf,
     /// The topic to take from it (default: its only topic).
     #[arg(long)]
@@ -173,17 +173,39 @@ fn write_index(out: &Path, index: &WalIndex) -> anyhow::Result<()> {
     })
 }
 
+/// Opens a file, or stdin for `-`.
+fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
+    Ok(if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?)
+    })
+}
+
+/// Reads a whole file of at most `limit` bytes (a larger one is an error,
+/// found without holding more than `limit + 1` bytes): for inputs that
+/// must be held whole, such as JSON documents.
+pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut data = Vec::new();
+    open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut data)
+        .with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        data.len() as u64 <= limit,
+        "{} is larger than {} MiB: not {what}",
+        path.display(),
+        limit >> 20
+    );
+    Ok(data)
+}
+
 /// Reads an index file, or stdin for `-`, refusing what is not an index
 /// (checked on its first bytes) or is larger than
 /// [`MAX_INDEX_FILE_BYTES`] before holding it.
 fn read_index(path: &Path) -> anyhow::Result<WalIndex> {
     let name = path.display().to_string();
-    let input: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(path).with_context(|| format!("reading {name}"))?)
-    };
-    let mut input = input.take(MAX_INDEX_FILE_BYTES + 1);
+    let mut input = open(path)?.take(MAX_INDEX_FILE_BYTES + 1);
     let mut data = Vec::new();
     // The magic first: `index show /dev/zero` stops here.
     (&mut input)
@@ -262,8 +284,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let json =
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let json = read_bounded(&args.file, MAX_INDEX_FILE_BYTES, "a GreptimeDB index file")?;
     let mut topics = import_greptime(&json, &args.file.display().to_string())?;
     let names: Vec<String> = topics.keys().cloned().collect();
     let topic = match args.topic {

@@ -287,9 +287,9 @@ fn checkpoints(args: &Args) -> anyhow::Result<BTreeMap<RegionId, i64>> {
 
 /// Reads `{"<region id>": <from offset>, ...}`.
 fn read_checkpoints(path: &Path) -> anyhow::Result<BTreeMap<RegionId, i64>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading checkpoints {}", path.display()))?;
-    let raw: BTreeMap<String, i64> = serde_json::from_str(&text).with_context(|| {
+    // Bounded: a checkpoint is a few dozen bytes, 64 MiB is a million regions.
+    let text = crate::index::read_bounded(path, 64 << 20, "a checkpoints file")?;
+    let raw: BTreeMap<String, i64> = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: expected a JSON object of region id to offset, like {{\"7\": 1200}}",
             path.display()

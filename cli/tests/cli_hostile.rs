@@ -331,6 +331,36 @@ fn dump_and_index_show_stop_at_once_on_what_they_cannot_hold() {
         stderr(&out)
     );
 
+    // Inputs held whole are read up to a bound, then refused.
+    let out = fails_within(
+        &["index", "import-greptime", "/dev/zero", "--out", "x.idx"],
+        Duration::from_secs(20),
+    );
+    assert!(
+        stderr(&out).contains("larger than 256 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    let out = fails_within(
+        &[
+            "replay",
+            "-b",
+            "127.0.0.1:1",
+            "-t",
+            "wal",
+            "--strategy",
+            "scan",
+            "--checkpoints",
+            "/dev/zero",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(
+        stderr(&out).contains("larger than 64 MiB"),
+        "{}",
+        stderr(&out)
+    );
+
     // A header claiming a 2 GiB batch, then an endless stream: an error
     // naming the limit, at once.
     let mut head = vec![0u8; 8];
