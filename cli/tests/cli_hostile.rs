@@ -156,14 +156,18 @@ fn fails_within(args: &[&str], limit: Duration) -> Output {
     out
 }
 
-/// `walfetch index show FILE | head -1` and the like: every command that
-/// prints to stdout stops cleanly when its reader goes away.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closed_stdout_is_a_clean_exit_for_every_command() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("pipe");
+/// Runs [`with_stdout_closed_after`] off the async runtime's threads.
+async fn closed_after_async(args: Vec<String>, lines: usize) -> Output {
+    tokio::task::spawn_blocking(move || with_stdout_closed_after(&args, lines))
+        .await
+        .unwrap()
+}
 
+/// `walfetch index show FILE | head -1` panicked (exit 101, `println!`
+/// into a closed pipe): it stops cleanly, as replay does.
+#[test]
+fn a_closed_stdout_ends_index_show_cleanly() {
+    let dir = temp_dir("pipe-show");
     // An index whose summary is far larger than a pipe's buffer.
     let mut big = WalIndex::new();
     for region in 0..20_000u64 {
@@ -177,8 +181,17 @@ async fn a_closed_stdout_is_a_clean_exit_for_every_command() {
     write_index_file(&big_index, &big).unwrap();
     let out = with_stdout_closed_after(&strings(&["index", "show", path(&big_index)]), 1);
     assert_clean_exit("index show", &out);
+    let out = with_stdout_closed_after(
+        &strings(&["index", "show", path(&big_index), "--region", "7"]),
+        0,
+    );
+    assert_clean_exit("index show --region", &out);
+}
 
-    // A log of many records for dump.
+/// dump and replay already stopped cleanly; they still do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_dump_and_replay_cleanly() {
+    let dir = temp_dir("pipe-dump");
     let records: Vec<NewRecord> = (0..20_000)
         .map(|i| NewRecord::value(i, format!("record {i}")))
         .collect();
@@ -187,57 +200,44 @@ async fn a_closed_stdout_is_a_clean_exit_for_every_command() {
     let out = with_stdout_closed_after(&strings(&["dump", path(&log)]), 1);
     assert_clean_exit("dump", &out);
 
-    let out = tokio::task::spawn_blocking({
-        let addr = addr.clone();
-        move || {
-            with_stdout_closed_after(
-                &strings(&[
-                    "replay",
-                    "-b",
-                    &addr,
-                    "-t",
-                    "wal",
-                    "--strategy",
-                    "scan",
-                    "--region",
-                    "1",
-                ]),
-                1,
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let args = strings(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--strategy",
+        "scan",
+        "--region",
+        "1",
+    ]);
+    let out = closed_after_async(args, 0).await;
+    // replay prints its stats line on stderr whatever happened.
     assert!(out.status.success(), "replay: {}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
 
-    // One line, written after talking to the broker: the pipe is gone by
-    // then.
-    let out = tokio::task::spawn_blocking({
-        let addr = addr.clone();
-        move || {
-            with_stdout_closed_after(
-                &strings(&["calibrate", "-b", &addr, "-t", "wal", "--samples", "2"]),
-                0,
-            )
-        }
-    })
-    .await
-    .unwrap();
-    assert!(out.status.success(), "calibrate: {}", stderr(&out));
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+/// calibrate printed its one line with `println!`: a reader gone by then
+/// made it panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_calibrate_cleanly() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    // The pipe is closed before calibrate has talked to the broker.
+    let args = strings(&["calibrate", "-b", &addr, "-t", "wal", "--samples", "2"]);
+    let out = closed_after_async(args, 0).await;
+    assert_clean_exit("calibrate", &out);
+}
 
-    let out = tokio::task::spawn_blocking({
-        let addr = addr.clone();
-        move || {
-            with_stdout_closed_after(
-                &strings(&["demo", "-b", &addr, "--entries", "300", "--regions", "4"]),
-                1,
-            )
-        }
-    })
-    .await
-    .unwrap();
+/// demo printed its tables with `println!`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_demo_cleanly() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let args = strings(&["demo", "-b", &addr, "--entries", "300", "--regions", "4"]);
+    let out = closed_after_async(args, 1).await;
     assert_clean_exit("demo", &out);
 }
 
@@ -597,20 +597,15 @@ fn a_negative_offset_is_named() {
     }
 }
 
-/// Messages: no Rust debug formatting (`last_index Some(2999)`), an I/O
-/// error said once, no temporary file left by a failed `--out`, labelled
-/// `index show --region` lines.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn messages_say_plainly_what_happened() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("messages");
+/// Indexes all of [`wal`] with `index build`; the index file and the
+/// command's output.
+async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
     let index = dir.join("wal.idx");
     let out = walfetch_async(strings(&[
         "index",
         "build",
         "-b",
-        &addr,
+        addr,
         "-t",
         "wal",
         "--out",
@@ -618,12 +613,25 @@ async fn messages_say_plainly_what_happened() {
     ]))
     .await;
     assert!(out.status.success(), "{}", stderr(&out));
+    (index, out)
+}
+
+/// `index build` said `last_index Some(2999)`: no Rust debug formatting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_build_prints_last_index_as_a_number() {
+    let cluster = wal().await;
+    let (_, out) = built_index(&cluster.bootstrap(), &temp_dir("debug")).await;
     assert!(
         stderr(&out).contains("(last_index 2999)") && !stderr(&out).contains("Some("),
         "{}",
         stderr(&out)
     );
+}
 
+/// An I/O error was printed twice (the index error's message holds its
+/// source, which the chain printed again).
+#[test]
+fn an_io_error_is_printed_once() {
     let out = walfetch(&["index", "show", "/nonexistent/walfetch.idx"]);
     assert!(!out.status.success());
     assert_eq!(
@@ -632,7 +640,14 @@ async fn messages_say_plainly_what_happened() {
         "{}",
         stderr(&out)
     );
+}
 
+/// A failed `--out` left `<out>.tmp-walfetch` behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_index_write_leaves_no_temporary_file() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("tmp-file");
     // `--out` naming a directory: the write fails, and leaves nothing.
     let target = dir.join("a-directory");
     std::fs::create_dir_all(&target).unwrap();
@@ -648,18 +663,24 @@ async fn messages_say_plainly_what_happened() {
     ]))
     .await;
     assert!(!out.status.success());
+    assert!(
+        !target.with_extension("tmp-walfetch").exists(),
+        "a failed index build left {}",
+        target.with_extension("tmp-walfetch").display()
+    );
     assert_eq!(
         stderr(&out).matches("Is a directory").count(),
         1,
         "{}",
         stderr(&out)
     );
-    assert!(
-        !target.with_extension("tmp-walfetch").exists(),
-        "a failed index build left {}",
-        target.with_extension("tmp-walfetch").display()
-    );
+}
 
+/// `index show --region` printed bare numbers: each line says what it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_show_region_lines_are_labelled() {
+    let cluster = wal().await;
+    let (index, _) = built_index(&cluster.bootstrap(), &temp_dir("labels")).await;
     let out = walfetch(&["index", "show", path(&index), "--region", "3"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = stdout(&out);
