@@ -197,7 +197,10 @@ impl LocalBroker {
             match Connection::connect(self.address(), config.clone()).await {
                 Ok(_) => return Ok(()),
                 Err(e) if started.elapsed() > within => {
-                    return Err(format!("no ApiVersions answer within {within:?}: {e}"));
+                    return Err(format!(
+                        "no ApiVersions answer within {} ms: {e}",
+                        within.as_millis()
+                    ));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }

@@ -6,13 +6,22 @@ use std::process::ExitCode;
 use walfetch::calibrate::measure_link;
 
 use crate::connect::{check_partition, connect, Target};
+use crate::output::outln;
+
+/// The most `--samples`: each costs two fetches, one of up to 4 MiB.
+const MAX_SAMPLES: u64 = 1000;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Example:
+  walfetch calibrate -b 127.0.0.1:9092 -t wal -p 0 --samples 50
+then replay with the figures it prints:
+  walfetch replay ... --round-trip-us 1500 --bytes-per-second 900000000")]
 pub(crate) struct Args {
     #[command(flatten)]
     target: Target,
-    /// Fetches timed for each figure.
-    #[arg(long, default_value_t = 20)]
+    /// Fetches timed for each figure (1 to 1000).
+    #[arg(long, default_value_t = 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_SAMPLES))]
     samples: usize,
 }
 
@@ -28,7 +37,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     .await?;
     let in_flight = cluster.config().connections_per_broker;
     let cost = link.cost_model(in_flight);
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "round_trip_us": link.round_trip.as_micros() as u64,
@@ -38,7 +47,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "in_flight": in_flight,
             "merge_gap_bytes": cost.merge_gap_bytes(),
         })
-    );
+    )?;
     if link.bytes_per_second.is_none() {
         eprintln!(
             "walfetch: the partition holds too little data to measure bandwidth; the default ({} bytes/s) stands",

@@ -26,17 +26,43 @@ use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSI
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 use crate::connect::connect;
+use crate::output::outln;
+
+/// The most `--regions`.
+const MAX_REGIONS: u64 = 100_000;
+/// The most `--entries`: the demo keeps what it wrote in memory to check
+/// every replay against it (entries average about 4 KiB).
+const MAX_ENTRIES: u64 = 200_000;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "What it installs: without -b, the Tansu broker, if it is not installed
+yet (`cargo install tansu` into ~/.cargo/bin, about 10 minutes on 2 cores).
+It runs Tansu with in-memory storage on a free loopback port and stops it at
+the end: only the installed binary stays.
+
+What it leaves behind: with -b, the topic it wrote, walfetch-demo-<pid> (one
+partition, about 75 MiB at the default --entries); delete it with your Kafka
+tools.
+
+Examples:
+  walfetch demo
+  walfetch demo -b 127.0.0.1:9092 --entries 5000 --regions 16 --compression zstd
+
+What to run next: index and replay a topic of your own,
+  walfetch index build -b 127.0.0.1:9092 -t wal --out wal.idx
+  walfetch replay -b 127.0.0.1:9092 -t wal --index wal.idx --region 7"
+)]
 pub(crate) struct Args {
     /// Use this Kafka cluster instead of starting a local Tansu broker.
     #[arg(short = 'b', long = "brokers")]
     brokers: Option<String>,
-    /// Regions sharing the partition.
-    #[arg(long, default_value_t = 64)]
+    /// Regions sharing the partition (1 to 100000).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_REGIONS))]
     regions: u64,
-    /// WAL entries to write.
-    #[arg(long, default_value_t = 20_000)]
+    /// WAL entries to write (1 to 200000).
+    #[arg(long, default_value_t = 20_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_ENTRIES))]
     entries: usize,
     /// Compression of the WAL's batches: none, gzip, snappy, lz4, zstd.
     #[arg(long, default_value = "none")]
@@ -86,11 +112,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             };
             let broker = LocalBroker::start(&binary, None).await?;
-            println!(
+            outln!(
                 "started a local Tansu broker ({}) at {}",
                 binary.display(),
                 broker.address()
-            );
+            )?;
             let address = broker.address();
             (Some(broker), address)
         }
@@ -106,7 +132,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let (written, index) = write_wal(&cluster, &topic, &args).await?;
     let total_bytes: usize = written.values().flatten().map(|(_, p)| p.len()).sum();
-    println!(
+    outln!(
         "wrote {} entries ({:.1} MiB) of {} regions to {topic} partition 0 in {:.2?}, index: {} entries, last_index {}",
         args.entries,
         total_bytes as f64 / (1 << 20) as f64,
@@ -114,7 +140,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         started.elapsed(),
         index.len(),
         index.last_index().unwrap_or(-1)
-    );
+    )?;
 
     // Replay one region four ways.
     let region = match args.region {
@@ -130,10 +156,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .get(&region)
         .with_context(|| format!("region {region} has no entries"))?;
     let region_bytes: usize = want.iter().map(|(_, p)| p.len()).sum();
-    println!(
+    outln!(
         "replaying region {region}: {} entries, {region_bytes} payload bytes\n",
         want.len()
-    );
+    )?;
     let offsets_only = index.without_hints();
     let runs: [(&str, StrategyKind, &WalIndex); 4] = [
         ("full scan", StrategyKind::Scan, &index),
@@ -141,7 +167,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ("walfetch, offsets only", StrategyKind::Index, &offsets_only),
         ("walfetch, with hints", StrategyKind::Index, &index),
     ];
-    print_header();
+    print_header()?;
     let mut wire = Vec::new();
     for (name, strategy, idx) in runs {
         let options = options(strategy);
@@ -167,18 +193,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             want.len()
         );
         let stats = consumer.stats();
-        print_row(name, &stats, region_bytes, elapsed);
+        print_row(name, &stats, region_bytes, elapsed)?;
         wire.push(stats.wire_bytes.max(1));
     }
-    println!(
+    outln!(
         "\nEvery strategy returned exactly the region's {} entries, in order. With the writer's hints walfetch moved {:.1}x fewer bytes than a full scan and {:.1}x fewer than the estimate strategy.",
         want.len(),
         wire[0] as f64 / wire[3] as f64,
         wire[1] as f64 / wire[3] as f64
-    );
+    )?;
     restart(&cluster, &topic, &written, &index).await?;
-    println!("\n{ESTIMATE_NOTE}");
-    println!("walfetch's rows learn the link's cost per fetch as they go (replay --learn-link): fewer, larger fetches where fetches are dear, as on Tansu; without it they read fewer bytes and send more fetches.");
+    outln!("\n{ESTIMATE_NOTE}")?;
+    outln!("walfetch's rows learn the link's cost per fetch as they go (replay --learn-link): fewer, larger fetches where fetches are dear, as on Tansu; without it they read fewer bytes and send more fetches.")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -197,8 +223,8 @@ fn options(strategy: StrategyKind) -> ReplayOptions {
 const ESTIMATE: &str = "estimate + back-off";
 const ESTIMATE_NOTE: &str = "\"estimate + back-off\" is GreptimeDB's estimate strategy with a back-off walfetch added so that it finishes on brokers that skip the batch holding a mid-batch offset (Tansu 0.6); without it, it would not finish there.";
 
-fn print_header() {
-    println!(
+fn print_header() -> anyhow::Result<()> {
+    outln!(
         "| {:<28} | {:>8} | {:>12} | {:>8} | {:>8} | {:>11} | {:>8} | {:>9} |",
         "strategy",
         "entries",
@@ -208,16 +234,28 @@ fn print_header() {
         "round trips",
         "x own",
         "time ms"
-    );
-    println!(
+    )?;
+    outln!(
         "|{:-<30}|{:->10}|{:->14}|{:->10}|{:->10}|{:->13}|{:->10}|{:->11}|",
-        "", "", "", "", "", "", "", ""
-    );
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    )
 }
 
 /// One row: what a replay cost, `own` the payload bytes it recovered.
-fn print_row(name: &str, stats: &ReplayStats, own: usize, elapsed: std::time::Duration) {
-    println!(
+fn print_row(
+    name: &str,
+    stats: &ReplayStats,
+    own: usize,
+    elapsed: std::time::Duration,
+) -> anyhow::Result<()> {
+    outln!(
         "| {:<28} | {:>8} | {:>12} | {:>8} | {:>8} | {:>11} | {:>7.1}x | {:>9.1} |",
         name,
         stats.entries + stats.tail_records,
@@ -227,7 +265,7 @@ fn print_row(name: &str, stats: &ReplayStats, own: usize, elapsed: std::time::Du
         stats.round_trips,
         stats.wire_bytes as f64 / own.max(1) as f64,
         elapsed.as_secs_f64() * 1e3
-    );
+    )
 }
 
 /// The job a restarting node runs: every region from its own checkpoint
@@ -258,12 +296,12 @@ async fn restart(
         })
         .collect();
     let own: usize = want.values().flatten().map(|(_, p)| p.len()).sum();
-    println!(
+    outln!(
         "\nrestart: all {} regions, each from its own checkpoint, {} entries\n",
         checkpoints.len(),
         want.values().map(Vec::len).sum::<usize>()
-    );
-    print_header();
+    )?;
+    print_header()?;
     let offsets_only = index.without_hints();
     let by_region: [(&str, StrategyKind, &WalIndex); 2] = [
         (
@@ -298,7 +336,7 @@ async fn restart(
             got == want,
             "{name}: the recovery differs from what was written"
         );
-        print_row(name, &total, own, started.elapsed());
+        print_row(name, &total, own, started.elapsed())?;
     }
     let one_pass: [(&str, StrategyKind); 2] = [
         ("full scan, split by region", StrategyKind::Scan),
@@ -325,7 +363,7 @@ async fn restart(
             got == want,
             "{name}: the recovery differs from what was written"
         );
-        print_row(name, &recovery.stats(), own, started.elapsed());
+        print_row(name, &recovery.stats(), own, started.elapsed())?;
     }
     Ok(())
 }

@@ -1,24 +1,47 @@
 //! `walfetch index build|show|import-greptime`.
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
-use walfetch::index::{import_greptime, read_index_file, write_index_file, IdFormat, RegionRule};
+use walfetch::index::{
+    decode_index, import_greptime, write_index_file, IdFormat, RegionRule, WalIndex,
+};
 
 use walfetch::scan::build_index;
 
-use crate::connect::{check_partition, connect, Target};
+use crate::connect::{check_partition, connect, offset, Target};
+use crate::output::{last_index, outln};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
     /// Scan a partition once and index every record by its region.
+    #[command(after_help = "Example:
+  walfetch index build -b 127.0.0.1:9092 -t wal -p 0 --out wal-0.idx
+  walfetch index build -b 127.0.0.1:9092 -t wal --out wal.idx \\
+      --region-header region --region-format decimal")]
     Build(BuildArgs),
     /// Summarize an index file.
+    #[command(after_help = "Example:
+  walfetch index show wal-0.idx --region 7")]
     Show(ShowArgs),
     /// Convert a GreptimeDB WAL index file (`__wal/<location>/index.json`).
+    #[command(after_help = "Example:
+  walfetch index import-greptime index.json --topic wal --out wal.idx")]
     ImportGreptime(ImportArgs),
+}
+
+/// How a record's region id is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RegionFormat {
+    /// Binary: the id as a big-endian unsigned integer of 1 to 8 bytes
+    /// (WalWriter writes 8), e.g. region 7 is the bytes 00 .. 00 07.
+    Be,
+    /// Text: the id in ASCII decimal digits, e.g. region 7 is the byte "7"
+    /// (0x37). Read as `be`, that byte would be region 55.
+    Decimal,
 }
 
 /// Where a record's region id is.
@@ -27,18 +50,18 @@ pub(crate) struct RuleArgs {
     /// Read the region id from this header instead of the key.
     #[arg(long)]
     region_header: Option<String>,
-    /// How the id is written: `be` (big-endian, up to 8 bytes; WalWriter
-    /// writes 8) or `decimal`.
-    #[arg(long, default_value = "be")]
-    region_format: String,
+    /// How the region id (in the key, or in `--region-header`) is written:
+    /// binary big-endian or decimal digits. The wrong one reads other
+    /// regions' ids.
+    #[arg(long, value_enum, default_value_t = RegionFormat::Be)]
+    region_format: RegionFormat,
 }
 
 impl RuleArgs {
     pub(crate) fn rule(&self) -> anyhow::Result<RegionRule> {
-        let format = match self.region_format.as_str() {
-            "be" => IdFormat::BigEndian,
-            "decimal" => IdFormat::Decimal,
-            other => anyhow::bail!("--region-format {other:?}: expected `be` or `decimal`"),
+        let format = match self.region_format {
+            RegionFormat::Be => IdFormat::BigEndian,
+            RegionFormat::Decimal => IdFormat::Decimal,
         };
         Ok(match &self.region_header {
             Some(name) => RegionRule::Header(name.clone(), format),
@@ -55,27 +78,33 @@ pub(crate) struct BuildArgs {
     #[arg(long)]
     out: PathBuf,
     /// First offset to scan (default: the log start). Must be where a batch starts.
-    #[arg(long)]
+    #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     from: Option<i64>,
     /// End offset, exclusive (default: the high watermark).
-    #[arg(long)]
+    #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     to: Option<i64>,
     #[command(flatten)]
     rule: RuleArgs,
 }
 
+/// The most bytes of an index file `index show` reads (about a hundred
+/// million entries): the format's checksum is at its end, so the file is
+/// held whole, and a bigger one is not an index.
+const MAX_INDEX_FILE_BYTES: u64 = 256 << 20;
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The index file.
+    /// The index file, or `-` for stdin (at most 256 MiB).
     file: PathBuf,
-    /// Print this region's offsets too.
+    /// Print this region's offsets too, one per line, with the batch each
+    /// is in where the index knows it.
     #[arg(long)]
     region: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ImportArgs {
-    /// GreptimeDB's `index.json`.
+    /// GreptimeDB's `index.json` (at most 256 MiB), or `-` for stdin.
     file: PathBuf,
     /// The topic to take from it (default: its only topic).
     #[arg(long)]
@@ -111,15 +140,21 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
             .offset
             .unwrap_or(0),
     };
+    if let Some(to) = args.to {
+        anyhow::ensure!(
+            to > from,
+            "--to {to} is not past the first offset {from}: nothing to index"
+        );
+    }
     let (index, report) =
         build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
-    write_index_file(&args.out, &index)?;
+    write_index(&args.out, &index)?;
     eprintln!(
-        "indexed {} records of {} regions into {} (last_index {:?}); {} without a region, {} control records; {} fetches, {} wire bytes",
+        "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} control records; {} fetches, {} wire bytes",
         report.indexed,
         index.regions().count(),
         args.out.display(),
-        index.last_index(),
+        last_index(index.last_index()),
         report.unassigned,
         report.control,
         report.fetches,
@@ -128,42 +163,120 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes an index file; on failure, removes the temporary file the
+/// write left next to `out`.
+fn write_index(out: &Path, index: &WalIndex) -> anyhow::Result<()> {
+    write_index_file(out, index).map_err(|e| {
+        // `write_index_file` writes `<out>.tmp-walfetch`, then renames it.
+        let _ = std::fs::remove_file(out.with_extension("tmp-walfetch"));
+        anyhow::Error::new(e).context("writing the index file")
+    })
+}
+
+/// Opens a file, or stdin for `-`.
+fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
+    Ok(if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?)
+    })
+}
+
+/// Reads a whole file of at most `limit` bytes (a larger one is an error,
+/// found without holding more than `limit + 1` bytes): for inputs that
+/// must be held whole, such as JSON documents.
+pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut data = Vec::new();
+    open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut data)
+        .with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        data.len() as u64 <= limit,
+        "{} is larger than {} MiB: not {what}",
+        path.display(),
+        limit >> 20
+    );
+    Ok(data)
+}
+
+/// Reads an index file, or stdin for `-`, refusing what is not an index
+/// (checked on its first bytes) or is larger than
+/// [`MAX_INDEX_FILE_BYTES`] before holding it.
+fn read_index(path: &Path) -> anyhow::Result<WalIndex> {
+    let name = path.display().to_string();
+    let mut input = open(path)?.take(MAX_INDEX_FILE_BYTES + 1);
+    let mut data = Vec::new();
+    // The magic first: `index show /dev/zero` stops here.
+    (&mut input)
+        .take(4)
+        .read_to_end(&mut data)
+        .with_context(|| format!("reading {name}"))?;
+    if data.as_slice() == b"WFIX" {
+        input
+            .read_to_end(&mut data)
+            .with_context(|| format!("reading {name}"))?;
+        anyhow::ensure!(
+            data.len() as u64 <= MAX_INDEX_FILE_BYTES,
+            "{name} is larger than {} MiB: not an index file `index show` reads",
+            MAX_INDEX_FILE_BYTES >> 20
+        );
+    }
+    Ok(decode_index(&data, &name)?)
+}
+
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let index = read_index_file(&args.file)?;
-    println!(
-        "{}: {} regions, {} entries, last_index {}",
-        args.file.display(),
+    let index = read_index(&args.file)?;
+    let name = if args.file.as_os_str() == "-" {
+        "stdin".to_owned()
+    } else {
+        args.file.display().to_string()
+    };
+    outln!(
+        "{name}: {} regions, {} entries, last_index {}",
         index.regions().count(),
         index.len(),
-        index.last_index().map_or("none".into(), |l| l.to_string())
-    );
-    println!(
+        last_index(index.last_index())
+    )?;
+    outln!(
         "{:>20} {:>10} {:>14} {:>14} {:>8}",
-        "region", "entries", "first", "last", "hinted"
-    );
+        "region",
+        "entries",
+        "first",
+        "last",
+        "hinted"
+    )?;
     for (id, region) in index.regions() {
         let entries = region.entries();
         let hinted = entries.iter().filter(|e| e.hint.is_some()).count();
-        println!(
+        outln!(
             "{:>20} {:>10} {:>14} {:>14} {:>7.0}%",
             id,
             entries.len(),
             entries.first().map_or(-1, |e| e.offset),
             entries.last().map_or(-1, |e| e.offset),
             100.0 * hinted as f64 / entries.len().max(1) as f64
-        );
+        )?;
     }
     if let Some(id) = args.region {
         let region = index
             .region(id)
             .with_context(|| format!("region {id} has no entries in the index"))?;
+        outln!(
+            "region {id}: {} entries; each its offset, then where the index knows it the \
+             batch it is in (base offset, length in bytes) and the byte its record ends at",
+            region.len()
+        )?;
         for e in region.entries() {
             match e.hint {
-                Some(h) => println!(
-                    "{} batch {} len {} end {}",
-                    e.offset, h.batch_base, h.batch_len, h.record_end
-                ),
-                None => println!("{}", e.offset),
+                Some(h) => outln!(
+                    "offset {} batch_base {} batch_len {} record_end {}",
+                    e.offset,
+                    h.batch_base,
+                    h.batch_len,
+                    h.record_end
+                )?,
+                None => outln!("offset {} (no hint)", e.offset)?,
             }
         }
     }
@@ -171,8 +284,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let json =
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let json = read_bounded(&args.file, MAX_INDEX_FILE_BYTES, "a GreptimeDB index file")?;
     let mut topics = import_greptime(&json, &args.file.display().to_string())?;
     let names: Vec<String> = topics.keys().cloned().collect();
     let topic = match args.topic {
@@ -192,7 +304,7 @@ fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
             names.join(", ")
         )
     })?;
-    write_index_file(&args.out, &index)?;
+    write_index(&args.out, &index)?;
     eprintln!(
         "imported {} entries of {} regions for topic {topic:?} into {} (offsets only, no hints)",
         index.len(),

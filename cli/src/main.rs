@@ -59,8 +59,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // `walfetch … | head`: the reader has what it wanted.
+        Err(err) if err.downcast_ref::<output::ClosedStdout>().is_some() => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("walfetch: error: {err:#}");
+            eprintln!("walfetch: error: {}", output::error_message(&err));
             ExitCode::FAILURE
         }
     }

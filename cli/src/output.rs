@@ -1,4 +1,9 @@
-//! The JSON shapes the CLI prints: one object per line.
+//! What the CLI prints and how: the JSON shapes (one object per line),
+//! stdout that a reader may close early (`walfetch … | head`), and error
+//! messages.
+
+use std::fmt;
+use std::io::{self, Write};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -104,5 +109,95 @@ impl BatchLine {
             base_sequence: h.base_sequence,
             record_count: h.record_count,
         }
+    }
+
+    /// The line of a batch found at byte `position` of the input (a batch
+    /// decoded on its own knows only its position in its own buffer).
+    pub(crate) fn at(mut self, position: usize) -> Self {
+        self.position = position;
+        self
+    }
+}
+
+/// Stdout was closed by its reader (`walfetch … | head -1`): not a
+/// failure. `main` turns it into a clean exit with nothing on stderr.
+#[derive(Debug)]
+pub(crate) struct ClosedStdout;
+
+impl fmt::Display for ClosedStdout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("stdout was closed")
+    }
+}
+
+impl std::error::Error for ClosedStdout {}
+
+/// The error for a failed write to stdout: [`ClosedStdout`] for a closed
+/// pipe, the I/O error otherwise.
+pub(crate) fn stdout_error(e: io::Error) -> anyhow::Error {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(ClosedStdout)
+    } else {
+        anyhow::Error::new(e).context("writing to stdout")
+    }
+}
+
+/// Writes formatted text to stdout (`println!` without its panic on a
+/// closed pipe): `Err` is [`stdout_error`]'s.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_line(::std::format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
+/// One line to stdout, flushed (stdout is line-buffered anyway).
+pub(crate) fn write_line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_fmt(args)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(stdout_error)
+}
+
+/// An error and its causes as one line, `outer: inner: …`, leaving out a
+/// cause whose text the message before it already ends with (errors that
+/// print their source in their own message, as `thiserror`'s
+/// `"{path}: {source}"` do, would otherwise show it twice).
+pub(crate) fn error_message(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || message.ends_with(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
+/// An index's `last_index` as people read it.
+pub(crate) fn last_index(last: Option<i64>) -> String {
+    last.map_or_else(|| "none".to_owned(), |l| l.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_repeated_in_its_context_is_printed_once() {
+        let io = io::Error::new(io::ErrorKind::NotFound, "no such file");
+        let err = anyhow::Error::new(walfetch::index::IndexError::Io {
+            path: "/x.idx".into(),
+            source: io,
+        });
+        assert_eq!(error_message(&err), "/x.idx: no such file");
+        let err = anyhow::Error::new(io::Error::new(io::ErrorKind::NotFound, "gone"))
+            .context("reading /y");
+        assert_eq!(error_message(&err), "reading /y: gone");
     }
 }

@@ -15,9 +15,9 @@ use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats, Strat
 use walfetch::index::{read_index_file, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
-use crate::connect::{check_partition, connect, Target};
+use crate::connect::{check_partition, connect, offset, Target};
 use crate::index::RuleArgs;
-use crate::output::RecordLine;
+use crate::output::{stdout_error, RecordLine};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -34,14 +34,16 @@ pub(crate) enum Strategy {
     Index,
     /// GreptimeDB's estimate strategy, for comparison.
     Estimate,
-    /// A full scan of the range, split by the region rule.
+    /// A full scan of the range, split by the region rule (no `--index`
+    /// needed).
     Scan,
 }
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   walfetch replay -b 127.0.0.1:9092 -t wal -p 0 --index wal.idx --region 7 --from 1200
   walfetch replay -b 127.0.0.1:9092 -t wal:0 -t wal:1 --index wal-0.idx --index wal-1.idx \\
-      --checkpoints checkpoints.json")]
+      --checkpoints checkpoints.json
+  walfetch replay -b 127.0.0.1:9092 -t wal --strategy scan --region 7   # no index")]
 pub(crate) struct Args {
     /// Bootstrap brokers, `host:port[,host:port...]`.
     #[arg(short = 'b', long = "brokers")]
@@ -51,10 +53,12 @@ pub(crate) struct Args {
     #[arg(short = 't', long = "topic", required = true)]
     topics: Vec<String>,
     /// The partition of a `-t TOPIC` given without one.
-    #[arg(short = 'p', long = "partition", default_value_t = 0)]
+    #[arg(short = 'p', long = "partition", default_value_t = 0,
+          value_parser = crate::connect::partition, allow_hyphen_values = true)]
     partition: i32,
     /// The index file of each partition, in the order of the `-t`s
-    /// (`walfetch index build` or `import-greptime`).
+    /// (`walfetch index build` or `import-greptime`); none with
+    /// `--strategy scan`.
     #[arg(long = "index")]
     indexes: Vec<PathBuf>,
     /// A region to replay, from `--from` (or its checkpoint in
@@ -67,10 +71,10 @@ pub(crate) struct Args {
     checkpoints: Option<PathBuf>,
     /// First offset of a region given with `--region` and absent from
     /// `--checkpoints`.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = offset, allow_hyphen_values = true)]
     from: i64,
     /// End offset, exclusive (default: the high watermark).
-    #[arg(long)]
+    #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     to: Option<i64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Jsonl)]
@@ -85,9 +89,9 @@ pub(crate) struct Args {
     /// stats) instead of failing.
     #[arg(long)]
     skip_lost: bool,
-    /// The planner's round trip, in µs (see `walfetch calibrate`; default:
-    /// a loopback figure).
-    #[arg(long)]
+    /// The planner's round trip, in µs, up to 60000000 (see `walfetch
+    /// calibrate`; default: a loopback figure).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000_000))]
     round_trip_us: Option<u64>,
     /// The planner's bandwidth, in bytes per second (see `walfetch
     /// calibrate`).
@@ -150,6 +154,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut result = Ok(());
+    let mut printed = Printed::default();
     while let Some(entry) = recovery.next().await {
         let entry = match entry {
             Ok(e) => e,
@@ -177,9 +182,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .and_then(|()| out.write_all(b"\n")),
         };
         match written {
-            Ok(()) => {}
+            Ok(()) => printed.count(entry.region),
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => break,
-            Err(e) => return Err(e).context("writing to stdout"),
+            Err(e) => return Err(stdout_error(e)),
         }
     }
     if let Some(p) = progress {
@@ -192,10 +197,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         stats_json(
             strategy_name(strategy),
             &recovery.stats(),
+            &printed,
             started.elapsed()
         )
     );
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// The entries written to stdout, in all and per region: what the stats
+/// line reports as `entries` (a replay stopped by a closed pipe or an error
+/// yielded more than it printed).
+#[derive(Debug, Default)]
+pub(crate) struct Printed {
+    entries: u64,
+    regions: BTreeMap<RegionId, u64>,
+}
+
+impl Printed {
+    fn count(&mut self, region: RegionId) {
+        self.entries += 1;
+        *self.regions.entry(region).or_default() += 1;
+    }
 }
 
 /// The `-t`s, each with its index (`--index` in the same order).
@@ -206,9 +228,8 @@ fn partitions(args: &Args) -> anyhow::Result<Vec<Partition>> {
         .iter()
         .map(|t| match t.rsplit_once(':') {
             Some((topic, p)) if !topic.is_empty() => {
-                let partition = p.parse().with_context(|| {
-                    format!("-t {t:?}: the partition after ':' must be a number")
-                })?;
+                let partition = crate::connect::partition(p)
+                    .map_err(|why| anyhow::anyhow!("-t {t}: the partition after ':': {why}"))?;
                 Ok((topic.to_owned(), partition))
             }
             _ => Ok((t.clone(), args.partition)),
@@ -266,9 +287,9 @@ fn checkpoints(args: &Args) -> anyhow::Result<BTreeMap<RegionId, i64>> {
 
 /// Reads `{"<region id>": <from offset>, ...}`.
 fn read_checkpoints(path: &Path) -> anyhow::Result<BTreeMap<RegionId, i64>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading checkpoints {}", path.display()))?;
-    let raw: BTreeMap<String, i64> = serde_json::from_str(&text).with_context(|| {
+    // Bounded: a checkpoint is a few dozen bytes, 64 MiB is a million regions.
+    let text = crate::index::read_bounded(path, 64 << 20, "a checkpoints file")?;
+    let raw: BTreeMap<String, i64> = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: expected a JSON object of region id to offset, like {{\"7\": 1200}}",
             path.display()
@@ -351,11 +372,20 @@ fn progress_bar(partitions: usize) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// The replay's figures as one JSON line.
-pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration) -> String {
+/// The replay's figures as one JSON line. `entries` is what was printed:
+/// indexed entries and records found past `last_index` (or by a full scan)
+/// alike; `indexed_entries` and `tail_records` split what was yielded.
+pub(crate) fn stats_json(
+    strategy: &str,
+    stats: &ReplayStats,
+    printed: &Printed,
+    elapsed: Duration,
+) -> String {
     serde_json::json!({
         "strategy": strategy,
-        "entries": stats.entries,
+        "entries": printed.entries,
+        "yielded": stats.records(),
+        "indexed_entries": stats.entries,
         "tail_records": stats.tail_records,
         "tail_skipped": stats.tail_skipped,
         "fetches": stats.fetches,
@@ -378,7 +408,8 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
                 (
                     id.to_string(),
                     serde_json::json!({
-                        "entries": r.entries,
+                        "entries": printed.regions.get(id).copied().unwrap_or(0),
+                        "indexed_entries": r.entries,
                         "tail_records": r.tail_records,
                         "yielded_bytes": r.yielded_bytes,
                         "lost": r.lost,

@@ -100,7 +100,7 @@ impl Cluster {
     /// Creates topics on the controller (any broker when none is known).
     pub async fn create_topics(&self, topics: &[NewTopic]) -> Result<(), ClientError> {
         let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
-        let describe = || format!("CreateTopics {names:?}");
+        let describe = || format!("CreateTopics {}", names.join(", "));
         let result = self
             .retrying(describe, false, None, || self.create_topics_once(topics))
             .await;

@@ -70,7 +70,9 @@ pub enum ClientError {
     },
     /// A retriable failure persisted until the operation's deadline.
     #[error(
-        "gave up on {operation} after {attempts} attempt(s) in {elapsed:?} (deadline {deadline:?}){}",
+        "gave up on {operation} after {attempts} attempt(s) in {:.3} s (deadline {:.3} s){}",
+        elapsed.as_secs_f64(),
+        deadline.as_secs_f64(),
         last.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
     )]
     RetriesExhausted {
@@ -226,5 +228,35 @@ impl<'a> Asked<'a> {
             return Err(self.failed(code, messages(entry)));
         }
         Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Messages show durations as numbers with a unit, not Rust's `Debug`
+    /// of a `Duration` (`30.001843211s`).
+    #[test]
+    fn durations_read_as_numbers() {
+        let err = ClientError::RetriesExhausted {
+            operation: "Fetch".into(),
+            attempts: 3,
+            elapsed: Duration::from_nanos(30_001_843_211),
+            deadline: Duration::from_secs(30),
+            last: None,
+        };
+        assert_eq!(
+            err.to_string(),
+            "gave up on Fetch after 3 attempt(s) in 30.002 s (deadline 30.000 s)"
+        );
+        let err = ConnectionError::ConnectTimeout {
+            broker: "b:9092".into(),
+            timeout: Duration::from_millis(1500),
+        };
+        assert_eq!(
+            err.to_string(),
+            "connecting to broker b:9092 timed out after 1500 ms"
+        );
     }
 }

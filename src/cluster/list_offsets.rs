@@ -109,8 +109,14 @@ impl Cluster {
         spec: OffsetSpec,
         isolation: IsolationLevel,
     ) -> Result<ListedOffset, ClientError> {
-        let describe =
-            || format!("ListOffsets ({spec:?}) of topic {topic:?} partition {partition}");
+        let describe = || {
+            let what = match spec {
+                OffsetSpec::Earliest => "earliest".to_owned(),
+                OffsetSpec::Latest => "latest".to_owned(),
+                OffsetSpec::Timestamp(ts) => format!("at timestamp {ts}"),
+            };
+            format!("ListOffsets ({what}) of topic {topic:?} partition {partition}")
+        };
         self.retrying(describe, true, Some(topic), || {
             self.list_offsets_once(topic, partition, spec, isolation)
         })

@@ -27,7 +27,7 @@ pub enum ConnectionError {
         source: Arc<io::Error>,
     },
     /// The TCP connection was not established within the connect timeout.
-    #[error("connecting to broker {broker} timed out after {timeout:?}")]
+    #[error("connecting to broker {broker} timed out after {} ms", timeout.as_millis())]
     ConnectTimeout {
         /// The broker address.
         broker: String,
@@ -109,8 +109,9 @@ pub enum ConnectionError {
     },
     /// No response arrived within the request timeout.
     #[error(
-        "{api:?} v{version} request to broker {broker} timed out after {timeout:?} \
-         (correlation id {correlation_id})"
+        "{api:?} v{version} request to broker {broker} timed out after {} ms \
+         (correlation id {correlation_id})",
+        timeout.as_millis()
     )]
     RequestTimeout {
         /// The broker address.

@@ -57,6 +57,14 @@ pub struct ReplayStats {
     pub regions: BTreeMap<RegionId, RegionStats>,
 }
 
+impl RegionStats {
+    /// Every record of the region yielded: its indexed entries and its
+    /// records found past `last_index` (or by a full scan).
+    pub fn records(&self) -> u64 {
+        self.entries + self.tail_records
+    }
+}
+
 /// What one region of a replay got.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -72,6 +80,14 @@ pub struct RegionStats {
 }
 
 impl ReplayStats {
+    /// Every record yielded: the indexed entries ([`Self::entries`]) and
+    /// the records of the scan past `last_index` or of a full scan
+    /// ([`Self::tail_records`]). What a caller printing each record
+    /// printed.
+    pub fn records(&self) -> u64 {
+        self.entries + self.tail_records
+    }
+
     /// Wire bytes per byte of records yielded: how much more was read than
     /// the regions' own records (`×own`). `None` before anything was
     /// yielded.
@@ -112,5 +128,35 @@ impl ReplayStats {
             mine.yielded_bytes += region.yielded_bytes;
             mine.lost.extend_from_slice(&region.lost);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full scan yields no indexed entry: what it yields counts as
+    /// records all the same.
+    #[test]
+    fn records_count_indexed_entries_and_the_tail() {
+        let mut stats = ReplayStats {
+            entries: 3,
+            tail_records: 4,
+            ..ReplayStats::default()
+        };
+        stats.regions.insert(
+            7,
+            RegionStats {
+                tail_records: 4,
+                ..RegionStats::default()
+            },
+        );
+        assert_eq!(stats.records(), 7);
+        assert_eq!(stats.regions[&7].records(), 4);
+        let mut total = ReplayStats::default();
+        total.add(&stats);
+        total.add(&stats);
+        assert_eq!(total.records(), 14);
+        assert_eq!(total.regions[&7].records(), 8);
     }
 }
