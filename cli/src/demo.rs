@@ -1,5 +1,9 @@
-//! `walfetch demo`: the whole story on a real broker. Writes a WAL of many
-//! regions into one partition (building the index while writing), then
+//! `walfetch demo`: the whole story, on an embedded Kafka-rules broker by
+//! default (nothing to install), on a local Tansu with `--broker tansu`, or
+//! on any cluster with `-b`. Writes a WAL of many regions into one
+//! partition the way GreptimeDB does by default (one region per batch, lz4;
+//! `--layout interleaved` mixes regions in every batch), building the index
+//! while writing, measures the link, then
 //! replays one region four ways — a full scan, GreptimeDB's estimate
 //! strategy, walfetch with offsets only, walfetch with the writer's hints —
 //! and recovers every region from its own checkpoint as a restarting node
@@ -9,13 +13,14 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
+use walfetch::calibrate::{measure_link, LinkMeasurement};
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
@@ -23,6 +28,7 @@ use walfetch::consumer::{
 };
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
+use walfetch::plan::PlanConfig;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 use crate::connect::connect;
@@ -36,10 +42,11 @@ const MAX_ENTRIES: u64 = 200_000;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "What it installs: without -b, the Tansu broker, if it is not installed
-yet (`cargo install tansu` into ~/.cargo/bin, about 10 minutes on 2 cores).
-It runs Tansu with in-memory storage on a free loopback port and stops it at
-the end: only the installed binary stays.
+    after_help = "What it installs: nothing by default: the broker is walfetch's embedded
+one, in process, which follows Kafka's fetch rules. With --broker tansu, the
+Tansu broker if it is not installed yet (`cargo install tansu` into
+~/.cargo/bin, about 10 minutes on 2 cores), run with in-memory storage on a
+free loopback port and stopped at the end: only the installed binary stays.
 
 What it leaves behind: with -b, the topic it wrote, walfetch-demo-<pid> (one
 partition, about 75 MiB at the default --entries); delete it with your Kafka
@@ -47,6 +54,7 @@ tools.
 
 Examples:
   walfetch demo
+  walfetch demo --broker tansu --layout interleaved
   walfetch demo -b 127.0.0.1:9092 --entries 5000 --regions 16 --compression zstd
 
 What to run next: index and replay a topic of your own,
@@ -54,9 +62,19 @@ What to run next: index and replay a topic of your own,
   walfetch replay -b 127.0.0.1:9092 -t wal --index wal.idx --region 7"
 )]
 pub(crate) struct Args {
-    /// Use this Kafka cluster instead of starting a local Tansu broker.
+    /// Use this Kafka cluster instead of starting a broker.
     #[arg(short = 'b', long = "brokers")]
     brokers: Option<String>,
+    /// The broker to start when -b is not given: embedded (in process,
+    /// Kafka's fetch rules, nothing to install) or tansu (a local Tansu,
+    /// installed if missing).
+    #[arg(long, value_enum, default_value_t = DemoBroker::Embedded, conflicts_with = "brokers")]
+    broker: DemoBroker,
+    /// How the WAL's batches are laid out: region-pure (one region per
+    /// batch, as GreptimeDB writes: each region's write request is its own
+    /// produce request) or interleaved (many regions in every batch).
+    #[arg(long, value_enum, default_value_t = Layout::RegionPure)]
+    layout: Layout,
     /// Regions sharing the partition (1 to 100000).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_REGIONS))]
     regions: u64,
@@ -64,12 +82,31 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 20_000,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_ENTRIES))]
     entries: usize,
-    /// Compression of the WAL's batches: none, gzip, snappy, lz4, zstd.
-    #[arg(long, default_value = "none")]
+    /// Compression of the WAL's batches: none, gzip, snappy, lz4 (as
+    /// GreptimeDB writes), zstd.
+    #[arg(long, default_value = "lz4")]
     compression: Compression,
     /// The region to replay (default: the one of median activity).
     #[arg(long)]
     region: Option<u64>,
+}
+
+/// The broker the demo starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DemoBroker {
+    /// walfetch's in-process broker (Kafka's fetch rules).
+    Embedded,
+    /// A local Tansu.
+    Tansu,
+}
+
+/// How the demo lays regions out in batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Layout {
+    /// One region per batch.
+    RegionPure,
+    /// Many regions in every batch.
+    Interleaved,
 }
 
 /// Region by a Zipf law with exponent 1 over `regions` regions (hot few,
@@ -101,45 +138,47 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.regions > 0 && args.entries > 0,
         "--regions and --entries must be positive"
     );
-    let (_local, brokers) = match &args.brokers {
-        Some(b) => (None, b.clone()),
-        None => {
-            let binary = match find_tansu() {
-                Ok(b) => b,
-                Err(_) => {
-                    eprintln!("walfetch demo: the Tansu {TANSU_VERSION} broker is not installed; installing it with `cargo install tansu` (about 10 minutes on 2 cores) ...");
-                    install_tansu()?
-                }
-            };
-            let broker = LocalBroker::start(&binary, None).await?;
-            outln!(
-                "started a local Tansu broker ({}) at {}",
-                binary.display(),
-                broker.address()
-            )?;
-            let address = broker.address();
-            (Some(broker), address)
-        }
-    };
+    let (_running, brokers, broker_name) = start_broker(&args).await?;
     let cluster = connect(&brokers).await?;
     let topic = format!("walfetch-demo-{}", std::process::id());
     cluster
         .create_topics(&[NewTopic::new(&topic, 1)])
         .await
         .with_context(|| format!("creating topic {topic}"))?;
+    outln!("broker: {broker_name}")?;
 
     // Write.
     let started = Instant::now();
     let (written, index) = write_wal(&cluster, &topic, &args).await?;
     let total_bytes: usize = written.values().flatten().map(|(_, p)| p.len()).sum();
     outln!(
-        "wrote {} entries ({:.1} MiB) of {} regions to {topic} partition 0 in {:.2?}, index: {} entries, last_index {}",
+        "wrote {} entries ({:.1} MiB) of {} regions to {topic} partition 0 in {:.2?}, {}, {}; index: {} entries, last_index {}",
         args.entries,
         total_bytes as f64 / (1 << 20) as f64,
         written.len(),
         started.elapsed(),
+        match args.layout {
+            Layout::RegionPure => "one region per batch (GreptimeDB's layout)",
+            Layout::Interleaved => "regions interleaved in every batch",
+        },
+        args.compression.name(),
         index.len(),
         index.last_index().unwrap_or(-1)
+    )?;
+
+    // The link, measured as `walfetch calibrate` does: the planner's cost
+    // model for every walfetch row below.
+    let link = measure_link(&cluster, &topic, 0, 20).await?;
+    let cost = link.cost_model(cluster.config().connections_per_broker);
+    let plan = PlanConfig {
+        cost,
+        ..PlanConfig::default()
+    };
+    outln!(
+        "link: {} µs a round trip, {:.0} MB/s (measured; walfetch plans with it: runs closer than {} bytes share a fetch)",
+        link.round_trip.as_micros(),
+        cost.bytes_per_second / 1e6,
+        cost.merge_gap_bytes()
     )?;
 
     // Replay one region four ways.
@@ -155,9 +194,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let want = written
         .get(&region)
         .with_context(|| format!("region {region} has no entries"))?;
-    let region_bytes: usize = want.iter().map(|(_, p)| p.len()).sum();
+    let region_bytes = own_bytes(&index, &[(region, 0)]);
     outln!(
-        "replaying region {region}: {} entries, {region_bytes} payload bytes\n",
+        "replaying region {region}: {} entries, {region_bytes} bytes of its own in the broker's batches (x own below is wire bytes over these)\n",
         want.len()
     )?;
     let offsets_only = index.without_hints();
@@ -169,8 +208,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     ];
     print_header()?;
     let mut wire = Vec::new();
+    let mut times = Vec::new();
+    let mut fetches = Vec::new();
     for (name, strategy, idx) in runs {
-        let options = options(strategy);
+        let options = options(strategy, plan);
         let range = ReplayRange {
             topic: topic.clone(),
             partition: 0,
@@ -195,26 +236,35 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let stats = consumer.stats();
         print_row(name, &stats, region_bytes, elapsed)?;
         wire.push(stats.wire_bytes.max(1));
+        times.push(elapsed);
+        fetches.push(stats.fetches);
     }
+    explain_if_slower(
+        "walfetch, with hints",
+        times[3],
+        fetches[3],
+        times[0],
+        &link,
+    )?;
     outln!(
         "\nEvery strategy returned exactly the region's {} entries, in order. With the writer's hints walfetch moved {:.1}x fewer bytes than a full scan and {:.1}x fewer than the estimate strategy.",
         want.len(),
         wire[0] as f64 / wire[3] as f64,
         wire[1] as f64 / wire[3] as f64
     )?;
-    restart(&cluster, &topic, &written, &index).await?;
+    restart(&cluster, &topic, &written, &index, plan, &link).await?;
     outln!("\n{ESTIMATE_NOTE}")?;
-    outln!("walfetch's rows learn the link's cost per fetch as they go (replay --learn-link): fewer, larger fetches where fetches are dear, as on Tansu; without it they read fewer bytes and send more fetches.")?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The demo's options: walfetch learns what a fetch costs on the link as
-/// it goes (`--learn-link`), since a local Tansu answers a fetch in about
-/// 1.5 ms, ten times the loopback default the planner otherwise assumes.
-fn options(strategy: StrategyKind) -> ReplayOptions {
+/// The demo's options: walfetch plans with the link as measured before
+/// the replays (`walfetch calibrate`; a local Tansu answers a fetch in
+/// about 1.5 ms, ten times the loopback default the planner otherwise
+/// assumes).
+fn options(strategy: StrategyKind, plan: PlanConfig) -> ReplayOptions {
     ReplayOptions::default()
         .with_strategy(strategy)
-        .with_learn_link(strategy == StrategyKind::Index)
+        .with_plan(plan)
 }
 
 /// The estimate strategy's label: on brokers that skip the batch holding a
@@ -252,7 +302,7 @@ fn print_header() -> anyhow::Result<()> {
 fn print_row(
     name: &str,
     stats: &ReplayStats,
-    own: usize,
+    own: u64,
     elapsed: std::time::Duration,
 ) -> anyhow::Result<()> {
     outln!(
@@ -276,6 +326,8 @@ async fn restart(
     topic: &str,
     written: &Written,
     index: &WalIndex,
+    plan: PlanConfig,
+    link: &LinkMeasurement,
 ) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(0xc0ff_ee00);
     let checkpoints: Vec<(RegionId, i64)> = written
@@ -295,7 +347,7 @@ async fn restart(
             )
         })
         .collect();
-    let own: usize = want.values().flatten().map(|(_, p)| p.len()).sum();
+    let own = own_bytes(index, &checkpoints);
     outln!(
         "\nrestart: all {} regions, each from its own checkpoint, {} entries\n",
         checkpoints.len(),
@@ -323,7 +375,7 @@ async fn restart(
                 from,
                 to: None,
             };
-            let options = options(strategy);
+            let options = options(strategy, plan);
             let mut consumer = Consumer::new(Arc::clone(cluster), idx, range, options).await?;
             let entries = got.entry(region).or_default();
             while let Some(record) = consumer.next().await {
@@ -342,11 +394,13 @@ async fn restart(
         ("full scan, split by region", StrategyKind::Scan),
         ("walfetch, one pass", StrategyKind::Index),
     ];
+    let mut times = Vec::new();
+    let mut fetches = Vec::new();
     for (name, strategy) in one_pass {
         let started = Instant::now();
         let mut builder = Recovery::builder(Arc::clone(cluster))
             .index(topic, 0, index)
-            .options(options(strategy));
+            .options(options(strategy, plan));
         for &(region, from) in &checkpoints {
             builder = builder.region(topic, 0, region, from);
         }
@@ -363,13 +417,103 @@ async fn restart(
             got == want,
             "{name}: the recovery differs from what was written"
         );
-        print_row(name, &recovery.stats(), own, started.elapsed())?;
+        let stats = recovery.stats();
+        print_row(name, &stats, own, started.elapsed())?;
+        times.push(started.elapsed());
+        fetches.push(stats.fetches);
     }
-    Ok(())
+    explain_if_slower("walfetch, one pass", times[1], fetches[1], times[0], link)
+}
+
+/// The bytes of the regions' records from their checkpoints as the broker
+/// stores them: each batch holding some of them counted by their share of
+/// its records (from the writer's hints; every record is indexed). With
+/// one region per batch, the region's own batches.
+fn own_bytes(index: &WalIndex, from: &[(RegionId, i64)]) -> u64 {
+    use std::collections::BTreeMap;
+    // Per batch: its length, its records, and the wanted ones among them.
+    let mut batches: BTreeMap<i64, (u32, u64, u64)> = BTreeMap::new();
+    for (region, entries) in index.regions() {
+        let checkpoint = from.iter().find(|(r, _)| *r == region).map(|(_, f)| *f);
+        for e in entries.entries() {
+            let Some(h) = e.hint else { continue };
+            let b = batches.entry(h.batch_base).or_insert((h.batch_len, 0, 0));
+            b.1 += 1;
+            b.2 += u64::from(checkpoint.is_some_and(|f| e.offset >= f));
+        }
+    }
+    batches
+        .values()
+        .map(|&(len, records, wanted)| u64::from(len) * wanted / records.max(1))
+        .sum()
+}
+
+/// Says why when walfetch's row took longer than the full scan's.
+fn explain_if_slower(
+    name: &str,
+    took: Duration,
+    fetches: u64,
+    scan: Duration,
+    link: &LinkMeasurement,
+) -> anyhow::Result<()> {
+    if took <= scan {
+        return Ok(());
+    }
+    outln!(
+        "\nnote: \"{name}\" took {:.1} ms against the full scan's {:.1} ms: it sent {fetches} fetches on a link measured at {} µs a round trip, where reading what lies between its runs would have cost less time; it still moved the fewest bytes.",
+        took.as_secs_f64() * 1e3,
+        scan.as_secs_f64() * 1e3,
+        link.round_trip.as_micros()
+    )
 }
 
 type Written = std::collections::BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 
+/// A running broker the demo started, stopped when dropped.
+#[expect(
+    dead_code,
+    reason = "held only to keep the broker running until the demo ends"
+)]
+enum Running {
+    Embedded(walfetch_testkit::ScriptedCluster),
+    Tansu(LocalBroker),
+}
+
+/// The broker to run on: `-b`, or one the demo starts; its address and a
+/// name for the output.
+async fn start_broker(args: &Args) -> anyhow::Result<(Option<Running>, String, String)> {
+    if let Some(b) = &args.brokers {
+        return Ok((None, b.clone(), format!("{b} (given with -b)")));
+    }
+    match args.broker {
+        DemoBroker::Embedded => {
+            let broker = walfetch_testkit::ScriptedCluster::start(1)
+                .await
+                .context("starting the embedded broker")?;
+            let address = broker.bootstrap();
+            let name = format!("embedded, in process, Kafka's fetch rules, at {address}");
+            Ok((Some(Running::Embedded(broker)), address, name))
+        }
+        DemoBroker::Tansu => {
+            let binary = match find_tansu() {
+                Ok(b) => b,
+                Err(_) => {
+                    eprintln!("walfetch demo: the Tansu {TANSU_VERSION} broker is not installed; installing it with `cargo install tansu` (about 10 minutes on 2 cores) ...");
+                    install_tansu()?
+                }
+            };
+            let broker = LocalBroker::start(&binary, None).await?;
+            let address = broker.address();
+            let name = format!("Tansu {TANSU_VERSION} ({}) at {address}", binary.display());
+            Ok((Some(Running::Tansu(broker)), address, name))
+        }
+    }
+}
+
+/// Appends the demo's entries: regions drawn by a Zipf law, in write
+/// requests of 1 to 8 entries of one region. Region-pure: each request
+/// is flushed as its own batch (GreptimeDB's layout). Interleaved: the
+/// writer batches requests of many regions together.
 async fn write_wal(
     cluster: &Arc<Cluster>,
     topic: &str,
@@ -377,18 +521,33 @@ async fn write_wal(
 ) -> anyhow::Result<(Written, WalIndex)> {
     let mut config = WriterConfig::new(topic, 0);
     config.compression = args.compression;
-    config.max_batch_bytes = 64 << 10;
+    config.max_batch_bytes = match args.layout {
+        // GreptimeDB's default cap.
+        Layout::RegionPure => 1 << 20,
+        Layout::Interleaved => 64 << 10,
+    };
     let writer = WalWriter::new(Arc::clone(cluster), config);
     let cdf = zipf_cdf(args.regions);
     // Seeded: the same arguments write the same WAL.
     let mut rng = StdRng::seed_from_u64(0x5eed_0fa1_fe7c_4a11 ^ args.regions);
     let mut pending = Vec::with_capacity(args.entries);
+    let mut request_left = 0usize;
+    let mut region: RegionId = 0;
     for n in 0..args.entries {
-        let u = rng.random::<f64>();
-        let region = cdf.partition_point(|&c| c < u).min(cdf.len() - 1) as RegionId;
+        if request_left == 0 {
+            if args.layout == Layout::RegionPure && n > 0 {
+                writer.flush().await?;
+            }
+            let u = rng.random::<f64>();
+            region = cdf.partition_point(|&c| c < u).min(cdf.len() - 1) as RegionId;
+            request_left = rng.random_range(1..=8);
+        }
+        request_left -= 1;
         let size = entry_size(&mut rng);
         let mut payload = format!("{{\"region\":{region},\"seq\":{n},\"rows\":\"").into_bytes();
-        payload.extend((0..size).map(|i| b'a' + ((n + i) % 26) as u8));
+        // Random letters of a 16-letter alphabet: about 2:1 under lz4,
+        // like text.
+        payload.extend((0..size).map(|_| b'a' + rng.random_range(0..16u8)));
         payload.extend_from_slice(b"\"}");
         let payload = Bytes::from(payload);
         let appended = writer
