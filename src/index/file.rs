@@ -222,7 +222,8 @@ impl Cursor<'_> {
             let at = self.position();
             let p = self.uvarint("the partition")?;
             source.partition = Some(
-                i32::try_from(p).map_err(|_| format!("the partition at byte {at} is out of range"))?,
+                i32::try_from(p)
+                    .map_err(|_| format!("the partition at byte {at} is out of range"))?,
             );
         }
         if flags & HAS_TOPIC_ID != 0 {
@@ -505,7 +506,13 @@ mod tests {
     fn version_1_files_still_load_knowing_nothing_of_their_source() {
         let index = decode_index(&version_1_file(), "old.idx").unwrap();
         assert_eq!(index.last_index(), Some(41));
-        let offsets: Vec<i64> = index.region(7).unwrap().entries().iter().map(|e| e.offset).collect();
+        let offsets: Vec<i64> = index
+            .region(7)
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| e.offset)
+            .collect();
         assert_eq!(offsets, [3, 5]);
         assert!(index.source().is_unknown());
         // Written again, it is a version 2 file saying the same.

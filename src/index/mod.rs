@@ -307,7 +307,11 @@ impl WalIndex {
     /// flushed), and regions left empty. The index then covers nothing
     /// below `checkpoint`: its first offset rises to it.
     pub fn truncate_below(&mut self, checkpoint: i64) {
-        self.source.first_offset = Some(self.source.first_offset.map_or(checkpoint, |f| f.max(checkpoint)));
+        self.source.first_offset = Some(
+            self.source
+                .first_offset
+                .map_or(checkpoint, |f| f.max(checkpoint)),
+        );
         for region in self.regions.values_mut() {
             let keep = region.entries.partition_point(|e| e.offset < checkpoint);
             region.entries.drain(..keep);

@@ -34,10 +34,7 @@ impl RegionRule {
         match self {
             RegionRule::Key(_) => record.key(),
             RegionRule::Header(name, _) => {
-                record
-                    .headers()
-                    .find(|h| h.key == name.as_bytes())?
-                    .value
+                record.headers().find(|h| h.key == name.as_bytes())?.value
             }
         }
     }
