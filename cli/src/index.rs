@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
-use walfetch::index::{import_greptime, read_index_file, write_index_file, IdFormat, RegionRule};
+use walfetch::index::{
+    import_greptime, read_index_file, write_index_file, IdFormat, IndexSource, RegionRule,
+};
 
 use walfetch::scan::build_index;
 
@@ -28,22 +30,27 @@ pub(crate) struct RuleArgs {
     #[arg(long)]
     region_header: Option<String>,
     /// How the id is written: `be` (big-endian, up to 8 bytes; WalWriter
-    /// writes 8) or `decimal`.
-    #[arg(long, default_value = "be")]
-    region_format: String,
+    /// writes 8) or `decimal`. Default: `be` for `index build`; for
+    /// `replay`, the rule the index was built with.
+    #[arg(long)]
+    region_format: Option<String>,
 }
 
 impl RuleArgs {
-    pub(crate) fn rule(&self) -> anyhow::Result<RegionRule> {
-        let format = match self.region_format.as_str() {
+    /// The rule given on the command line, if any part of one is.
+    pub(crate) fn rule(&self) -> anyhow::Result<Option<RegionRule>> {
+        if self.region_header.is_none() && self.region_format.is_none() {
+            return Ok(None);
+        }
+        let format = match self.region_format.as_deref().unwrap_or("be") {
             "be" => IdFormat::BigEndian,
             "decimal" => IdFormat::Decimal,
             other => anyhow::bail!("--region-format {other:?}: expected `be` or `decimal`"),
         };
-        Ok(match &self.region_header {
+        Ok(Some(match &self.region_header {
             Some(name) => RegionRule::Header(name.clone(), format),
             None => RegionRule::Key(format),
-        })
+        }))
     }
 }
 
@@ -54,7 +61,8 @@ pub(crate) struct BuildArgs {
     /// The index file to write.
     #[arg(long)]
     out: PathBuf,
-    /// First offset to scan (default: the log start). Must be where a batch starts.
+    /// First offset to index (default: the log start); it may fall inside
+    /// a batch. The index records it: replays from below it are refused.
     #[arg(long)]
     from: Option<i64>,
     /// End offset, exclusive (default: the high watermark).
@@ -94,7 +102,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
-    let rule = args.rule.rule()?;
+    let rule = args
+        .rule
+        .rule()?
+        .unwrap_or(RegionRule::Key(IdFormat::BigEndian));
     let cluster = connect(&args.target.brokers).await?;
     check_partition(&cluster, &args.target).await?;
     let (topic, partition) = (&args.target.topic, args.target.partition);
@@ -125,6 +136,9 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         report.fetches,
         report.wire_bytes
     );
+    for warning in report.warnings(&rule) {
+        eprintln!("warning: {warning}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -137,6 +151,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         index.len(),
         index.last_index().map_or("none".into(), |l| l.to_string())
     );
+    println!("{}", describe_source(index.source()));
     println!(
         "{:>20} {:>10} {:>14} {:>14} {:>8}",
         "region", "entries", "first", "last", "hinted"
@@ -168,6 +183,25 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an index file says it indexes, as one line.
+pub(crate) fn describe_source(source: &IndexSource) -> String {
+    if source.is_unknown() {
+        return "source: unknown (an index of format version 1, or imported)".to_owned();
+    }
+    let unknown = || "unknown".to_owned();
+    format!(
+        "source: topic {}, partition {}, topic id {}, first offset {}, region rule {}",
+        source
+            .topic
+            .as_ref()
+            .map_or_else(unknown, |t| format!("{t:?}")),
+        source.partition.map_or_else(unknown, |p| p.to_string()),
+        source.topic_id.map_or_else(unknown, |id| id.to_string()),
+        source.first_offset.map_or_else(unknown, |o| o.to_string()),
+        source.rule.as_ref().map_or_else(unknown, |r| r.to_string()),
+    )
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {

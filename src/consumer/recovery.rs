@@ -14,7 +14,7 @@ use super::driver::{log_end, Driver};
 use crate::cluster::Cluster;
 use crate::error::{Error, Mismatch};
 use crate::index::{RegionId, WalIndex};
-use crate::replay::bind::check_target;
+use crate::replay::bind::{check_listed, check_target};
 use crate::replay::{RegionRange, ReplayCore, ReplayOptions, ReplayStats, StrategyKind};
 
 /// One region's wish: `from..to` (`None`: to the log's end).
@@ -179,6 +179,15 @@ impl<'a> RecoveryBuilder<'a> {
                     to: w.to.unwrap_or(log_end),
                 })
                 .collect();
+            if self.options.strategy != StrategyKind::Scan {
+                check_listed(topic, partition, index, &regions).map_err(|mismatch| {
+                    Error::IndexMismatch {
+                        topic: topic.to_owned(),
+                        partition,
+                        mismatch,
+                    }
+                })?;
+            }
             let mut core = ReplayCore::new(
                 topic,
                 partition,
