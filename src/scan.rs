@@ -232,3 +232,49 @@ fn index_response(
     }
     Ok(next)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_name_a_rule_that_finds_little_and_decimal_ids_read_big_endian() {
+        let be = RegionRule::Key(IdFormat::BigEndian);
+        let fine = BuildReport {
+            indexed: 90,
+            unassigned: 10,
+            ..BuildReport::default()
+        };
+        assert!(fine.warnings(&be).is_empty());
+        let empty = BuildReport::default();
+        assert!(empty.warnings(&be).is_empty(), "no record, nothing to say");
+        let missing = BuildReport {
+            indexed: 4,
+            unassigned: 6,
+            ..BuildReport::default()
+        };
+        let w = missing.warnings(&be);
+        assert!(
+            w.len() == 1 && w[0].contains("no region in 6 of 10"),
+            "{w:?}"
+        );
+        let digits = BuildReport {
+            indexed: 10,
+            decimal_ids: 10,
+            ..BuildReport::default()
+        };
+        let w = digits.warnings(&be);
+        assert!(
+            w.len() == 1 && w[0].contains("--region-format decimal"),
+            "{w:?}"
+        );
+        assert!(digits
+            .warnings(&RegionRule::Key(IdFormat::Decimal))
+            .is_empty());
+        let some_digits = BuildReport {
+            decimal_ids: 9,
+            ..digits
+        };
+        assert!(some_digits.warnings(&be).is_empty());
+    }
+}

@@ -112,11 +112,16 @@ fn encode_source(out: &mut Vec<u8>, source: &IndexSource) {
         RegionRule::Key(_) => true,
         RegionRule::Header(name, _) => name.len() as u64 <= MAX_HEADER_NAME_LEN,
     });
-    let flags = u8::from(topic.is_some()) * HAS_TOPIC
-        | u8::from(partition.is_some()) * HAS_PARTITION
-        | u8::from(topic_id.is_some()) * HAS_TOPIC_ID
-        | u8::from(first.is_some()) * HAS_FIRST_OFFSET
-        | u8::from(rule.is_some()) * HAS_RULE;
+    let flags = [
+        (topic.is_some(), HAS_TOPIC),
+        (partition.is_some(), HAS_PARTITION),
+        (topic_id.is_some(), HAS_TOPIC_ID),
+        (first.is_some(), HAS_FIRST_OFFSET),
+        (rule.is_some(), HAS_RULE),
+    ]
+    .iter()
+    .filter(|(present, _)| *present)
+    .fold(0, |flags, (_, bit)| flags | bit);
     out.push(flags);
     if let Some(topic) = topic {
         put(out, topic.len() as u64);

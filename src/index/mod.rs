@@ -468,6 +468,30 @@ mod tests {
     }
 
     #[test]
+    fn merging_keeps_the_source_and_refuses_another_log() {
+        let mut a = WalIndex::new();
+        let mut b = WalIndex::new();
+        a.set_source(IndexSource::new("wal", 0).with_first_offset(10));
+        b.set_source(
+            IndexSource::new("wal", 0)
+                .with_first_offset(40)
+                .with_rule(RegionRule::Key(IdFormat::BigEndian)),
+        );
+        a.merge(&b).unwrap();
+        assert_eq!(a.source().first_offset, Some(40), "complete from the later");
+        assert_eq!(a.source().rule, Some(RegionRule::Key(IdFormat::BigEndian)));
+        let mut other = WalIndex::new();
+        other.set_source(IndexSource::new("wal", 1));
+        other.push(1, IndexEntry::offset_only(3)).unwrap();
+        let err = a.merge(&other).unwrap_err().to_string();
+        assert!(err.contains("partition 0") && err.contains("1"), "{err}");
+        assert!(a.region(1).is_none(), "nothing merged on a conflict");
+        // Truncating raises the first offset.
+        a.truncate_below(70);
+        assert_eq!(a.source().first_offset, Some(70));
+    }
+
+    #[test]
     fn range_and_truncation() {
         let mut index = WalIndex::new();
         for o in [1, 4, 9, 16] {
