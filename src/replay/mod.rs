@@ -195,7 +195,13 @@ impl ReplayCore {
     /// [`ReplayStats::time_to_first`].
     ///
     /// Errors: no region, a region asked for twice, a negative or inverted
-    /// range, or an index that gives one offset to two regions.
+    /// range, or an index that gives one offset to two regions; an index
+    /// that does not match ([`Error::IndexMismatch`]): it records another
+    /// topic or partition, a region starts below its first offset, or the
+    /// options' rule differs from its own without
+    /// [`ReplayOptions::force_rule`]. With the rule known, an entry read at
+    /// an indexed offset that is not of its region ends the replay with
+    /// that error when its turn to be yielded comes.
     pub fn new(
         topic: impl Into<String>,
         partition: i32,
@@ -766,6 +772,7 @@ impl ReplayCore {
                     self.next_yield += 1;
                     let k = self.entry_regions[i];
                     if let Some(mismatch) = self.foreign_entry(k, &record) {
+                        self.buffered_bytes -= record.wire_len() as u64;
                         return Some(Err(mismatch));
                     }
                     self.stats.entries += 1;
