@@ -2,7 +2,7 @@
 //! report, wrapping the cluster client's and the index's errors.
 
 use crate::cluster::ClientError;
-use crate::index::{IndexError, RegionId};
+use crate::index::{IndexError, RegionId, RegionRule};
 
 /// Everything that can go wrong while writing or replaying a WAL.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +78,161 @@ pub enum Error {
         /// The partition.
         partition: i32,
     },
+    /// The index is not an index of the partition read, or not of it as it
+    /// is now (a topic deleted and recreated, a log shorter than the
+    /// index), or not for the range or rule asked: replaying with it would
+    /// yield other regions' records or miss the region's.
+    #[error("topic {topic:?} partition {partition}: {mismatch}")]
+    IndexMismatch {
+        /// The topic read.
+        topic: String,
+        /// The partition read.
+        partition: i32,
+        /// What does not match.
+        mismatch: Mismatch,
+    },
     /// An argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+}
+
+/// How an index fails to match what a replay reads; see
+/// [`Error::IndexMismatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// The index is of another topic.
+    Topic {
+        /// The topic the index was built for.
+        indexed: String,
+    },
+    /// The index is of another partition.
+    Partition {
+        /// The partition the index was built for.
+        indexed: i32,
+    },
+    /// The topic was deleted and recreated since the index was built.
+    TopicId {
+        /// The topic id the index was built for.
+        indexed: uuid::Uuid,
+        /// The topic's id now.
+        current: uuid::Uuid,
+    },
+    /// The index covers offsets the log does not hold.
+    LastIndexPastEnd {
+        /// The index's `last_index`.
+        last_index: i64,
+        /// The partition's high watermark.
+        high_watermark: i64,
+    },
+    /// A region's replay starts below the first offset the index covers.
+    BeforeFirstOffset {
+        /// The region.
+        region: RegionId,
+        /// Where its replay starts.
+        from: i64,
+        /// The index's first offset.
+        first_offset: i64,
+    },
+    /// The region rule asked for differs from the one the index was built
+    /// with (see [`crate::replay::ReplayOptions::force_rule`]).
+    Rule {
+        /// The index's rule.
+        indexed: RegionRule,
+        /// The rule asked for.
+        given: RegionRule,
+    },
+    /// A region has no entry in the index, and the log past `last_index`
+    /// cannot hold its entries either.
+    RegionAbsent {
+        /// The region.
+        region: RegionId,
+        /// The index's `last_index`.
+        last_index: Option<i64>,
+    },
+    /// The record at an indexed offset is not of the region the index
+    /// gives it to.
+    Entry {
+        /// The offset.
+        offset: i64,
+        /// The region the index gives it to.
+        region: RegionId,
+        /// The region the rule finds in the record (`None`: no well-formed
+        /// id).
+        found: Option<RegionId>,
+        /// The rule.
+        rule: RegionRule,
+    },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Topic { indexed } => {
+                write!(f, "the index is of topic {indexed:?}, not of this topic")
+            }
+            Mismatch::Partition { indexed } => {
+                write!(
+                    f,
+                    "the index is of partition {indexed}, not of this partition"
+                )
+            }
+            Mismatch::TopicId { indexed, current } => write!(
+                f,
+                "the topic was deleted and recreated since the index was built \
+                 (topic id {indexed} in the index, {current} now): the index describes \
+                 a log that no longer exists"
+            ),
+            Mismatch::LastIndexPastEnd {
+                last_index,
+                high_watermark,
+            } => write!(
+                f,
+                "the index covers offsets up to {last_index} but the log ends at \
+                 {high_watermark} (its high watermark): the topic was recreated or \
+                 truncated, or the index is of another log"
+            ),
+            Mismatch::BeforeFirstOffset {
+                region,
+                from,
+                first_offset,
+            } => write!(
+                f,
+                "region {region} is replayed from offset {from}, but the index covers \
+                 offsets from {first_offset} only: entries below it would be missed \
+                 (replay from {first_offset} or later, or build the index from {from})"
+            ),
+            Mismatch::Rule { indexed, given } => write!(
+                f,
+                "the region rule given ({given}) differs from the one the index was \
+                 built with ({indexed}); leave it out to use the index's, or force it"
+            ),
+            Mismatch::RegionAbsent { region, last_index } => match last_index {
+                Some(l) => write!(
+                    f,
+                    "region {region} has no entry in the index, which is complete up to \
+                     offset {l}, and the range asked for ends there: the region wrote \
+                     nothing there, or its id or the index is wrong"
+                ),
+                None => write!(f, "region {region} has no entry in the index"),
+            },
+            Mismatch::Entry {
+                offset,
+                region,
+                found,
+                rule,
+            } => {
+                write!(
+                    f,
+                    "the index does not match this partition at offset {offset}: the index \
+                     gives it to region {region}, but the record there is "
+                )?;
+                match found {
+                    Some(r) => write!(f, "of region {r}")?,
+                    None => write!(f, "of no region")?,
+                }
+                write!(f, " by the region rule ({rule})")
+            }
+        }
+    }
 }

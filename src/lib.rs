@@ -65,6 +65,20 @@
 //! in the stats. Retriable broker errors, reconnects and leader moves are
 //! retried under a deadline by the [`Cluster`](cluster::Cluster).
 //!
+//! An index is a promise about one log, and a replay checks it before
+//! trusting it. The index records what it indexes
+//! ([`IndexSource`](index::IndexSource): topic, partition, topic id, first
+//! offset, region rule); an index of another topic, partition or topic
+//! incarnation (a topic deleted and recreated), one whose `last_index` is
+//! past the log's end, a replay from below its first offset, a rule given
+//! that differs from its own (unless
+//! [`force_rule`](replay::ReplayOptions::force_rule)), or a region it does
+//! not list where the log past `last_index` cannot hold it either, is an
+//! [`Error::IndexMismatch`](error::Error) naming the mismatch
+//! ([`Mismatch`](error::Mismatch)). With the rule known, every entry read
+//! at an indexed offset is checked to be of its region: one that is not
+//! ends the replay with that error, never as output.
+//!
 //! # The parts
 //!
 //! - [`consumer`]: [`Recovery`](consumer::Recovery) and

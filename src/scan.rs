@@ -8,7 +8,7 @@ use bytes::Bytes;
 use walfetch_codec::{Batches, DecodeOptions};
 
 use crate::cluster::{ClientError, Cluster, FetchParams};
-use crate::index::{Hint, IndexEntry, RegionRule, WalIndex};
+use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex};
 
 /// What can go wrong while building an index from a topic.
 #[derive(Debug, thiserror::Error)]
@@ -45,12 +45,58 @@ pub struct BuildReport {
     pub fetches: u64,
     /// Wire bytes received.
     pub wire_bytes: u64,
+    /// Data records whose region id field (the key, or the rule's header)
+    /// is present and all ASCII digits.
+    pub decimal_ids: u64,
+    /// Fetches made again from a lower offset because the broker answered a
+    /// fetch at `from` from the batch after the one containing it (Tansu
+    /// 0.6 does, for an offset inside a batch).
+    pub realigned: u64,
+}
+
+impl BuildReport {
+    /// Data records seen (indexed or not).
+    pub fn records(&self) -> u64 {
+        self.indexed + self.unassigned
+    }
+
+    /// What looks wrong with the rule, judging by what the build saw: the
+    /// rule found no region in most records, or it reads big-endian ids
+    /// where every id is written in decimal digits (a key "7" read
+    /// big-endian is region 55). One sentence each; empty when nothing
+    /// looks wrong.
+    pub fn warnings(&self, rule: &RegionRule) -> Vec<String> {
+        let mut out = Vec::new();
+        let records = self.records();
+        if records > 0 && self.unassigned * 2 > records {
+            out.push(format!(
+                "the region rule ({rule}) found no region in {} of {records} records: \
+                 is the region id somewhere else (--region-header) or written otherwise \
+                 (--region-format)?",
+                self.unassigned
+            ));
+        }
+        if records > 0 && rule.format() == IdFormat::BigEndian && self.decimal_ids == records {
+            out.push(format!(
+                "every region id of the {records} records is ASCII digits, read as \
+                 big-endian bytes (\"7\" is region 55): if the ids are decimal numbers, \
+                 use --region-format decimal"
+            ));
+        }
+        out
+    }
 }
 
 /// Scans `topic`/`partition` over `from..to` (`to`: the high watermark when
 /// `None`) and indexes every record by `rule`. The index's `last_index` is
-/// the last offset scanned. Starts at a batch boundary: `from` should be the
-/// log start or an offset where a batch starts.
+/// the last offset scanned, and it records what it indexes: the topic, the
+/// partition, the topic id (when the broker's Metadata gives one), `from`
+/// as its first offset, and `rule`.
+///
+/// `from` may fall inside a batch: a broker that answers such a fetch from
+/// the next batch (Tansu 0.6) is asked again from lower offsets until the
+/// answer starts at or below `from`, so every record from `from` on is
+/// indexed.
 pub async fn build_index(
     cluster: &Cluster,
     topic: &str,
@@ -61,9 +107,21 @@ pub async fn build_index(
     fetch_bytes: i32,
 ) -> Result<(WalIndex, BuildReport), BuildError> {
     let mut index = WalIndex::new();
+    let topic_id = cluster.leader(topic, partition).await?.topic_id;
+    index.set_source(
+        IndexSource::new(topic, partition)
+            .with_topic_id(topic_id)
+            .with_first_offset(from)
+            .with_rule(rule.clone()),
+    );
     let mut report = BuildReport::default();
     let mut next = from;
     let mut end = to;
+    // Until an answer starts at or below `from`, the broker may have
+    // skipped the batch holding it; `back` is how far below `from` the next
+    // try starts.
+    let mut aligned = false;
+    let mut back = 1i64;
     loop {
         if end.is_some_and(|e| next >= e) {
             break;
@@ -75,13 +133,33 @@ pub async fn build_index(
         report.fetches += 1;
         report.wire_bytes += fetched.wire_bytes as u64;
         let end_now = *end.get_or_insert(fetched.high_watermark);
+        if !aligned {
+            let first_base = Batches::new(fetched.records.clone(), DecodeOptions::default())
+                .next()
+                .and_then(Result::ok)
+                .map(|b| b.header().base_offset);
+            let skipped = match first_base {
+                Some(base) => base > next && base > from,
+                // Nothing below the log's end: the batch holding `next`
+                // was the last, and skipped.
+                None => next < fetched.high_watermark.min(end_now),
+            };
+            let floor = fetched.log_start_offset.max(0);
+            if skipped && next > floor {
+                next = from.saturating_sub(back).max(floor);
+                back = back.saturating_mul(2);
+                report.realigned += 1;
+                continue;
+            }
+            aligned = true;
+        }
         let before = next;
         next = index_response(
             &mut index,
             &mut report,
             rule,
             fetched.records,
-            next,
+            (next, from),
             end_now,
         )
         .map_err(|source| BuildError::Decode {
@@ -99,16 +177,17 @@ pub async fn build_index(
     Ok((index, report))
 }
 
-/// Indexes the complete batches of one response; returns the next offset.
+/// Indexes the records at or past `from` of the complete batches of one
+/// response to a fetch at `fetched_at`; returns the next offset to fetch.
 fn index_response(
     index: &mut WalIndex,
     report: &mut BuildReport,
     rule: &RegionRule,
     records: Bytes,
-    from: i64,
+    (fetched_at, from): (i64, i64),
     end: i64,
 ) -> Result<i64, walfetch_codec::Error> {
-    let mut next = from;
+    let mut next = fetched_at;
     for batch in Batches::new(records, DecodeOptions::default()) {
         let batch = batch?;
         let h = *batch.header();
@@ -120,6 +199,10 @@ fn index_response(
         let batch_len = h.total_len() as u32;
         for record in batch.records_in(from..end)? {
             let record = record?;
+            let digits = rule
+                .id_bytes(&record)
+                .is_some_and(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit));
+            report.decimal_ids += u64::from(digits);
             let Some(region) = rule.region(&record) else {
                 report.unassigned += 1;
                 continue;
@@ -148,4 +231,50 @@ fn index_response(
         next = next.max(h.next_offset());
     }
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_name_a_rule_that_finds_little_and_decimal_ids_read_big_endian() {
+        let be = RegionRule::Key(IdFormat::BigEndian);
+        let fine = BuildReport {
+            indexed: 90,
+            unassigned: 10,
+            ..BuildReport::default()
+        };
+        assert!(fine.warnings(&be).is_empty());
+        let empty = BuildReport::default();
+        assert!(empty.warnings(&be).is_empty(), "no record, nothing to say");
+        let missing = BuildReport {
+            indexed: 4,
+            unassigned: 6,
+            ..BuildReport::default()
+        };
+        let w = missing.warnings(&be);
+        assert!(
+            w.len() == 1 && w[0].contains("no region in 6 of 10"),
+            "{w:?}"
+        );
+        let digits = BuildReport {
+            indexed: 10,
+            decimal_ids: 10,
+            ..BuildReport::default()
+        };
+        let w = digits.warnings(&be);
+        assert!(
+            w.len() == 1 && w[0].contains("--region-format decimal"),
+            "{w:?}"
+        );
+        assert!(digits
+            .warnings(&RegionRule::Key(IdFormat::Decimal))
+            .is_empty());
+        let some_digits = BuildReport {
+            decimal_ids: 9,
+            ..digits
+        };
+        assert!(some_digits.warnings(&be).is_empty());
+    }
 }

@@ -23,7 +23,7 @@ use walfetch_codec::{BatchBuilder, Compression, NewRecord};
 
 use crate::cluster::Cluster;
 use crate::error::Error;
-use crate::index::{Hint, IndexEntry, RegionId, WalIndex};
+use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionId, RegionRule, WalIndex};
 
 /// Settings of a [`WalWriter`].
 #[derive(Debug, Clone)]
@@ -139,7 +139,14 @@ impl WalWriter {
     /// Starts a writer on `cluster`.
     pub fn new(cluster: Arc<Cluster>, config: WriterConfig) -> Self {
         let (commands, queue) = mpsc::channel(config.queue.max(1));
-        let index = Arc::new(Mutex::new(WalIndex::new()));
+        let mut fresh = WalIndex::new();
+        // What it indexes: the topic id is added once the first batch is
+        // written (its leader is then known).
+        fresh.set_source(
+            IndexSource::new(config.topic.clone(), config.partition)
+                .with_rule(RegionRule::Key(IdFormat::BigEndian)),
+        );
+        let index = Arc::new(Mutex::new(fresh));
         let (topic, partition) = (config.topic.clone(), config.partition);
         let task = tokio::spawn(run(cluster, config, queue, Arc::clone(&index)));
         Self {
@@ -306,8 +313,21 @@ async fn write_batch(
         .await
     {
         Ok(base) => {
+            let known = lock(index).source().topic_id.is_some();
+            let topic_id = match known {
+                true => None,
+                false => cluster
+                    .leader(&config.topic, config.partition)
+                    .await
+                    .ok()
+                    .map(|l| l.topic_id),
+            };
             {
                 let mut index = lock(index);
+                if let Some(id) = topic_id {
+                    let source = index.source().clone().with_topic_id(id);
+                    index.set_source(source);
+                }
                 for (i, p) in batch.iter().enumerate() {
                     let record_end = encoded
                         .record_end_in_batch(i)

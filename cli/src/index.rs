@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
 use walfetch::index::{
-    decode_index, import_greptime, write_index_file, IdFormat, RegionRule, WalIndex,
+    decode_index, import_greptime, write_index_file, IdFormat, IndexSource, RegionRule, WalIndex,
 };
 
 use walfetch::scan::build_index;
@@ -52,21 +52,26 @@ pub(crate) struct RuleArgs {
     region_header: Option<String>,
     /// How the region id (in the key, or in `--region-header`) is written:
     /// binary big-endian or decimal digits. The wrong one reads other
-    /// regions' ids.
-    #[arg(long, value_enum, default_value_t = RegionFormat::Be)]
-    region_format: RegionFormat,
+    /// regions' ids. Default: `be` for `index build`; for `replay`, the
+    /// rule the index was built with.
+    #[arg(long, value_enum)]
+    region_format: Option<RegionFormat>,
 }
 
 impl RuleArgs {
-    pub(crate) fn rule(&self) -> anyhow::Result<RegionRule> {
-        let format = match self.region_format {
+    /// The rule given on the command line, if any part of one is.
+    pub(crate) fn rule(&self) -> anyhow::Result<Option<RegionRule>> {
+        if self.region_header.is_none() && self.region_format.is_none() {
+            return Ok(None);
+        }
+        let format = match self.region_format.unwrap_or(RegionFormat::Be) {
             RegionFormat::Be => IdFormat::BigEndian,
             RegionFormat::Decimal => IdFormat::Decimal,
         };
-        Ok(match &self.region_header {
+        Ok(Some(match &self.region_header {
             Some(name) => RegionRule::Header(name.clone(), format),
             None => RegionRule::Key(format),
-        })
+        }))
     }
 }
 
@@ -77,7 +82,8 @@ pub(crate) struct BuildArgs {
     /// The index file to write.
     #[arg(long)]
     out: PathBuf,
-    /// First offset to scan (default: the log start). Must be where a batch starts.
+    /// First offset to index (default: the log start); it may fall inside
+    /// a batch. The index records it: replays from below it are refused.
     #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     from: Option<i64>,
     /// End offset, exclusive (default: the high watermark).
@@ -123,7 +129,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
-    let rule = args.rule.rule()?;
+    let rule = args
+        .rule
+        .rule()?
+        .unwrap_or(RegionRule::Key(IdFormat::BigEndian));
     let cluster = connect(&args.target.brokers).await?;
     check_partition(&cluster, &args.target).await?;
     let (topic, partition) = (&args.target.topic, args.target.partition);
@@ -160,6 +169,9 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         report.fetches,
         report.wire_bytes
     );
+    for warning in report.warnings(&rule) {
+        eprintln!("warning: {warning}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -238,6 +250,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         index.len(),
         last_index(index.last_index())
     )?;
+    outln!("{}", describe_source(index.source()))?;
     outln!(
         "{:>20} {:>10} {:>14} {:>14} {:>8}",
         "region",
@@ -281,6 +294,25 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an index file says it indexes, as one line.
+pub(crate) fn describe_source(source: &IndexSource) -> String {
+    if source.is_unknown() {
+        return "source: unknown (an index of format version 1, or imported)".to_owned();
+    }
+    let unknown = || "unknown".to_owned();
+    format!(
+        "source: topic {}, partition {}, topic id {}, first offset {}, region rule {}",
+        source
+            .topic
+            .as_ref()
+            .map_or_else(unknown, |t| format!("{t:?}")),
+        source.partition.map_or_else(unknown, |p| p.to_string()),
+        source.topic_id.map_or_else(unknown, |id| id.to_string()),
+        source.first_offset.map_or_else(unknown, |o| o.to_string()),
+        source.rule.as_ref().map_or_else(unknown, |r| r.to_string()),
+    )
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {

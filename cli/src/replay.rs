@@ -104,6 +104,11 @@ pub(crate) struct Args {
     learn_link: bool,
     #[command(flatten)]
     rule: RuleArgs,
+    /// Use the region rule given (`--region-header`, `--region-format`)
+    /// even where it differs from the rule an index was built with
+    /// (without it, that is an error).
+    #[arg(long)]
+    force_rule: bool,
 }
 
 /// A partition to replay and its index.
@@ -149,6 +154,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let started = Instant::now();
     let mut recovery = builder.build().await?;
+    if !matches!(args.strategy, Strategy::Scan) {
+        absent_notes(&partitions, &checkpoints);
+    }
     let low = checkpoints.values().copied().min().unwrap_or(0);
     let progress = progress_bar(partitions.len());
     let stdout = io::stdout();
@@ -217,6 +225,26 @@ impl Printed {
     fn count(&mut self, region: RegionId) {
         self.entries += 1;
         *self.regions.entry(region).or_default() += 1;
+    }
+}
+
+/// A note on stderr for each region asked of a partition whose index does
+/// not list it: only the log past `last_index` can hold its entries. (A
+/// region whose range ends within the index is an error from the library.)
+fn absent_notes(partitions: &[Partition], checkpoints: &BTreeMap<RegionId, i64>) {
+    let listed_nowhere = |r: RegionId| partitions.iter().all(|p| p.index.region(r).is_none());
+    for p in partitions {
+        for region in checkpoints.keys().filter(|r| listed_nowhere(**r)) {
+            let past = p
+                .index
+                .last_index()
+                .map_or_else(|| "any offset".to_owned(), |l| format!("offset {l}"));
+            eprintln!(
+                "note: region {region} is not in the index of {}:{}: only the records past {past} \
+                 are read for it",
+                p.topic, p.partition
+            );
+        }
     }
 }
 
@@ -325,7 +353,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         );
         plan.cost.bytes_per_second = bps;
     }
-    Ok(ReplayOptions::default()
+    let options = ReplayOptions::default()
         .with_plan(plan)
         .with_learn_link(args.learn_link)
         .with_strategy(strategy_kind(args.strategy))
@@ -339,7 +367,12 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         } else {
             LostPolicy::Error
         })
-        .with_region_rule(args.rule.rule()?))
+        .with_force_rule(args.force_rule);
+    // Without a rule given, each partition's index's own rule.
+    Ok(match args.rule.rule()? {
+        Some(rule) => options.with_region_rule(rule),
+        None => options,
+    })
 }
 
 fn strategy_kind(strategy: Strategy) -> StrategyKind {

@@ -38,5 +38,8 @@ fn the_demo_runs_on_its_embedded_broker_with_nothing_installed() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("regions interleaved in every batch"), "{stdout}");
+    assert!(
+        stdout.contains("regions interleaved in every batch"),
+        "{stdout}"
+    );
 }

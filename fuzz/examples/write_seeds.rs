@@ -2,7 +2,8 @@
 //! a few small encoded batches for the decode targets (every codec, a
 //! transaction with its markers, several batches in one buffer, a buffer cut
 //! short), inputs for `encode_decode` that decode to non-empty batches, and
-//! inputs for `replay_core` that replay something.
+//! inputs for `replay_core` that replay something, and index files of both
+//! format versions for `index_file`.
 //!
 //! Run from `fuzz/`: `cargo +nightly run --example write_seeds`.
 
@@ -150,6 +151,60 @@ fn replay_core_seeds() -> Vec<(String, Vec<u8>)> {
     seeds
 }
 
+/// Index files: an empty one, one knowing its whole source with hinted and
+/// bare entries, and one of format version 1 (no source).
+fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
+    use walfetch::index::{
+        encode_index, Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex,
+    };
+    let mut full = WalIndex::new();
+    for o in 0..20i64 {
+        let hint = (o % 3 != 0).then_some(Hint {
+            batch_base: o - o % 5,
+            batch_len: 400,
+            record_end: 61 + (o % 5) as u32 * 60,
+        });
+        let _ = full.push((o % 4) as u64, IndexEntry { offset: o, hint });
+    }
+    full.set_last_index(19);
+    full.set_source(
+        IndexSource::new("wal", 2)
+            .with_topic_id(uuid_like())
+            .with_first_offset(0)
+            .with_rule(RegionRule::Header("region".into(), IdFormat::Decimal)),
+    );
+    // Version 1: the same body without the source, flags 0.
+    let mut bare = full.without_hints();
+    bare.set_source(IndexSource::default());
+    let mut v1 = encode_index(&bare);
+    v1[4] = 1;
+    let n = v1.len();
+    let crc = crc32c_of(&v1[..n - 4]);
+    v1[n - 4..].copy_from_slice(&crc.to_be_bytes());
+    vec![
+        ("empty".into(), encode_index(&WalIndex::new())),
+        ("full".into(), encode_index(&full)),
+        ("version-1".into(), v1),
+    ]
+}
+
+/// A fixed, non-nil topic id.
+fn uuid_like() -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x7761_6c66_6574_6368_0000_0000_0000_0001)
+}
+
+/// CRC32C (Castagnoli), bitwise: the index file's checksum.
+fn crc32c_of(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
 fn write(dir: &Path, seeds: &[(String, Vec<u8>)]) -> Result<()> {
     fs::create_dir_all(dir)?;
     for (name, bytes) in seeds {
@@ -166,5 +221,6 @@ fn main() -> Result<()> {
     write(&root.join("decode_batches_nocrc"), &decode)?;
     write(&root.join("encode_decode"), &encode_decode_seeds())?;
     write(&root.join("replay_core"), &replay_core_seeds())?;
+    write(&root.join("index_file"), &index_file_seeds())?;
     Ok(())
 }

@@ -237,3 +237,13 @@ pub fn decode_response(data: &[u8]) {
         }
     }
 }
+
+/// Decodes `data` as an index file; one that decodes must round-trip
+/// through the current format.
+pub fn index_file(data: &[u8]) {
+    if let Ok(index) = walfetch::index::decode_index(data, "fuzz") {
+        let again = walfetch::index::encode_index(&index);
+        let back = walfetch::index::decode_index(&again, "fuzz").expect("re-encoded index decodes");
+        assert_eq!(back, index, "an index file round-trips");
+    }
+}

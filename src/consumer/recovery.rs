@@ -12,8 +12,9 @@ use walfetch_codec::Record;
 
 use super::driver::{log_end, Driver};
 use crate::cluster::Cluster;
-use crate::error::Error;
+use crate::error::{Error, Mismatch};
 use crate::index::{RegionId, WalIndex};
+use crate::replay::bind::{check_listed, check_target};
 use crate::replay::{RegionRange, ReplayCore, ReplayOptions, ReplayStats, StrategyKind};
 
 /// One region's wish: `from..to` (`None`: to the log's end).
@@ -83,7 +84,16 @@ impl<'a> RecoveryBuilder<'a> {
     ///
     /// Errors: no region; a partition without an index (unless scanning);
     /// a region asked for twice in a partition; a range that is negative
-    /// or inverted; the cluster failing to answer.
+    /// or inverted; the cluster failing to answer; an index that does not
+    /// match the partition ([`Error::IndexMismatch`]): it records another
+    /// topic, partition or topic id (the topic was recreated), its
+    /// `last_index` is at or past the high watermark (checked when a
+    /// region reads to the log's end, which is then looked up), a region
+    /// starts below its first offset, a rule given differs from its own
+    /// (unless forced), or a region it does not list cannot be past its
+    /// `last_index` either. A region it does not list whose range runs
+    /// past `last_index` is read from the scan there, with a `tracing`
+    /// warning.
     pub async fn build(mut self) -> Result<Recovery, Error> {
         let started = Instant::now();
         if self.wishes.is_empty() {
@@ -108,7 +118,24 @@ impl<'a> RecoveryBuilder<'a> {
                     )))
                 }
             };
+            if self.options.strategy != StrategyKind::Scan {
+                check_target(topic, *partition, index).map_err(|mismatch| {
+                    Error::IndexMismatch {
+                        topic: topic.clone(),
+                        partition: *partition,
+                        mismatch,
+                    }
+                })?;
+            }
             plans.push((topic.as_str(), *partition, index, wishes));
+        }
+        // An index of a topic since deleted and recreated under the same
+        // name: told by the topic id, where both the index and the
+        // broker's Metadata version know it.
+        for (topic, partition, index, _) in &plans {
+            if self.options.strategy != StrategyKind::Scan {
+                check_topic_id(&self.cluster, topic, *partition, index).await?;
+            }
         }
         // The ends of the partitions read to the end, looked up side by side.
         let isolation = self.options.isolation;
@@ -132,6 +159,21 @@ impl<'a> RecoveryBuilder<'a> {
         let mut cores = Vec::with_capacity(plans.len());
         for ((topic, partition, index, wishes), end) in plans.into_iter().zip(ends) {
             let log_end = end.as_ref().map_or(0, |(e, _)| *e);
+            // An index past the log's end is of another log (or of this
+            // one before it was recreated or truncated).
+            if let (Some((end, fetched)), Some(last_index)) = (&end, index.last_index()) {
+                let high_watermark = fetched.high_watermark.max(*end);
+                if self.options.strategy != StrategyKind::Scan && last_index >= high_watermark {
+                    return Err(Error::IndexMismatch {
+                        topic: topic.to_owned(),
+                        partition,
+                        mismatch: Mismatch::LastIndexPastEnd {
+                            last_index,
+                            high_watermark,
+                        },
+                    });
+                }
+            }
             let regions: Vec<RegionRange> = wishes
                 .iter()
                 .map(|w| RegionRange {
@@ -140,6 +182,15 @@ impl<'a> RecoveryBuilder<'a> {
                     to: w.to.unwrap_or(log_end),
                 })
                 .collect();
+            if self.options.strategy != StrategyKind::Scan {
+                check_listed(topic, partition, index, &regions).map_err(|mismatch| {
+                    Error::IndexMismatch {
+                        topic: topic.to_owned(),
+                        partition,
+                        mismatch,
+                    }
+                })?;
+            }
             let mut core = ReplayCore::new(
                 topic,
                 partition,
@@ -159,6 +210,33 @@ impl<'a> RecoveryBuilder<'a> {
             topics,
         })
     }
+}
+
+/// Fails when `index` records a topic id and the broker reports another for
+/// `topic`. The cached metadata is read again before failing, so a stale
+/// cache cannot cause the error.
+async fn check_topic_id(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    index: &WalIndex,
+) -> Result<(), Error> {
+    let Some(indexed) = index.source().topic_id else {
+        return Ok(());
+    };
+    let mut current = cluster.leader(topic, partition).await?.topic_id;
+    if !current.is_nil() && current != indexed {
+        cluster.invalidate(topic);
+        current = cluster.leader(topic, partition).await?.topic_id;
+    }
+    if current.is_nil() || current == indexed {
+        return Ok(());
+    }
+    Err(Error::IndexMismatch {
+        topic: topic.to_owned(),
+        partition,
+        mismatch: Mismatch::TopicId { indexed, current },
+    })
 }
 
 /// One entry of a recovery: the record, its region and where it was read.

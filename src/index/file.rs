@@ -1,7 +1,15 @@
-//! walfetch's own index file format (version 1).
+//! walfetch's own index file format (version 2; version 1 files still load).
 //!
 //! ```text
-//! "WFIX"  magic                      u8 version (1)   u8 flags (0)
+//! "WFIX"  magic                      u8 version (2)   u8 flags
+//! what the index indexes, each part present when its flag bit is set:
+//!   bit 0  topic:        uvarint length (1..=249), UTF-8 name
+//!   bit 1  partition:    uvarint (0..=i32::MAX)
+//!   bit 2  topic id:     16 bytes (a UUID, KIP-516; never nil)
+//!   bit 3  first offset: uvarint, the first offset the index covers
+//!   bit 4  region rule:  u8 place (0 key, 1 header), u8 id format
+//!                        (0 big-endian, 1 decimal); for a header:
+//!                        uvarint length (..=32767), UTF-8 header name
 //! uvarint last_index + 1 (0: none)   uvarint region count
 //! per region:  uvarint region id     uvarint entry count
 //!   per entry: uvarint offset (the first absolute, then the difference, > 0)
@@ -12,17 +20,32 @@
 //!                                        uvarint batch_len, uvarint record_end
 //! u32 (big-endian) CRC32C of every byte before it
 //! ```
+//! Version 1 is the same without the parts (its flags byte is 0): an index
+//! that says nothing about what it indexes. Other flag bits are errors.
 //! Varints are unsigned LEB128. Offsets of one region are delta-encoded, and
 //! entries sharing a batch share its description: an entry costs about two
 //! bytes without hints and four with them.
 
 use std::path::Path;
 
-use super::{Hint, IndexEntry, IndexError, WalIndex};
+use uuid::Uuid;
 
-/// The file format version this build reads and writes.
-pub const INDEX_FILE_VERSION: u8 = 1;
+use super::{Hint, IdFormat, IndexEntry, IndexError, IndexSource, RegionRule, WalIndex};
+
+/// The file format version this build writes (it reads this one and
+/// version 1).
+pub const INDEX_FILE_VERSION: u8 = 2;
 const MAGIC: &[u8; 4] = b"WFIX";
+
+const HAS_TOPIC: u8 = 1;
+const HAS_PARTITION: u8 = 1 << 1;
+const HAS_TOPIC_ID: u8 = 1 << 2;
+const HAS_FIRST_OFFSET: u8 = 1 << 3;
+const HAS_RULE: u8 = 1 << 4;
+/// Kafka's longest topic name.
+const MAX_TOPIC_LEN: u64 = 249;
+/// A Kafka header key is a compact string of at most `i16::MAX` bytes.
+const MAX_HEADER_NAME_LEN: u64 = i16::MAX as u64;
 
 fn put(out: &mut Vec<u8>, value: u64) {
     // Writing to a Vec cannot fail.
@@ -34,7 +57,7 @@ pub fn encode_index(index: &WalIndex) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + index.len() * 3);
     out.extend_from_slice(MAGIC);
     out.push(INDEX_FILE_VERSION);
-    out.push(0);
+    encode_source(&mut out, index.source());
     put(&mut out, index.last_index().map_or(0, |l| l as u64 + 1));
     let regions: Vec<_> = index.regions().collect();
     put(&mut out, regions.len() as u64);
@@ -72,6 +95,61 @@ pub fn encode_index(index: &WalIndex) -> Vec<u8> {
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
     out
+}
+
+/// The flags byte and the parts of `source` it announces. Parts the format
+/// cannot hold (a topic name longer than Kafka allows, a negative partition
+/// or offset) are left out: unknown rather than wrong.
+fn encode_source(out: &mut Vec<u8>, source: &IndexSource) {
+    let topic = source
+        .topic
+        .as_ref()
+        .filter(|t| !t.is_empty() && t.len() as u64 <= MAX_TOPIC_LEN);
+    let partition = source.partition.filter(|p| *p >= 0);
+    let topic_id = source.topic_id.filter(|id| !id.is_nil());
+    let first = source.first_offset.filter(|o| *o >= 0);
+    let rule = source.rule.as_ref().filter(|r| match r {
+        RegionRule::Key(_) => true,
+        RegionRule::Header(name, _) => name.len() as u64 <= MAX_HEADER_NAME_LEN,
+    });
+    let flags = [
+        (topic.is_some(), HAS_TOPIC),
+        (partition.is_some(), HAS_PARTITION),
+        (topic_id.is_some(), HAS_TOPIC_ID),
+        (first.is_some(), HAS_FIRST_OFFSET),
+        (rule.is_some(), HAS_RULE),
+    ]
+    .iter()
+    .filter(|(present, _)| *present)
+    .fold(0, |flags, (_, bit)| flags | bit);
+    out.push(flags);
+    if let Some(topic) = topic {
+        put(out, topic.len() as u64);
+        out.extend_from_slice(topic.as_bytes());
+    }
+    if let Some(p) = partition {
+        put(out, p as u64);
+    }
+    if let Some(id) = topic_id {
+        out.extend_from_slice(id.as_bytes());
+    }
+    if let Some(o) = first {
+        put(out, o as u64);
+    }
+    if let Some(rule) = rule {
+        out.push(match rule {
+            RegionRule::Key(_) => 0,
+            RegionRule::Header(..) => 1,
+        });
+        out.push(match rule.format() {
+            IdFormat::BigEndian => 0,
+            IdFormat::Decimal => 1,
+        });
+        if let RegionRule::Header(name, _) = rule {
+            put(out, name.len() as u64);
+            out.extend_from_slice(name.as_bytes());
+        }
+    }
 }
 
 /// A bounded reader over the file's bytes that knows its position.
@@ -112,6 +190,78 @@ impl Cursor<'_> {
             .map_err(|_| format!("{what} at byte {at} is out of range"))
     }
 
+    /// `len` bytes, never past the end.
+    fn bytes(&mut self, len: u64, what: &str) -> Result<&[u8], String> {
+        let at = self.position();
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|l| *l <= self.rest.len())
+            .ok_or_else(|| format!("the file ends inside {what} at byte {at}"))?;
+        let (taken, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(taken)
+    }
+
+    /// A UTF-8 string of 1..=`max` bytes, length first.
+    fn string(&mut self, max: u64, what: &str) -> Result<String, String> {
+        let at = self.position();
+        let len = self.uvarint(what)?;
+        if len == 0 || len > max {
+            return Err(format!(
+                "{what} at byte {at} is {len} bytes long (1 to {max} allowed)"
+            ));
+        }
+        let bytes = self.bytes(len, what)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| format!("{what} at byte {at} is not UTF-8"))
+    }
+
+    /// The parts of an index source announced by `flags`.
+    fn source(&mut self, flags: u8) -> Result<IndexSource, String> {
+        let mut source = IndexSource::default();
+        if flags & HAS_TOPIC != 0 {
+            source.topic = Some(self.string(MAX_TOPIC_LEN, "the topic name")?);
+        }
+        if flags & HAS_PARTITION != 0 {
+            let at = self.position();
+            let p = self.uvarint("the partition")?;
+            source.partition = Some(
+                i32::try_from(p)
+                    .map_err(|_| format!("the partition at byte {at} is out of range"))?,
+            );
+        }
+        if flags & HAS_TOPIC_ID != 0 {
+            let at = self.position();
+            let raw = self.bytes(16, "the topic id")?;
+            let id = Uuid::from_slice(raw).map_err(|_| self.fail("a malformed topic id"))?;
+            if id.is_nil() {
+                return Err(format!("the topic id at byte {at} is nil"));
+            }
+            source.topic_id = Some(id);
+        }
+        if flags & HAS_FIRST_OFFSET != 0 {
+            source.first_offset = Some(self.i64("the first offset")?);
+        }
+        if flags & HAS_RULE != 0 {
+            let place = self.byte("the region rule")?;
+            let format = match self.byte("the region id format")? {
+                0 => IdFormat::BigEndian,
+                1 => IdFormat::Decimal,
+                other => return Err(self.fail(&format!("unknown region id format {other}"))),
+            };
+            source.rule = Some(match place {
+                0 => RegionRule::Key(format),
+                1 => RegionRule::Header(
+                    self.string(MAX_HEADER_NAME_LEN, "the region header name")?,
+                    format,
+                ),
+                other => return Err(self.fail(&format!("unknown region rule place {other}"))),
+            });
+        }
+        Ok(source)
+    }
+
     fn u32(&mut self, what: &str) -> Result<u32, String> {
         let at = self.position();
         u32::try_from(self.uvarint(what)?)
@@ -136,19 +286,28 @@ pub fn decode_index(data: &[u8], path: &str) -> Result<WalIndex, IndexError> {
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the file is damaged or truncated"
         )));
     }
-    if body[4] != INDEX_FILE_VERSION {
+    let (version, flags) = (body[4], body[5]);
+    let known = match version {
+        1 => 0,
+        INDEX_FILE_VERSION => HAS_TOPIC | HAS_PARTITION | HAS_TOPIC_ID | HAS_FIRST_OFFSET | HAS_RULE,
+        _ => {
+            return Err(corrupt(format!(
+                "format version {version} is not supported (this build reads versions 1 and {INDEX_FILE_VERSION})"
+            )))
+        }
+    };
+    if flags & !known != 0 {
         return Err(corrupt(format!(
-            "format version {} is not supported (this build reads version {INDEX_FILE_VERSION})",
-            body[4]
+            "unknown flags {flags:#04x} at byte 5 for format version {version}"
         )));
     }
     let mut c = Cursor {
         rest: &body[6..],
         len: body.len(),
     };
-    c.rest = &body[6..];
     let parse = |c: &mut Cursor<'_>| -> Result<WalIndex, String> {
         let mut index = WalIndex::new();
+        index.set_source(c.source(flags)?);
         let last = c.uvarint("last_index")?;
         if last > 0 {
             index.set_last_index(
@@ -238,15 +397,49 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn source_strategy() -> impl Strategy<Value = IndexSource> {
+        let rule = prop_oneof![
+            any::<bool>().prop_map(|d| RegionRule::Key(if d {
+                IdFormat::Decimal
+            } else {
+                IdFormat::BigEndian
+            })),
+            ("[a-zé_]{1,12}", any::<bool>()).prop_map(|(n, d)| RegionRule::Header(
+                n,
+                if d {
+                    IdFormat::Decimal
+                } else {
+                    IdFormat::BigEndian
+                }
+            )),
+        ];
+        (
+            prop::option::of("[a-zA-Z0-9._-]{1,40}"),
+            prop::option::of(0..=i32::MAX),
+            prop::option::of(1..=u128::MAX),
+            prop::option::of(0..=i64::MAX),
+            prop::option::of(rule),
+        )
+            .prop_map(|(topic, partition, id, first, rule)| IndexSource {
+                topic,
+                partition,
+                topic_id: id.map(Uuid::from_u128),
+                first_offset: first,
+                rule,
+            })
+    }
+
     fn index_strategy() -> impl Strategy<Value = WalIndex> {
         let entry = (1..50i64, any::<bool>(), any::<bool>(), 0..4i64, 61..2000u32);
         let region = (any::<u64>(), prop::collection::vec(entry, 0..40));
         (
             prop::collection::vec(region, 0..6),
             prop::option::of(0..1_000_000i64),
+            source_strategy(),
         )
-            .prop_map(|(regions, last)| {
+            .prop_map(|(regions, last, source)| {
                 let mut index = WalIndex::new();
+                index.set_source(source);
                 for (id, entries) in regions {
                     let mut offset = -1;
                     let mut base = 0;
@@ -301,6 +494,74 @@ mod tests {
         bytes[n - 4..].copy_from_slice(&crc.to_be_bytes());
         let err = decode_index(&bytes, "f").unwrap_err().to_string();
         assert!(err.contains("version 9"), "{err}");
+    }
+
+    /// A version 1 file, as the build before version 2 wrote it: magic,
+    /// version 1, flags 0, `last_index` 41 (+1), one region (7) of two
+    /// entries, offsets 3 and 5 without hints.
+    fn version_1_file() -> Vec<u8> {
+        let mut bytes = b"WFIX\x01\x00".to_vec();
+        bytes.extend_from_slice(&[42, 1, 7, 2, 3, 0, 2, 0]);
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_be_bytes());
+        bytes
+    }
+
+    #[test]
+    fn version_1_files_still_load_knowing_nothing_of_their_source() {
+        let index = decode_index(&version_1_file(), "old.idx").unwrap();
+        assert_eq!(index.last_index(), Some(41));
+        let offsets: Vec<i64> = index
+            .region(7)
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| e.offset)
+            .collect();
+        assert_eq!(offsets, [3, 5]);
+        assert!(index.source().is_unknown());
+        // Written again, it is a version 2 file saying the same.
+        let again = encode_index(&index);
+        assert_eq!(again[4], INDEX_FILE_VERSION);
+        assert_eq!(decode_index(&again, "new.idx").unwrap(), index);
+    }
+
+    #[test]
+    fn version_2_records_what_it_indexes() {
+        let mut index = WalIndex::new();
+        index.push(3, IndexEntry::offset_only(10)).unwrap();
+        index.set_last_index(12);
+        let id = Uuid::from_u128(0x1234_5678_9abc_def0_1234_5678_9abc_def0);
+        index.set_source(
+            IndexSource::new("wal", 4)
+                .with_topic_id(id)
+                .with_first_offset(10)
+                .with_rule(RegionRule::Header("region".into(), IdFormat::Decimal)),
+        );
+        let back = decode_index(&encode_index(&index), "x").unwrap();
+        let source = back.source();
+        assert_eq!(source.topic.as_deref(), Some("wal"));
+        assert_eq!(source.partition, Some(4));
+        assert_eq!(source.topic_id, Some(id));
+        assert_eq!(source.first_offset, Some(10));
+        assert_eq!(
+            source.rule,
+            Some(RegionRule::Header("region".into(), IdFormat::Decimal))
+        );
+    }
+
+    #[test]
+    fn unknown_flags_and_a_version_1_file_with_flags_are_errors() {
+        for (version, flags) in [(1u8, HAS_TOPIC), (2, 1 << 5), (2, 0x80)] {
+            let mut bytes = version_1_file();
+            bytes[4] = version;
+            bytes[5] = flags;
+            let n = bytes.len();
+            let crc = crc32c::crc32c(&bytes[..n - 4]);
+            bytes[n - 4..].copy_from_slice(&crc.to_be_bytes());
+            let err = decode_index(&bytes, "f").unwrap_err().to_string();
+            assert!(err.contains("unknown flags"), "{err}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{IndexEntry, IndexError, WalIndex};
+use super::{IndexEntry, IndexError, IndexSource, WalIndex};
 
 #[derive(Debug, Deserialize)]
 struct TopicIndex {
@@ -28,6 +28,11 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
     let mut out = BTreeMap::new();
     for (topic, t) in topics {
         let mut index = WalIndex::new();
+        // The file names the topic; nothing else of the source.
+        index.set_source(IndexSource {
+            topic: Some(topic.clone()),
+            ..IndexSource::default()
+        });
         let last = i64::try_from(t.last_index).map_err(|_| {
             corrupt(format!(
                 "topic {topic}: last_index {} is out of range",
@@ -82,6 +87,8 @@ mod tests {
         let topics = import_greptime(json, "index.json").unwrap();
         let t0 = &topics["wal_topic_0"];
         assert_eq!(t0.last_index(), Some(20));
+        assert_eq!(t0.source().topic.as_deref(), Some("wal_topic_0"));
+        assert_eq!(t0.source().partition, None);
         let offsets: Vec<i64> = t0
             .region(4398046511104)
             .unwrap()

@@ -2,6 +2,11 @@
 //! hints the writer knew exactly, plus `last_index`, the offset up to which
 //! the index is complete.
 //!
+//! An index is a promise about one log: it records what it indexes (an
+//! [`IndexSource`]: topic, partition, topic id, the first offset it covers
+//! and the region rule), and a replay checks those against the partition it
+//! reads before trusting the offsets.
+//!
 //! The index is what lets a replay skip other regions' data: the planner
 //! starts fetches at the region's offsets and sizes them from the hints.
 //! Hints only ever save bytes; a wrong or stale hint costs bytes or a round
@@ -12,6 +17,8 @@ mod greptime;
 mod rule;
 
 use std::collections::BTreeMap;
+
+use uuid::Uuid;
 
 pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
 pub use greptime::import_greptime;
@@ -82,6 +89,9 @@ pub enum IndexError {
         /// What was wrong, with the byte position where known.
         what: String,
     },
+    /// Two indexes to merge are of different logs or rules.
+    #[error("the indexes do not describe the same log: {0}")]
+    SourceConflict(String),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -91,6 +101,91 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What an index indexes. Each part is `None` when unknown (an index file
+/// of format version 1, a GreptimeDB index); a replay checks the parts that
+/// are known (see [`crate::error::Mismatch`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexSource {
+    /// The topic.
+    pub topic: Option<String>,
+    /// The partition.
+    pub partition: Option<i32>,
+    /// The topic's id (Metadata v10+, KIP-516): tells a topic deleted and
+    /// recreated under the same name from the one indexed.
+    pub topic_id: Option<Uuid>,
+    /// The first offset the index covers: every entry from it up to
+    /// `last_index` is indexed; below it, nothing is known.
+    pub first_offset: Option<i64>,
+    /// The region rule that assigned records to regions.
+    pub rule: Option<RegionRule>,
+}
+
+impl IndexSource {
+    /// The source `topic`/`partition`, the rest unknown.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        Self {
+            topic: Some(topic.into()),
+            partition: Some(partition),
+            ..Self::default()
+        }
+    }
+
+    /// Sets [`IndexSource::topic_id`] (a nil id means unknown).
+    pub fn with_topic_id(mut self, id: Uuid) -> Self {
+        self.topic_id = (!id.is_nil()).then_some(id);
+        self
+    }
+
+    /// Sets [`IndexSource::first_offset`].
+    pub fn with_first_offset(mut self, offset: i64) -> Self {
+        self.first_offset = Some(offset);
+        self
+    }
+
+    /// Sets [`IndexSource::rule`].
+    pub fn with_rule(mut self, rule: RegionRule) -> Self {
+        self.rule = Some(rule);
+        self
+    }
+
+    /// Whether nothing is known.
+    pub fn is_unknown(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Joins the source of another index of the same log: parts known to
+    /// one are kept, the first offset is the higher (both are complete from
+    /// there), and parts both know must agree.
+    fn merge(&mut self, other: &IndexSource) -> Result<(), IndexError> {
+        fn join<T: PartialEq + Clone + std::fmt::Debug>(
+            mine: &mut Option<T>,
+            theirs: &Option<T>,
+            what: &str,
+        ) -> Result<(), IndexError> {
+            match (mine.as_ref(), theirs) {
+                (Some(a), Some(b)) if a != b => Err(IndexError::SourceConflict(format!(
+                    "one index is of {what} {a:?}, the other of {b:?}"
+                ))),
+                (None, Some(b)) => {
+                    *mine = Some(b.clone());
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }
+        join(&mut self.topic, &other.topic, "topic")?;
+        join(&mut self.partition, &other.partition, "partition")?;
+        join(&mut self.topic_id, &other.topic_id, "topic id")?;
+        join(&mut self.rule, &other.rule, "region rule")?;
+        self.first_offset = match (self.first_offset, other.first_offset) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(())
+    }
 }
 
 /// One region's sorted entries.
@@ -159,6 +254,7 @@ impl RegionIndex {
 pub struct WalIndex {
     regions: BTreeMap<RegionId, RegionIndex>,
     last_index: Option<i64>,
+    source: IndexSource,
 }
 
 impl WalIndex {
@@ -187,6 +283,16 @@ impl WalIndex {
         self.last_index = Some(self.last_index.map_or(offset, |l| l.max(offset)));
     }
 
+    /// What the index indexes, as far as known.
+    pub fn source(&self) -> &IndexSource {
+        &self.source
+    }
+
+    /// Records what the index indexes.
+    pub fn set_source(&mut self, source: IndexSource) {
+        self.source = source;
+    }
+
     /// The region's entries, if it has any.
     pub fn region(&self, region: RegionId) -> Option<&RegionIndex> {
         self.regions.get(&region)
@@ -198,8 +304,14 @@ impl WalIndex {
     }
 
     /// Drops every entry below `checkpoint` (what regions have already
-    /// flushed), and regions left empty.
+    /// flushed), and regions left empty. The index then covers nothing
+    /// below `checkpoint`: its first offset rises to it.
     pub fn truncate_below(&mut self, checkpoint: i64) {
+        self.source.first_offset = Some(
+            self.source
+                .first_offset
+                .map_or(checkpoint, |f| f.max(checkpoint)),
+        );
         for region in self.regions.values_mut() {
             let keep = region.entries.partition_point(|e| e.offset < checkpoint);
             region.entries.drain(..keep);
@@ -209,7 +321,10 @@ impl WalIndex {
 
     /// Joins the index of another writer of the same partition: entries of
     /// both, and a `last_index` up to which both are complete (the lower).
+    /// Their sources must agree where both are known.
     pub fn merge(&mut self, other: &WalIndex) -> Result<(), IndexError> {
+        let mut source = self.source.clone();
+        source.merge(&other.source)?;
         for (id, region) in other.regions() {
             let mine = self.regions.entry(id).or_default();
             let mut merged = Vec::with_capacity(mine.len() + region.len());
@@ -244,6 +359,7 @@ impl WalIndex {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        self.source = source;
         Ok(())
     }
 
@@ -265,6 +381,7 @@ impl WalIndex {
         WalIndex {
             regions,
             last_index: self.last_index,
+            source: self.source.clone(),
         }
     }
 
@@ -348,6 +465,30 @@ mod tests {
         assert_eq!(a.region(2).unwrap().len(), 2);
         assert_eq!(a.last_index(), Some(7));
         assert!(a.clone().merge(&b).is_err(), "the same entry twice");
+    }
+
+    #[test]
+    fn merging_keeps_the_source_and_refuses_another_log() {
+        let mut a = WalIndex::new();
+        let mut b = WalIndex::new();
+        a.set_source(IndexSource::new("wal", 0).with_first_offset(10));
+        b.set_source(
+            IndexSource::new("wal", 0)
+                .with_first_offset(40)
+                .with_rule(RegionRule::Key(IdFormat::BigEndian)),
+        );
+        a.merge(&b).unwrap();
+        assert_eq!(a.source().first_offset, Some(40), "complete from the later");
+        assert_eq!(a.source().rule, Some(RegionRule::Key(IdFormat::BigEndian)));
+        let mut other = WalIndex::new();
+        other.set_source(IndexSource::new("wal", 1));
+        other.push(1, IndexEntry::offset_only(3)).unwrap();
+        let err = a.merge(&other).unwrap_err().to_string();
+        assert!(err.contains("partition 0") && err.contains("1"), "{err}");
+        assert!(a.region(1).is_none(), "nothing merged on a conflict");
+        // Truncating raises the first offset.
+        a.truncate_below(70);
+        assert_eq!(a.source().first_offset, Some(70));
     }
 
     #[test]

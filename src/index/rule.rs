@@ -25,14 +25,44 @@ pub enum RegionRule {
 impl RegionRule {
     /// The record's region, if the rule finds a well-formed id.
     pub fn region(&self, record: &Record) -> Option<RegionId> {
-        let (bytes, format) = match self {
-            RegionRule::Key(format) => (record.key()?, *format),
-            RegionRule::Header(name, format) => {
-                let header = record.headers().find(|h| h.key == name.as_bytes())?;
-                (header.value?, *format)
+        parse_id(self.id_bytes(record)?, self.format())
+    }
+
+    /// The bytes the rule reads the region id from (the key, or the
+    /// header's value), whether or not they are a well-formed id.
+    pub fn id_bytes<'r>(&self, record: &'r Record) -> Option<&'r [u8]> {
+        match self {
+            RegionRule::Key(_) => record.key(),
+            RegionRule::Header(name, _) => {
+                record.headers().find(|h| h.key == name.as_bytes())?.value
             }
-        };
-        parse_id(bytes, format)
+        }
+    }
+
+    /// How the id is written.
+    pub fn format(&self) -> IdFormat {
+        match self {
+            RegionRule::Key(format) | RegionRule::Header(_, format) => *format,
+        }
+    }
+}
+
+impl std::fmt::Display for IdFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IdFormat::Decimal => "decimal",
+            IdFormat::BigEndian => "be",
+        })
+    }
+}
+
+/// As the command line spells it: `key, be` or `header "region", decimal`.
+impl std::fmt::Display for RegionRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegionRule::Key(format) => write!(f, "key, {format}"),
+            RegionRule::Header(name, format) => write!(f, "header {name:?}, {format}"),
+        }
     }
 }
 

@@ -35,6 +35,7 @@
 //!   the rest is cut at the byte limit); KIP-98 (`read_committed`).
 
 mod absorb;
+pub(crate) mod bind;
 mod link;
 mod options;
 mod queue;
@@ -186,6 +187,9 @@ pub struct ReplayCore {
     /// Set once the broker skipped the batch containing a mid-batch fetch
     /// offset: the log start it reported (see [`PlanView::misaligned`]).
     misaligned: Option<i64>,
+    /// Whether each indexed entry is checked to be of its region by
+    /// `options.region_rule` when yielded (the rule is known).
+    verify_entries: bool,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -208,13 +212,19 @@ impl ReplayCore {
     /// [`ReplayStats::time_to_first`].
     ///
     /// Errors: no region, a region asked for twice, a negative or inverted
-    /// range, or an index that gives one offset to two regions.
+    /// range, or an index that gives one offset to two regions; an index
+    /// that does not match ([`Error::IndexMismatch`]): it records another
+    /// topic or partition, a region starts below its first offset, or the
+    /// options' rule differs from its own without
+    /// [`ReplayOptions::force_rule`]. With the rule known, an entry read at
+    /// an indexed offset that is not of its region ends the replay with
+    /// that error when its turn to be yielded comes.
     pub fn new(
         topic: impl Into<String>,
         partition: i32,
         index: &WalIndex,
         regions: &[RegionRange],
-        options: ReplayOptions,
+        mut options: ReplayOptions,
         now: Instant,
     ) -> Result<Self, Error> {
         let topic = topic.into();
@@ -247,6 +257,15 @@ impl ReplayCore {
                 tail_from,
             });
         }
+        let bound =
+            bind::bind(&topic, partition, index, regions, &options).map_err(|mismatch| {
+                Error::IndexMismatch {
+                    topic: topic.clone(),
+                    partition,
+                    mismatch,
+                }
+            })?;
+        options.region_rule = Some(bound.rule);
         let end = tracked.iter().map(|r| r.range.to).max().unwrap_or(0);
         // The union of the regions' indexed entries, in offset order.
         let mut union: Vec<(IndexEntry, usize)> = Vec::new();
@@ -336,6 +355,7 @@ impl ReplayCore {
             yielded_ends: Vec::new(),
             log_start: 0,
             misaligned: None,
+            verify_entries: bound.verify,
         })
     }
 
@@ -819,7 +839,8 @@ impl ReplayCore {
     /// region rule finds one asked for whose range holds the offset.
     fn take_tail_record(&mut self, record: Record) {
         let offset = record.offset();
-        let owner = self.options.region_rule.region(&record).and_then(|id| {
+        let rule = self.options.region_rule.as_ref();
+        let owner = rule.and_then(|rule| rule.region(&record)).and_then(|id| {
             self.regions
                 .iter()
                 .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to)
@@ -850,6 +871,10 @@ impl ReplayCore {
                 Slot::Ready(record) => {
                     self.next_yield += 1;
                     let k = self.entry_regions[i];
+                    if let Some(mismatch) = self.foreign_entry(k, &record) {
+                        self.buffered_bytes -= record.wire_len() as u64;
+                        return Some(Err(mismatch));
+                    }
                     self.stats.entries += 1;
                     self.region_stats[k].entries += 1;
                     return Some(Ok(self.yielded(k, record, now)));
@@ -875,6 +900,28 @@ impl ReplayCore {
         self.stats.tail_records += 1;
         self.region_stats[k].tail_records += 1;
         Some(Ok(self.yielded(k, record, now)))
+    }
+
+    /// The error for an entry the index gives to region `k` whose record is
+    /// of another region by the (known) rule: the index is not of this log.
+    fn foreign_entry(&self, k: usize, record: &Record) -> Option<Error> {
+        let rule = self
+            .options
+            .region_rule
+            .as_ref()
+            .filter(|_| self.verify_entries)?;
+        let region = self.regions[k].range.region;
+        let found = rule.region(record);
+        (found != Some(region)).then(|| Error::IndexMismatch {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            mismatch: crate::error::Mismatch::Entry {
+                offset: record.offset(),
+                region,
+                found,
+                rule: rule.clone(),
+            },
+        })
     }
 
     /// The error for lost entry `i`: every lost offset of its region known

@@ -5,7 +5,7 @@
 use walfetch_codec::DecodeOptions;
 
 use crate::cluster::IsolationLevel;
-use crate::index::{IdFormat, RegionRule};
+use crate::index::RegionRule;
 use crate::plan::PlanConfig;
 
 /// Which fetch strategy a replay uses.
@@ -81,9 +81,19 @@ pub struct ReplayOptions {
     pub max_attempts: u32,
     /// How a record's region is found, for records past `last_index` (and
     /// for every record of a full scan): only the regions asked for are
-    /// yielded. Default: the key, 8 bytes big-endian, as
-    /// [`crate::writer::WalWriter`] writes it.
-    pub region_rule: RegionRule,
+    /// yielded. `None` (the default): the rule the index records (see
+    /// [`crate::index::IndexSource::rule`]), else the key, 8 bytes
+    /// big-endian, as [`crate::writer::WalWriter`] writes it. A rule given
+    /// here that differs from the index's is an error
+    /// ([`crate::error::Mismatch::Rule`]) unless
+    /// [`ReplayOptions::force_rule`] is set. When the rule is known (given
+    /// here or recorded in the index), every entry read at an indexed
+    /// offset is checked to be of its region by it
+    /// ([`crate::error::Mismatch::Entry`]).
+    pub region_rule: Option<RegionRule>,
+    /// Use [`ReplayOptions::region_rule`] even where it differs from the
+    /// rule an index was built with. Default: off.
+    pub force_rule: bool,
 }
 
 impl Default for ReplayOptions {
@@ -100,7 +110,8 @@ impl Default for ReplayOptions {
             partial_records: true,
             on_lost: LostPolicy::Error,
             max_attempts: 16,
-            region_rule: RegionRule::Key(IdFormat::BigEndian),
+            region_rule: None,
+            force_rule: false,
         }
     }
 }
@@ -174,7 +185,13 @@ impl ReplayOptions {
 
     /// Sets [`ReplayOptions::region_rule`].
     pub fn with_region_rule(mut self, rule: RegionRule) -> Self {
-        self.region_rule = rule;
+        self.region_rule = Some(rule);
+        self
+    }
+
+    /// Sets [`ReplayOptions::force_rule`].
+    pub fn with_force_rule(mut self, force: bool) -> Self {
+        self.force_rule = force;
         self
     }
 }

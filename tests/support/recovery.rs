@@ -68,7 +68,12 @@ pub(crate) async fn recover(
     checkpoints: &BTreeMap<(i32, RegionId), i64>,
     options: ReplayOptions,
 ) -> Result<(Written, ReplayStats), Error> {
-    let rule = options.region_rule.clone();
+    let rule = options
+        .region_rule
+        .clone()
+        .unwrap_or(walfetch::index::RegionRule::Key(
+            walfetch::index::IdFormat::BigEndian,
+        ));
     let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
     for (p, index) in (0..).zip(indexes) {
         builder = builder.index(topic, p, index);

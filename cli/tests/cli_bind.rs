@@ -1,0 +1,274 @@
+//! The index binds to what it indexed, from the command line on the real
+//! broker (Tansu): `index show` prints what an index indexes; `replay`
+//! refuses an index of another partition, a rule other than the index's
+//! unless `--force-rule` (and then checks every entry), a region the index
+//! does not list unless the log past `last_index` may hold it (a note
+//! then), a start below the index's first offset; `index build --from`
+//! inside a batch indexes every record from there; `index build` warns of a
+//! rule that finds no region and of decimal ids read big-endian.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use support::recovery::{write_partition, Written};
+use support::tansu::Tansu;
+use walfetch::codec::{BatchBuilder, NewRecord};
+use walfetch::writer::WriterConfig;
+
+fn walfetch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args(args)
+        .output()
+        .expect("run walfetch")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs walfetch expecting success; its stdout and stderr.
+fn ok(args: &[&str]) -> (String, String) {
+    let out = walfetch(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr(&out),
+    )
+}
+
+/// Runs walfetch expecting failure with `message` on stderr.
+fn fails_with(args: &[&str], message: &str) {
+    let out = walfetch(args);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{args:?} succeeded: {err}");
+    assert!(err.contains(message), "{args:?}: {err}");
+}
+
+/// `walfetch replay -b ADDR --format raw` and `extra`.
+fn replay_args(addr: &str, extra: &[&str]) -> Vec<String> {
+    ["replay", "-b", addr, "--format", "raw"]
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("walfetch-cli-bind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_binds_to_what_it_indexed() {
+    let broker = Tansu::start().await;
+    let cluster = Arc::new(broker.cluster_with_topic("wal", 2).await);
+    // Partition 0: regions 1 to 3 by the WAL writer (8-byte big-endian
+    // keys), in batches of about ten entries.
+    let mut config = WriterConfig::new("wal", 0);
+    config.max_batch_bytes = 400;
+    let entries = (0..120u64).map(|n| (n % 3 + 1, Bytes::from(format!("entry {n:04}"))));
+    let mut written = Written::new();
+    write_partition(&cluster, config, entries, &mut written).await;
+    // Partition 1: decimal keys.
+    for b in 0..3 {
+        let records: Vec<NewRecord> = (0..10)
+            .map(|i| NewRecord {
+                offset_delta: i,
+                key: Some(Bytes::from((i % 3 + 1).to_string())),
+                value: Some(Bytes::from(format!("b{b} r{i}"))),
+                ..NewRecord::default()
+            })
+            .collect();
+        let batch = BatchBuilder::new(0).encode(&records).unwrap();
+        cluster.produce("wal", 1, batch.bytes).await.unwrap();
+    }
+
+    let dir = temp_dir();
+    let addr = broker.address();
+    let p0 = dir.join("p0.idx");
+    let (_, err) = ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--out",
+        path(&p0),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    let (shown, _) = ok(&["index", "show", path(&p0)]);
+    assert!(
+        shown.contains("source: topic \"wal\", partition 0,")
+            && shown.contains("first offset 0, region rule key, be"),
+        "{shown}"
+    );
+    let run = |extra: &[&str]| replay_args(&addr, extra);
+
+    // Another partition.
+    let args = run(&["-t", "wal:1", "--index", path(&p0), "--region", "1"]);
+    fails_with(&refs(&args), "the index is of partition 0");
+
+    // Another rule: refused; forced, every entry is checked by it.
+    let args = run(&[
+        "-t",
+        "wal",
+        "--index",
+        path(&p0),
+        "--region",
+        "1",
+        "--region-format",
+        "decimal",
+    ]);
+    fails_with(
+        &refs(&args),
+        "differs from the one the index was built with (key, be)",
+    );
+    let mut forced = args.clone();
+    forced.push("--force-rule".into());
+    fails_with(
+        &refs(&forced),
+        "the index does not match this partition at offset 0",
+    );
+    // The index's own rule, given or not, replays.
+    let args = run(&["-t", "wal", "--index", path(&p0), "--region", "1"]);
+    let (out, _) = ok(&refs(&args));
+    assert_eq!(out.lines().count(), 40, "{out}");
+
+    // A region the index does not list, wholly inside the index: an error.
+    let args = run(&["-t", "wal", "--index", path(&p0), "--region", "99"]);
+    fails_with(&refs(&args), "region 99 has no entry in the index");
+    // Indexed up to 59 only, the rest may hold it: a note, and a replay.
+    let half = dir.join("half.idx");
+    ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--to",
+        "60",
+        "--out",
+        path(&half),
+    ]);
+    let args = run(&["-t", "wal", "--index", path(&half), "--region", "99"]);
+    let (out, err) = ok(&refs(&args));
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(
+            "note: region 99 is not in the index of wal:0: only the records past offset 59"
+        ),
+        "{err}"
+    );
+
+    // From inside a batch (Tansu answers from the next batch): every record
+    // from there is indexed, and the index starts there.
+    let from = dir.join("from.idx");
+    let (_, err) = ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--from",
+        "5",
+        "--out",
+        path(&from),
+    ]);
+    assert!(err.contains("indexed 115 records"), "{err}");
+    let (shown, _) = ok(&["index", "show", path(&from)]);
+    assert!(shown.contains("first offset 5,"), "{shown}");
+    let args = run(&[
+        "-t",
+        "wal",
+        "--index",
+        path(&from),
+        "--region",
+        "3",
+        "--from",
+        "5",
+    ]);
+    let (out, _) = ok(&refs(&args));
+    assert_eq!(out.lines().next(), Some("entry 0005"), "{out}");
+    let args = run(&[
+        "-t",
+        "wal",
+        "--index",
+        path(&from),
+        "--region",
+        "3",
+        "--from",
+        "4",
+    ]);
+    fails_with(&refs(&args), "the index covers offsets from 5 only");
+
+    // Warnings: decimal keys read big-endian; a rule that finds nothing.
+    let p1 = dir.join("p1.idx");
+    let (_, err) = ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "-p",
+        "1",
+        "--out",
+        path(&p1),
+    ]);
+    assert!(
+        err.contains("warning: every region id of the 30 records is ASCII digits"),
+        "{err}"
+    );
+    let (_, err) = ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "-p",
+        "1",
+        "--region-header",
+        "shard",
+        "--out",
+        path(&p1),
+    ]);
+    assert!(
+        err.contains("warning: the region rule (header \"shard\", be) found no region in 30 of 30"),
+        "{err}"
+    );
+    let (_, err) = ok(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "-p",
+        "1",
+        "--region-format",
+        "decimal",
+        "--out",
+        path(&p1),
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

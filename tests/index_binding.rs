@@ -1,0 +1,403 @@
+//! The index binds to what it indexed, against the scripted broker: a
+//! replay refuses an index of another topic, partition or topic
+//! incarnation, one past the log's end, a start below its first offset, a
+//! rule other than its own unless forced, and a region it does not list
+//! unless the log past `last_index` may hold it; an entry read at an
+//! indexed offset that is not of its region is an error, never output.
+//! `build_index` records what it indexes and, from an offset inside a batch
+//! on a broker that skips that batch, still indexes every record from it.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use support::recovery::{dumped_at, write_partition, Written};
+use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
+use walfetch::codec::{BatchBuilder, NewRecord};
+use walfetch::consumer::{Recovery, ReplayOptions};
+use walfetch::error::{Error, Mismatch};
+use walfetch::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
+use walfetch::scan::build_index;
+use walfetch::writer::WriterConfig;
+use walfetch_testkit::{Habits, ScriptedCluster};
+
+async fn connect(scripted: &ScriptedCluster) -> Arc<Cluster> {
+    let mut config = ClusterConfig::new([scripted.bootstrap()]);
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
+    Arc::new(Cluster::connect(config).await.expect("connect"))
+}
+
+/// Topic `wal` of two partitions: partition 0 holds regions 1 and 2 in
+/// turn, partition 1 only region 3; the writers' indexes.
+async fn two_partitions() -> (ScriptedCluster, Arc<Cluster>, Written, Vec<WalIndex>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic("wal", 2).expect("topic");
+    scripted.create_topic("other", 1).expect("topic");
+    let cluster = connect(&scripted).await;
+    let mut written = Written::new();
+    let mut indexes = Vec::new();
+    for p in 0..2 {
+        let mut config = WriterConfig::new("wal", p);
+        config.max_batch_bytes = 600;
+        let entries = (0..60u64).map(|n| {
+            let region = if p == 0 { 1 + n % 2 } else { 3 };
+            (region, Bytes::from(format!("p{p} n{n} {}", "x".repeat(40))))
+        });
+        indexes.push(write_partition(&cluster, config, entries, &mut written).await);
+    }
+    (scripted, cluster, written, indexes)
+}
+
+/// Recovers `region` of `topic`/`partition` from `from` with `index`; the
+/// offsets it got, or the error.
+async fn replay(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    (topic, partition): (&str, i32),
+    region: RegionId,
+    from: i64,
+    options: ReplayOptions,
+) -> Result<Vec<i64>, Error> {
+    let mut recovery = Recovery::builder(Arc::clone(cluster))
+        .options(options)
+        .index(topic, partition, index)
+        .region(topic, partition, region, from)
+        .build()
+        .await?;
+    let mut got = Vec::new();
+    while let Some(entry) = recovery.next().await {
+        got.push(entry?.record.offset());
+    }
+    Ok(got)
+}
+
+fn mismatch(result: Result<Vec<i64>, Error>) -> Mismatch {
+    match result {
+        Err(Error::IndexMismatch { mismatch, .. }) => mismatch,
+        other => panic!("expected an index mismatch, got {other:?}"),
+    }
+}
+
+fn offsets(written: &Written, p: i32, region: RegionId) -> Vec<i64> {
+    written[&p][&region].iter().map(|(o, _)| *o).collect()
+}
+
+#[tokio::test]
+async fn the_writers_index_records_its_source_and_replays() {
+    let (scripted, cluster, written, indexes) = two_partitions().await;
+    let source = indexes[0].source();
+    assert_eq!(source.topic.as_deref(), Some("wal"));
+    assert_eq!(source.partition, Some(0));
+    assert_eq!(source.topic_id, scripted.topic_id("wal"));
+    assert_eq!(source.rule, Some(RegionRule::Key(IdFormat::BigEndian)));
+    let got = replay(
+        &cluster,
+        &indexes[0],
+        ("wal", 0),
+        1,
+        0,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got.unwrap(), offsets(&written, 0, 1));
+}
+
+#[tokio::test]
+async fn an_index_of_another_topic_or_partition_is_refused() {
+    let (_scripted, cluster, _, indexes) = two_partitions().await;
+    let o = ReplayOptions::default;
+    let on_p1 = replay(&cluster, &indexes[0], ("wal", 1), 1, 0, o()).await;
+    assert_eq!(mismatch(on_p1), Mismatch::Partition { indexed: 0 });
+    let other = replay(&cluster, &indexes[0], ("other", 0), 1, 0, o()).await;
+    let err = other.unwrap_err().to_string();
+    assert!(
+        err.contains("\"other\"") && err.contains("the index is of topic \"wal\""),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_index_of_a_recreated_topic_is_refused() {
+    let (scripted, cluster, _, indexes) = two_partitions().await;
+    // The index as it was built before the topic was deleted and created
+    // again: another topic id.
+    let mut old = indexes[0].clone();
+    let before = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+    old.set_source(old.source().clone().with_topic_id(before));
+    let got = replay(&cluster, &old, ("wal", 0), 1, 0, ReplayOptions::default()).await;
+    assert_eq!(
+        mismatch(got),
+        Mismatch::TopicId {
+            indexed: before,
+            current: scripted.topic_id("wal").unwrap()
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_index_past_the_high_watermark_is_refused() {
+    let (scripted, cluster, _, indexes) = two_partitions().await;
+    let hw = scripted.high_watermark("wal", 0).unwrap();
+    let mut longer = indexes[0].clone();
+    longer.set_last_index(hw + 100);
+    let got = replay(
+        &cluster,
+        &longer,
+        ("wal", 0),
+        1,
+        0,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        mismatch(got),
+        Mismatch::LastIndexPastEnd {
+            last_index: hw + 100,
+            high_watermark: hw
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_entry_of_another_region_at_an_indexed_offset_is_an_error_not_output() {
+    let (_scripted, cluster, written, indexes) = two_partitions().await;
+    // Partition 0's index with no source but its rule (as a version 1 file
+    // replayed with the rule given), used on partition 1: the offsets it
+    // gives region 1 hold region 3 there.
+    let mut blind = indexes[0].clone();
+    blind.set_source(IndexSource::default());
+    let with_rule = ReplayOptions::default().with_region_rule(RegionRule::Key(IdFormat::BigEndian));
+    let got = replay(&cluster, &blind, ("wal", 1), 1, 0, with_rule).await;
+    let first = offsets(&written, 0, 1)[0];
+    let err = got.unwrap_err();
+    assert!(
+        err.to_string().contains(&format!(
+            "the index does not match this partition at offset {first}"
+        )),
+        "{err}"
+    );
+    assert!(
+        matches!(
+            &err,
+            Error::IndexMismatch {
+                mismatch: Mismatch::Entry {
+                    found: Some(3),
+                    region: 1,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The rule unknown, nothing can be checked: the old behaviour.
+    let unchecked = replay(&cluster, &blind, ("wal", 1), 1, 0, ReplayOptions::default()).await;
+    assert!(!unchecked.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_region_absent_from_the_index_is_refused_unless_the_tail_may_hold_it() {
+    let (_scripted, cluster, written, indexes) = two_partitions().await;
+    let got = replay(
+        &cluster,
+        &indexes[0],
+        ("wal", 0),
+        99,
+        0,
+        ReplayOptions::default(),
+    )
+    .await;
+    let err = got.unwrap_err().to_string();
+    assert!(err.contains("region 99 has no entry in the index"), "{err}");
+    // Dumped halfway, the log past last_index may hold region 99's
+    // entries: read (and here empty).
+    let cut = offsets(&written, 0, 2)[10];
+    let mut half = dumped_at(&indexes[0], cut);
+    half.set_source(indexes[0].source().clone());
+    let got = replay(&cluster, &half, ("wal", 0), 99, 0, ReplayOptions::default()).await;
+    assert_eq!(got.unwrap(), Vec::<i64>::new());
+    // And a listed region gets its entries on both sides of last_index.
+    let got = replay(&cluster, &half, ("wal", 0), 2, 0, ReplayOptions::default()).await;
+    assert_eq!(got.unwrap(), offsets(&written, 0, 2));
+}
+
+/// `n` records in batches of `per_batch`, the region id of record `i`
+/// (`i % 3 + 1`) written in decimal both in the key and in header
+/// `region`.
+async fn decimal_records(cluster: &Cluster, topic: &str, n: usize, per_batch: usize) {
+    for (b, chunk) in (0..n).collect::<Vec<_>>().chunks(per_batch).enumerate() {
+        let records: Vec<NewRecord> = chunk
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| {
+                let id = Bytes::from((i % 3 + 1).to_string());
+                NewRecord {
+                    offset_delta: i32::try_from(d).unwrap(),
+                    timestamp: i64::try_from(i).unwrap(),
+                    key: Some(id.clone()),
+                    value: Some(Bytes::from(format!("record {i}"))),
+                    headers: vec![(Bytes::from_static(b"region"), Some(id))],
+                }
+            })
+            .collect();
+        let batch = BatchBuilder::new(0).encode(&records).unwrap();
+        cluster
+            .produce(topic, 0, batch.bytes)
+            .await
+            .unwrap_or_else(|e| panic!("batch {b}: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn build_from_inside_a_batch_indexes_every_record_from_there() {
+    let scripted = ScriptedCluster::builder()
+        .habits(Habits::TANSU_0_6)
+        .start()
+        .await
+        .expect("scripted broker");
+    scripted.create_topic("wal", 1).expect("topic");
+    let cluster = connect(&scripted).await;
+    decimal_records(&cluster, "wal", 100, 10).await;
+    let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
+    // 15 is inside the batch 10..=19, which this broker skips.
+    let (index, report) = build_index(&cluster, "wal", 0, &rule, 15, None, 1 << 20)
+        .await
+        .unwrap();
+    let all: Vec<i64> = {
+        let mut v: Vec<i64> = index
+            .regions()
+            .flat_map(|(_, r)| r.entries().iter().map(|e| e.offset))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(all, (15..100).collect::<Vec<_>>(), "{report:?}");
+    assert!(report.realigned > 0, "{report:?}");
+    assert_eq!(index.last_index(), Some(99));
+    let source = index.source();
+    assert_eq!(source.first_offset, Some(15));
+    assert_eq!(source.rule, Some(rule.clone()));
+    assert_eq!(source.topic_id, scripted.topic_id("wal"));
+    // Replays from its first offset on work; from below, they are refused.
+    let got = replay(
+        &cluster,
+        &index,
+        ("wal", 0),
+        1,
+        15,
+        ReplayOptions::default(),
+    )
+    .await;
+    let want: Vec<i64> = (15..100).filter(|i| i % 3 == 0).collect();
+    assert_eq!(got.unwrap(), want);
+    let below = replay(
+        &cluster,
+        &index,
+        ("wal", 0),
+        1,
+        14,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        mismatch(below),
+        Mismatch::BeforeFirstOffset {
+            region: 1,
+            from: 14,
+            first_offset: 15
+        }
+    );
+}
+
+#[tokio::test]
+async fn the_stored_rule_is_the_default_and_another_is_refused_unless_forced() {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic("wal", 1).expect("topic");
+    let cluster = connect(&scripted).await;
+    decimal_records(&cluster, "wal", 90, 10).await;
+    let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
+    let (full, _) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    // Complete up to 44: the rest is a scan split by the rule, which must
+    // be the index's (the default rule, the key read big-endian, finds
+    // regions 49..51 there).
+    let mut half = dumped_at(&full, 44);
+    half.set_source(full.source().clone());
+    let want: Vec<i64> = (0..90).filter(|i| i % 3 == 1).collect();
+    let got = replay(&cluster, &half, ("wal", 0), 2, 0, ReplayOptions::default()).await;
+    assert_eq!(got.unwrap(), want);
+    // Another rule given: refused, naming both.
+    let be = ReplayOptions::default().with_region_rule(RegionRule::Key(IdFormat::BigEndian));
+    let err = replay(&cluster, &half, ("wal", 0), 2, 0, be.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("(key, be)") && err.contains("(header \"region\", decimal)"),
+        "{err}"
+    );
+    // Forced, it is used: here a rule that reads the same ids elsewhere.
+    let key_decimal = ReplayOptions::default()
+        .with_region_rule(RegionRule::Key(IdFormat::Decimal))
+        .with_force_rule(true);
+    let got = replay(&cluster, &half, ("wal", 0), 2, 0, key_decimal).await;
+    assert_eq!(got.unwrap(), want);
+    // Forced with a rule that is wrong: the entries say so.
+    let got = replay(&cluster, &half, ("wal", 0), 2, 0, be.with_force_rule(true)).await;
+    assert!(
+        matches!(
+            mismatch(got),
+            Mismatch::Entry {
+                offset: 1,
+                region: 2,
+                ..
+            }
+        ),
+        "forced wrong rule"
+    );
+}
+
+#[tokio::test]
+async fn build_warns_of_a_rule_that_finds_nothing_or_decimal_ids_read_big_endian() {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic("wal", 1).expect("topic");
+    let cluster = connect(&scripted).await;
+    decimal_records(&cluster, "wal", 30, 10).await;
+    let be = RegionRule::Key(IdFormat::BigEndian);
+    let (index, report) = build_index(&cluster, "wal", 0, &be, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    // "1", "2", "3" read big-endian: regions 49, 50, 51.
+    assert_eq!(
+        index.regions().map(|(r, _)| r).collect::<Vec<_>>(),
+        [49, 50, 51]
+    );
+    let warnings = report.warnings(&be);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("--region-format decimal"),
+        "{warnings:?}"
+    );
+    let missing = RegionRule::Header("shard".into(), IdFormat::Decimal);
+    let (_, report) = build_index(&cluster, "wal", 0, &missing, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    let warnings = report.warnings(&missing);
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("found no region in 30 of 30 records"),
+        "{warnings:?}"
+    );
+    let decimal = RegionRule::Key(IdFormat::Decimal);
+    let (_, report) = build_index(&cluster, "wal", 0, &decimal, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    assert!(report.warnings(&decimal).is_empty());
+}
