@@ -174,15 +174,74 @@ async fn one_pass_reads_no_more_than_region_by_region() {
 
 #[tokio::test]
 async fn a_broker_that_skips_the_containing_batch_still_gives_every_region_its_entries() {
+    every_region_gets_its_entries_under(Habits::TANSU_0_6).await;
+}
+
+/// A broker that leaves partitions out of responses to fetches that may
+/// not wait (as some do when they cannot read storage in time): the
+/// recovery asks again with a wait, counts the omissions, and loses
+/// nothing.
+#[tokio::test]
+async fn a_broker_that_omits_partitions_when_hurried_still_gives_every_region_its_entries() {
+    let stats = every_region_gets_its_entries_under(Habits::OMITS_WHEN_HURRIED).await;
+    assert!(stats.omitted > 0, "{stats:?}");
+    let stats = every_region_gets_its_entries_under(Habits {
+        omit_below_wait_ms: 50,
+        ..Habits::TANSU_0_6
+    })
+    .await;
+    assert!(stats.omitted > 0, "{stats:?}");
+}
+
+/// A broker that never answers for a partition, however long it may wait:
+/// an error naming the habit, the partition and the broker, not a hang and
+/// not a silent end.
+#[tokio::test]
+async fn a_broker_that_always_omits_a_partition_is_an_error_naming_the_habit() {
+    let (broker, cluster, written, indexes) = setup(100, Compression::None).await;
+    for node in broker.node_ids() {
+        let habits = Habits {
+            omit_below_wait_ms: 10_000,
+            ..Habits::KAFKA
+        };
+        broker.set_habits(node, habits).unwrap();
+    }
+    let checkpoints = checkpoints(&written, 3);
+    let started = std::time::Instant::now();
+    let err = recover(
+        &cluster,
+        TOPIC,
+        &indexes,
+        &checkpoints,
+        ReplayOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("omits a partition it cannot read in time"),
+        "{msg}"
+    );
+    assert!(msg.contains("10 Fetch responses in a row"), "{msg}");
+    assert!(msg.contains("topic \"wal\" partition"), "{msg}");
+    assert!(msg.contains(&broker.bootstrap()), "{msg}");
+    // The waits: 10, 20, 40, ..., capped at 500 ms, about 3 s in all.
+    assert!(started.elapsed() < Duration::from_secs(15), "{msg}");
+}
+
+/// Every region of every partition recovered under `habits`, with the
+/// writer's index and offsets only; the last recovery's stats.
+async fn every_region_gets_its_entries_under(habits: Habits) -> ReplayStats {
     let (broker, cluster, written, indexes) = setup(600, Compression::None).await;
     for node in broker.node_ids() {
-        broker.set_habits(node, Habits::TANSU_0_6).unwrap();
+        broker.set_habits(node, habits).unwrap();
     }
     let checkpoints = checkpoints(&written, 3);
     let want = expected(&written, &checkpoints);
     let offsets_only: Vec<WalIndex> = indexes.iter().map(WalIndex::without_hints).collect();
+    let mut last = ReplayStats::default();
     for indexes in [&indexes, &offsets_only] {
-        let (got, _) = recover(
+        let (got, stats) = recover(
             &cluster,
             TOPIC,
             indexes,
@@ -191,8 +250,10 @@ async fn a_broker_that_skips_the_containing_batch_still_gives_every_region_its_e
         )
         .await
         .unwrap();
-        assert!(got == want);
+        assert!(got == want, "{habits:?}");
+        last = stats;
     }
+    last
 }
 
 #[tokio::test]

@@ -360,6 +360,7 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "tail_skipped": stats.tail_skipped,
         "fetches": stats.fetches,
         "requests": stats.requests,
+        "omitted": stats.omitted,
         "round_trips": stats.round_trips,
         "wire_bytes": stats.wire_bytes,
         "records_bytes": stats.records_bytes,

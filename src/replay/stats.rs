@@ -25,6 +25,12 @@ pub struct ReplayStats {
     /// a replay spends waiting on latency is about `round_trips` × the
     /// round-trip time. Summed over partitions in a recovery's total.
     pub round_trips: u64,
+    /// Fetch responses that left a partition asked for out altogether (no
+    /// data, no error: a broker that could not read it within the fetch's
+    /// wait), each answered by fetching the partition again with a longer
+    /// wait (see [`crate::cluster::Cluster::fetch`]). Counted over a whole
+    /// replay, like `requests`.
+    pub omitted: u64,
     /// Bytes of Fetch responses on the wire (frames, length prefixes included).
     pub wire_bytes: u64,
     /// Bytes of the `records` fields of those responses.
@@ -91,6 +97,7 @@ impl ReplayStats {
     pub fn add(&mut self, other: &ReplayStats) {
         self.fetches += other.fetches;
         self.requests += other.requests;
+        self.omitted += other.omitted;
         self.round_trips += other.round_trips;
         self.wire_bytes += other.wire_bytes;
         self.records_bytes += other.records_bytes;

@@ -168,6 +168,11 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
                 out.partitions.push(error_partition(index, code));
                 continue;
             }
+            let wait_ms = u32::try_from(request.max_wait_ms).unwrap_or(0);
+            if wait_ms < habits.omit_below_wait_ms {
+                // Storage too slow for the wait: no entry for the partition.
+                continue;
+            }
             let log = &part.log;
             let upper_bound = if read_committed {
                 log.last_stable_offset()
