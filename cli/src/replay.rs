@@ -369,6 +369,7 @@ pub(crate) fn stats_json(strategy: &str, stats: &ReplayStats, elapsed: Duration)
         "floor_bytes": stats.floor_bytes,
         "floor_amplification": stats.floor_amplification(),
         "lost": stats.lost,
+        "lost_ranges": stats.lost_ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
         "time_to_first_ms": stats.time_to_first.map(|d| d.as_secs_f64() * 1e3),
         "elapsed_ms": elapsed.as_secs_f64() * 1e3,
         "peak_buffered_bytes": stats.peak_buffered_bytes,

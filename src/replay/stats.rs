@@ -1,6 +1,7 @@
 //! What a replay cost, and what it yielded per region.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Duration;
 
 use crate::index::RegionId;
@@ -48,6 +49,10 @@ pub struct ReplayStats {
     /// Indexed offsets that no longer exist (skipped under
     /// [`super::LostPolicy::Skip`]).
     pub lost: Vec<i64>,
+    /// Ranges of offsets past `last_index` that the scan had still to read
+    /// and found gone (retention), skipped under [`super::LostPolicy::Skip`]
+    /// (see [`crate::error::Error::LostRange`]).
+    pub lost_ranges: Vec<Range<i64>>,
     /// Time from the start of the replay to the first record yielded.
     pub time_to_first: Option<Duration>,
     /// The most bytes held at once: buffered records plus the byte limits
@@ -106,6 +111,7 @@ impl ReplayStats {
         self.tail_skipped += other.tail_skipped;
         self.yielded_bytes += other.yielded_bytes;
         self.lost.extend_from_slice(&other.lost);
+        self.lost_ranges.extend_from_slice(&other.lost_ranges);
         self.time_to_first = match (self.time_to_first, other.time_to_first) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
