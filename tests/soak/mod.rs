@@ -48,7 +48,7 @@ use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use walfetch::cluster::{ClientError, Cluster, ClusterConfig, FetchParams, RetryPolicy};
 use walfetch::codec::{Batches, Compression, DecodeOptions};
-use walfetch::consumer::{Recovery, ReplayOptions, ReplayStats};
+use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
@@ -447,6 +447,7 @@ fn error_kind(error: &Error) -> String {
         Error::Client(c) => format!("client.{}", client_kind(c)),
         Error::Decode { .. } => "decode".into(),
         Error::LostOffsets { .. } => "lost_offsets".into(),
+        Error::LostRange { .. } => "lost_range".into(),
         Error::Stalled { .. } => "stalled".into(),
         Error::WriterClosed { .. } => "writer_closed".into(),
         Error::Index(_) => "index".into(),
@@ -543,7 +544,13 @@ fn ask(rng: &mut StdRng, world: &World) -> Asked {
         max_fetch_bytes: MAX_FETCH_BYTES,
         ..PlanConfig::default()
     };
+    let on_lost = if rng.random_bool(0.3) {
+        LostPolicy::Skip
+    } else {
+        LostPolicy::Error
+    };
     let options = ReplayOptions::default()
+        .with_on_lost(on_lost)
         .with_plan(plan)
         .with_max_buffered_bytes(cap)
         .with_max_in_flight(rng.random_range(1..=6));
@@ -742,8 +749,10 @@ async fn replay_round(rng: &mut StdRng, world: &mut World, report: &mut SoakRepo
         let _ = world.broker.set_habits(node, habits);
         habits_fired.push(kind);
     }
-    // Retention removes the head of a partition, now and then.
-    if rng.random_bool(0.04) {
+    // Retention removes the head of a partition, now and then: before the
+    // recovery starts, or while it runs.
+    let mut retention = None;
+    if rng.random_bool(0.06) {
         let p = rng.random_range(0..PARTITIONS);
         let hw = world.broker.high_watermark(TOPIC, p).unwrap_or(0);
         let log = world.broker.log(TOPIC, p).expect("log");
@@ -754,33 +763,84 @@ async fn replay_round(rng: &mut StdRng, world: &mut World, report: &mut SoakRepo
             .copied()
             .unwrap_or(0)
             .min(hw);
-        if at > 0 && world.broker.advance_log_start(TOPIC, p, at).is_ok() {
+        if at > 0 {
+            let during = rng.random_bool(0.5).then(|| rng.random_range(0..30u64));
+            retention = Some((p, at, during));
             world.log_start.insert(p, at);
-            SoakReport::count(&mut report.faults, "offset_out_of_range_after_retention", 1);
         }
+    }
+    if let Some((p, at, None)) = retention {
+        let _ = world.broker.advance_log_start(TOPIC, p, at);
+        SoakReport::count(&mut report.faults, "retention_before_recovery", 1);
     }
     let n = rng.random_range(1..=8);
     let faults: Vec<_> = (0..n).map(|_| replay_fault(rng, world)).collect();
     let corrupting = faults
         .iter()
         .any(|(k, _)| matches!(*k, "corrupt_batch" | "absurd_count" | "absurd_length"));
+    // Faults that may end a recovery with an error: the others (and the
+    // habits) must not.
+    let may_fail =
+        corrupting || !world.log_start.is_empty() || faults.iter().any(|(k, f)| {
+            matches!(*k, "fatal_error" | "response_error")
+                || matches!(f.action(), FaultAction::Delay(d) if *d >= Duration::from_millis(500))
+        });
     let queued = queue(world, faults);
     let asked = ask(rng, world);
-    let outcome = run_recovery(
+    let recovery = run_recovery(
         &world.cluster,
         TOPIC,
         &world.indexes,
         &asked.checkpoints,
         asked.options.clone(),
-    )
-    .await;
+    );
+    let outcome = match retention {
+        Some((p, at, Some(after_ms))) => {
+            let broker = &world.broker;
+            let retain = async {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                let _ = broker.advance_log_start(TOPIC, p, at);
+            };
+            SoakReport::count(&mut report.faults, "retention_during_recovery", 1);
+            futures::join!(recovery, retain).0
+        }
+        _ => recovery.await,
+    };
     let fired = count_fired(world, &queued, report);
     for kind in &habits_fired {
         SoakReport::count(&mut report.faults, *kind, 1);
     }
     SoakReport::count(&mut report.replays, asked.shape, 1);
     let round = report.rounds;
-    check_recovery(world, &asked, &outcome, corrupting, round, report);
+    let detail = format!(
+        "retention {retention:?}, {:?}, cap {}, faults {:?}, stats lost {:?}, result {}",
+        asked.options.on_lost,
+        asked.cap,
+        queued.iter().map(|(_, f)| f).collect::<Vec<_>>(),
+        outcome
+            .result
+            .as_ref()
+            .map(|s| s.lost.clone())
+            .unwrap_or_default(),
+        outcome
+            .result
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    );
+    let before = report.violations.len();
+    check_recovery(
+        world,
+        &asked,
+        &outcome,
+        (corrupting, may_fail),
+        round,
+        report,
+    );
+    if report.violations.len() > before {
+        report.violations.push(format!("round {round}: {detail}"));
+    }
     fired + habits_fired.len() as u64
 }
 
@@ -788,7 +848,7 @@ fn check_recovery(
     world: &World,
     asked: &Asked,
     outcome: &Outcome,
-    corrupting: bool,
+    (corrupting, may_fail): (bool, bool),
     round: u64,
     report: &mut SoakReport,
 ) {
@@ -796,64 +856,124 @@ fn check_recovery(
     for f in &outcome.foreign {
         report.violations.push(format!("{context}: {f}"));
     }
-    // What each region must get, and the offsets retention removed.
-    let mut lost_truly: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    // Each region must get its entries from its checkpoint: all of them,
+    // in order, when the recovery ends well; a prefix of them when it
+    // fails. Entries retention removed (below the partition's new log
+    // start) may be missing: under `LostPolicy::Skip` they are listed in
+    // the stats, under `LostPolicy::Error` the recovery fails naming them
+    // (retention during a recovery may also come after they were yielded).
+    let skip = asked.options.on_lost == LostPolicy::Skip;
+    let (listed_lost, listed_ranges) = match &outcome.result {
+        Ok(stats) => (stats.lost.clone(), stats.lost_ranges.clone()),
+        Err(_) => (Vec::new(), Vec::new()),
+    };
+    let mut removed: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for (&(p, region), &from) in &asked.checkpoints {
+        let start = world.log_start.get(&p).copied().unwrap_or(0);
         let want: Vec<(i64, Bytes)> = world.written[&p]
             .get(&region)
             .map(|v| v.iter().filter(|(o, _)| *o >= from).cloned().collect())
             .unwrap_or_default();
-        let start = world.log_start.get(&p).copied().unwrap_or(0);
-        let (gone, kept): (Vec<_>, Vec<_>) = want.iter().cloned().partition(|(o, _)| *o < start);
-        lost_truly
-            .entry(p)
-            .or_default()
-            .extend(gone.iter().map(|(o, _)| *o));
         let got = &outcome.got[&p][&region];
         report.entries_checked += got.len() as u64;
+        // Under Skip, what was skipped is not expected.
+        let expect: Vec<(i64, Bytes)> = want
+            .iter()
+            .filter(|(o, _)| !(skip && *o < start && !got.iter().any(|(g, _)| g == o)))
+            .cloned()
+            .collect();
+        removed
+            .entry(p)
+            .or_default()
+            .extend(want.iter().map(|(o, _)| *o).filter(|o| *o < start));
         let complete = outcome.result.is_ok();
         let ok = if complete {
-            got == &kept
+            got == &expect
         } else {
-            got.len() <= kept.len() && got[..] == kept[..got.len()]
+            got.len() <= expect.len() && got[..] == expect[..got.len()]
         };
         if !ok {
             let first_bad = got
                 .iter()
-                .zip(kept.iter())
+                .zip(expect.iter())
                 .position(|(a, b)| a != b)
-                .unwrap_or(got.len().min(kept.len()));
+                .unwrap_or(got.len().min(expect.len()));
             report.violations.push(format!(
                 "{context}: partition {p} region {region} from {from}: got {} entries, want {} \
                  (complete: {complete}); first difference at #{first_bad}: got {:?}, want {:?}",
                 got.len(),
-                kept.len(),
+                expect.len(),
                 got.get(first_bad).map(|e| e.0),
-                kept.get(first_bad).map(|e| e.0),
+                expect.get(first_bad).map(|e| e.0),
             ));
+        }
+        // Skipped entries are listed as lost, and only removed ones.
+        if complete && skip {
+            for (o, _) in want.iter().filter(|(o, _)| *o < start) {
+                let yielded = got.iter().any(|(g, _)| g == o);
+                let in_range = listed_ranges.iter().any(|r| r.contains(o));
+                if !yielded && !listed_lost.contains(o) && !in_range {
+                    report.violations.push(format!(
+                        "{context}: partition {p} region {region}: offset {o} neither yielded \
+                         nor listed lost"
+                    ));
+                }
+            }
         }
     }
     match &outcome.result {
         Ok(stats) => {
-            if let Some((p, lost)) = lost_truly.iter().find(|(_, l)| !l.is_empty()) {
+            let all_removed: Vec<i64> = removed.values().flatten().copied().collect();
+            if let Some(o) = stats.lost.iter().find(|o| !all_removed.contains(o)) {
                 report.violations.push(format!(
-                    "{context}: ended well though partition {p} lost {lost:?} to retention"
+                    "{context}: listed offset {o} lost, which retention did not remove"
                 ));
+            }
+            if let Some(r) = stats
+                .lost_ranges
+                .iter()
+                .find(|r| world.log_start.values().all(|start| r.end > *start))
+            {
+                report.violations.push(format!(
+                    "{context}: listed range {r:?} lost, past every retention"
+                ));
+            }
+            if !stats.lost.is_empty() || !stats.lost_ranges.is_empty() {
+                SoakReport::count(&mut report.errors, "none_lost_offsets_skipped", 1);
             }
             report.omitted += stats.omitted;
             check_memory(&context, asked, stats, report);
         }
         Err(error) => {
             let kind = error_kind(error);
+            if !may_fail {
+                report.violations.push(format!(
+                    "{context}: failed though no fault of the round may end a recovery: {error}"
+                ));
+            }
+            if kind.starts_with("client.connection.Decode") && !corrupting {
+                report.violations.push(format!(
+                    "{context}: undecodable response without a corrupting fault: {error}"
+                ));
+            }
             match error {
                 Error::LostOffsets {
                     partition, offsets, ..
                 } => {
-                    let truly = lost_truly.get(partition).cloned().unwrap_or_default();
+                    let truly = removed.get(partition).cloned().unwrap_or_default();
                     if offsets.is_empty() || !offsets.iter().all(|o| truly.contains(o)) {
                         report.violations.push(format!(
                             "{context}: reported lost {offsets:?} of partition {partition}, \
                              retention removed {truly:?}: {error}"
+                        ));
+                    }
+                }
+                Error::LostRange { partition, to, .. } => {
+                    let start = world.log_start.get(partition).copied().unwrap_or(0);
+                    if *to > start {
+                        report.violations.push(format!(
+                            "{context}: reported a range lost up to {to}, the log starts at \
+                             {start}: {error}"
                         ));
                     }
                 }
