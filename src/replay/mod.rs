@@ -546,6 +546,11 @@ impl ReplayCore {
                 return self.settle_out_of_range(&fetch, range, tail_from, log_start, log_end);
             }
         };
+        // A scan fetch planned above where the scan stands: the log starts
+        // past it now, and what lay between is gone.
+        if let Some(from) = tail_from.filter(|&from| fetch.offset > from) {
+            self.lose_tail(from, fetch.offset)?;
+        }
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
         // A fetch offset where a batch seen starts or right after one
