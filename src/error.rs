@@ -57,6 +57,28 @@ pub enum Error {
         /// The offsets that are gone.
         offsets: Vec<i64>,
     },
+    /// Records past the index's `last_index` that regions still had to
+    /// scan no longer exist in the log (retention moved its start past
+    /// them). No index lists them, so the range is named, with the regions
+    /// whose scan it cut.
+    #[error(
+        "topic {topic:?} partition {partition}: offsets {from} to {} past the index's last_index, \
+         which region(s) {} had still to scan, no longer exist in the log (it now starts at {to})",
+        to - 1,
+        regions.iter().map(RegionId::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    LostRange {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The regions whose scan the range cut.
+        regions: Vec<RegionId>,
+        /// The first offset gone.
+        from: i64,
+        /// The offset right after the last one gone (the log's start).
+        to: i64,
+    },
     /// Fetches stopped making progress (a broker answering without the
     /// wanted data, repeatedly).
     #[error("topic {topic:?} partition {partition}: no progress at offset {offset} after {attempts} fetches")]

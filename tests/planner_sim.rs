@@ -50,12 +50,14 @@ const NEVER_CUT: Habits = Habits {
     never_cut: true,
     skip_containing_batch: false,
     repeat_last_batch: false,
+    omit_below_wait_ms: 0,
 };
 
 const SKIP_CONTAINING: Habits = Habits {
     never_cut: false,
     skip_containing_batch: true,
     repeat_last_batch: false,
+    omit_below_wait_ms: 0,
 };
 
 /// The fewest bytes Kafka sends to deliver `wanted` in one fetch per run

@@ -181,6 +181,11 @@ async fn every_strategy_on_kafka_rules_and_on_other_brokers_habits() {
             repeat_last_batch: true,
             ..Habits::KAFKA
         },
+        Habits::OMITS_WHEN_HURRIED,
+        Habits {
+            omit_below_wait_ms: 50,
+            ..Habits::TANSU_0_6
+        },
     ] {
         for node in broker.node_ids() {
             broker.set_habits(node, habits).expect("habits");
@@ -194,10 +199,12 @@ async fn every_strategy_on_kafka_rules_and_on_other_brokers_habits() {
         for (idx, strategy) in runs {
             for (&region, want) in &written {
                 let options = ReplayOptions::default().with_strategy(strategy);
-                let (got, _) = replay_with(&cluster, idx, region, options).await;
+                let (got, stats) = replay_with(&cluster, idx, region, options).await;
                 let got =
                     got.unwrap_or_else(|e| panic!("{habits:?} {strategy:?} region {region}: {e}"));
                 assert!(&got == want, "{habits:?} {strategy:?} region {region}");
+                let omits = habits.omit_below_wait_ms > 0;
+                assert_eq!(stats.omitted > 0, omits, "{habits:?} {stats:?}");
             }
         }
     }

@@ -437,6 +437,8 @@ fn habits(bits: u8) -> Habits {
         never_cut: bits & 1 != 0,
         skip_containing_batch: bits & 2 != 0,
         repeat_last_batch: bits & 4 != 0,
+        // The cluster client's concern, not the core's.
+        omit_below_wait_ms: 0,
     }
 }
 

@@ -59,6 +59,31 @@ pub enum ClientError {
         /// The partition asked about.
         partition: i32,
     },
+    /// A broker kept leaving a partition out of its Fetch responses (no
+    /// data, no error), even when allowed to wait: the habit of a broker
+    /// that omits a partition whose storage it cannot read within
+    /// `max_wait_ms`. [`super::Cluster::fetch`] takes one omission as
+    /// "nothing this time" and asks again with a growing wait; this error
+    /// is what it returns when the omissions persist.
+    #[error(
+        "broker {broker} left topic {topic:?} partition {partition} (fetch offset {offset}) out of \
+         {times} Fetch responses in a row, the last after a wait of up to {last_wait:?}: it omits \
+         a partition it cannot read in time, and kept doing so"
+    )]
+    PartitionOmitted {
+        /// The broker that answered.
+        broker: String,
+        /// The topic asked about.
+        topic: String,
+        /// The partition asked about.
+        partition: i32,
+        /// The fetch offset.
+        offset: i64,
+        /// Consecutive responses that omitted the partition.
+        times: u32,
+        /// The `max_wait_ms` of the last of them.
+        last_wait: Duration,
+    },
     /// No broker answered a Metadata request (bootstrap, or a refresh).
     #[error("no broker answered Metadata (tried {}): {last}", addresses.join(", "))]
     NoBrokerAnswered {

@@ -381,6 +381,41 @@ pub struct FetchedMany {
     /// Fetch requests sent: one per leader, plus one for each partition
     /// fetched again on its own (whose own retries are not counted).
     pub requests: usize,
+    /// Responses that left a requested partition out (no data, no error),
+    /// each followed by a fetch of the partition with a longer wait (see
+    /// [`Cluster::fetch`]).
+    pub omitted: usize,
+}
+
+/// Consecutive responses omitting a partition after which
+/// [`Cluster::fetch`] gives up with [`ClientError::PartitionOmitted`].
+pub const MAX_CONSECUTIVE_OMISSIONS: u32 = 10;
+
+/// The `max_wait_ms` of the fetch after the first response that omitted
+/// its partition; it doubles after each further omission, up to
+/// [`OMITTED_WAIT_CAP`].
+pub const OMITTED_FIRST_WAIT: Duration = Duration::from_millis(10);
+
+/// The longest wait [`Cluster::fetch`] allows a broker after omissions
+/// (librdkafka's default `fetch.wait.max.ms`).
+pub const OMITTED_WAIT_CAP: Duration = Duration::from_millis(500);
+
+/// The wait to allow after `omissions` (≥ 1) consecutive omissions.
+fn wait_after_omissions(omissions: u32) -> Duration {
+    let doublings = omissions.saturating_sub(1).min(16);
+    OMITTED_FIRST_WAIT
+        .saturating_mul(1u32 << doublings)
+        .min(OMITTED_WAIT_CAP)
+}
+
+/// How a partition fared in a request it shared.
+enum SharedAnswer {
+    /// A clean answer.
+    Clean(FetchedPartition),
+    /// The response left the partition out.
+    Omitted,
+    /// An error code or a failed request: fetch it again on its own.
+    Retry,
 }
 
 impl Cluster {
@@ -388,7 +423,8 @@ impl Cluster {
     /// request (in the order given; see [`fetch_request_for`]). A partition
     /// whose answer is an error code, or whose request failed, is fetched
     /// again on its own with [`Cluster::fetch`]'s retries, so each result is
-    /// what `fetch` would have returned.
+    /// what `fetch` would have returned; so is a partition the response
+    /// left out, with a wait (see `fetch`).
     pub async fn fetch_many(&self, params: &[FetchParams]) -> FetchedMany {
         let mut by_leader: BTreeMap<String, Vec<(usize, PartitionLeader)>> = BTreeMap::new();
         let mut alone = Vec::new();
@@ -418,19 +454,29 @@ impl Cluster {
         let mut out: Vec<Option<Result<FetchedPartition, ClientError>>> =
             params.iter().map(|_| None).collect();
         let mut requests = shared.len();
+        let mut omitted = 0;
+        let mut alone: Vec<(usize, u32)> = alone.into_iter().map(|i| (i, 0)).collect();
         for (i, answer) in shared.into_iter().flatten() {
             match answer {
-                Some(fetched) => out[i] = Some(Ok(fetched)),
-                None => alone.push(i),
+                SharedAnswer::Clean(fetched) => out[i] = Some(Ok(fetched)),
+                SharedAnswer::Omitted => alone.push((i, 1)),
+                SharedAnswer::Retry => alone.push((i, 0)),
             }
         }
         requests += alone.len();
-        let retried =
-            futures::future::join_all(alone.iter().map(|&i| self.fetch(&params[i]))).await;
-        for (i, result) in alone.into_iter().zip(retried) {
+        let retried = futures::future::join_all(
+            alone
+                .iter()
+                .map(|&(i, omissions)| self.fetch_counting(&params[i], omissions)),
+        )
+        .await;
+        for ((i, before), (result, omissions)) in alone.into_iter().zip(retried) {
+            omitted += omissions as usize;
+            requests += omissions.saturating_sub(before) as usize;
             out[i] = Some(result);
         }
         FetchedMany {
+            omitted,
             partitions: out
                 .into_iter()
                 .map(|r| {
@@ -442,16 +488,20 @@ impl Cluster {
     }
 
     /// One request for `group` (indexes into `params`, with their leader)
-    /// to `address`: each partition's clean answer, or `None` where it
-    /// must be fetched again on its own.
+    /// to `address`: each partition's clean answer, or what to do about
+    /// it.
     async fn fetch_shared(
         &self,
         address: String,
         group: Vec<(usize, PartitionLeader)>,
         params: &[FetchParams],
-    ) -> Vec<(usize, Option<FetchedPartition>)> {
-        let retry_all =
-            |group: &[(usize, PartitionLeader)]| group.iter().map(|(i, _)| (*i, None)).collect();
+    ) -> Vec<(usize, SharedAnswer)> {
+        let retry_all = |group: &[(usize, PartitionLeader)]| {
+            group
+                .iter()
+                .map(|(i, _)| (*i, SharedAnswer::Retry))
+                .collect()
+        };
         let Ok(connection) = self.fetch_connection(&address).await else {
             return retry_all(&group);
         };
@@ -493,15 +543,73 @@ impl Cluster {
             .iter()
             .zip(picked)
             .map(|((i, _), answer)| {
-                let clean = answer.ok().filter(|f| f.error_code.is_ok());
-                (*i, clean)
+                let answer = match answer {
+                    Ok(f) if f.error_code.is_ok() => SharedAnswer::Clean(f),
+                    Err(ClientError::MissingInResponse { .. }) => SharedAnswer::Omitted,
+                    _ => SharedAnswer::Retry,
+                };
+                (*i, answer)
             })
             .collect()
     }
 
     /// Fetches one partition from its leader. Every partition error code
     /// other than `NONE` is retried (if retriable) or returned as an error.
+    ///
+    /// A response that leaves the partition out altogether (no data, no
+    /// error: what some brokers answer to a fetch that may not wait, such
+    /// as `max_wait_ms = 0`, when they cannot read the partition's storage
+    /// in time) means "nothing this time": the fetch is sent again allowing
+    /// a wait of [`OMITTED_FIRST_WAIT`], doubled after each further
+    /// omission up to [`OMITTED_WAIT_CAP`]. After
+    /// [`MAX_CONSECUTIVE_OMISSIONS`] omissions in a row it fails with
+    /// [`ClientError::PartitionOmitted`].
     pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
+        self.fetch_counting(params, 0).await.0
+    }
+
+    /// [`Cluster::fetch`] after `omissions` responses already left the
+    /// partition out; with the omissions counted, `omissions` included.
+    async fn fetch_counting(
+        &self,
+        params: &FetchParams,
+        mut omissions: u32,
+    ) -> (Result<FetchedPartition, ClientError>, u32) {
+        let mut patient = params.clone();
+        loop {
+            if omissions > 0 {
+                patient.max_wait = params.max_wait.max(wait_after_omissions(omissions));
+            }
+            match self.fetch_retrying(&patient).await {
+                Err(ClientError::MissingInResponse { broker, .. }) => {
+                    omissions += 1;
+                    tracing::debug!(
+                        topic = %params.topic,
+                        partition = params.partition,
+                        offset = params.offset,
+                        %broker,
+                        omissions,
+                        "the Fetch response omitted the partition"
+                    );
+                    if omissions >= MAX_CONSECUTIVE_OMISSIONS {
+                        let error = ClientError::PartitionOmitted {
+                            broker,
+                            topic: params.topic.clone(),
+                            partition: params.partition,
+                            offset: params.offset,
+                            times: omissions,
+                            last_wait: patient.max_wait,
+                        };
+                        return (Err(error), omissions);
+                    }
+                }
+                other => return (other, omissions),
+            }
+        }
+    }
+
+    /// One partition from its leader, retried under the policy.
+    async fn fetch_retrying(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
         let describe = || {
             format!(
                 "Fetch of topic {:?} partition {} at offset {}",
@@ -619,6 +727,15 @@ mod tests {
             }]
         );
         assert_eq!(fetched.high_watermark, 100);
+    }
+
+    #[test]
+    fn waits_after_omissions_double_from_10_ms_up_to_500_ms() {
+        let waits: Vec<u128> = (1..=MAX_CONSECUTIVE_OMISSIONS)
+            .map(|n| wait_after_omissions(n).as_millis())
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 500, 500, 500, 500]);
+        assert_eq!(wait_after_omissions(u32::MAX), OMITTED_WAIT_CAP);
     }
 
     #[test]

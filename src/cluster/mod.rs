@@ -54,7 +54,10 @@ pub use fetch::{
     fetch_on, fetch_request, fetch_request_for, read_fetch_response, read_fetch_response_for,
     FetchTarget,
 };
-pub use fetch::{FetchParams, FetchedMany, FetchedPartition, IsolationLevel};
+pub use fetch::{
+    FetchParams, FetchedMany, FetchedPartition, IsolationLevel, MAX_CONSECUTIVE_OMISSIONS,
+    OMITTED_FIRST_WAIT, OMITTED_WAIT_CAP,
+};
 #[doc(hidden)]
 pub use list_offsets::{list_offsets_request, read_list_offsets_response};
 pub use list_offsets::{ListedOffset, OffsetSpec};

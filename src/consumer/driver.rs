@@ -27,9 +27,9 @@ type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
 /// A fetch to send: its core, its id there, what to fetch.
 type Outgoing = (usize, FetchId, FetchParams);
 
-/// A request in flight: when answered, the Fetch requests it took and the
-/// answers of its fetches.
-type InFlight = BoxFuture<'static, (usize, Vec<Answered>)>;
+/// A request in flight: when answered, the Fetch requests it took, the
+/// responses that omitted a partition, and the answers of its fetches.
+type InFlight = BoxFuture<'static, (usize, usize, Vec<Answered>)>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
 /// under one in-flight limit (bytes asked for, and a bound on fetches) and
@@ -45,6 +45,8 @@ pub(super) struct Driver {
     /// Fetch requests sent so far, with those spent before the replay.
     requests: u64,
     max_buffered_bytes: u64,
+    /// Responses that omitted a partition (see [`ReplayStats::omitted`]).
+    omitted: u64,
     /// The highest round trip answered so far (see
     /// [`ReplayStats::round_trips`]), over every partition.
     answered: u64,
@@ -80,6 +82,7 @@ impl Driver {
             max_in_flight: options.max_in_flight.max(1),
             max_in_flight_bytes: options.max_in_flight_bytes,
             max_buffered_bytes: options.max_buffered_bytes,
+            omitted: 0,
             answered: setup_round_trips,
             peak_held: 0,
             links: HashMap::new(),
@@ -103,6 +106,7 @@ impl Driver {
         }
         total.round_trips = self.answered;
         total.requests = self.requests;
+        total.omitted = self.omitted;
         total.peak_buffered_bytes = self.peak_held;
         total
     }
@@ -129,8 +133,9 @@ impl Driver {
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some((requests, answers))) => {
+                Poll::Ready(Some((requests, omitted, answers))) => {
                     self.requests += requests as u64;
+                    self.omitted += omitted as u64;
                     self.fetches_in_flight -= answers.len();
                     for answered in answers {
                         self.settle(answered);
@@ -259,7 +264,7 @@ impl Driver {
             for ((i, id, params), result) in fetches.into_iter().zip(many.partitions) {
                 answers.push((i, id, at, out_of_range(&cluster, &params, result).await));
             }
-            (many.requests, answers)
+            (many.requests, many.omitted, answers)
         }));
     }
 }

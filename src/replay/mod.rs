@@ -656,6 +656,11 @@ impl ReplayCore {
                 return self.settle_out_of_range(&fetch, range, tail_from, log_start, log_end);
             }
         };
+        // A scan fetch planned above where the scan stands: the log starts
+        // past it now, and what lay between is gone.
+        if let Some(from) = tail_from.filter(|&from| fetch.offset > from) {
+            self.lose_tail(from, fetch.offset)?;
+        }
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
         // A fetch offset where a batch seen starts or right after one
@@ -809,6 +814,9 @@ impl ReplayCore {
             self.queue.requeue(start..range.end);
         }
         if let Some(from) = tail_from {
+            if from < log_start && from < log_end {
+                self.lose_tail(from, log_start)?;
+            }
             // Below the log: resume at its start. Past its end: nothing
             // more exists.
             let next = if from >= log_end {
@@ -819,6 +827,33 @@ impl ReplayCore {
             self.queue.tail_progress(next);
         }
         Ok(())
+    }
+
+    /// The scan past `last_index` found `from..log_start` gone (retention):
+    /// records no index lists, so only the range can be named. Listed in
+    /// the stats; an error unless lost offsets are skipped.
+    fn lose_tail(&mut self, from: i64, log_start: i64) -> Result<(), Error> {
+        let to = log_start.min(self.end);
+        let lost = &mut self.stats.lost_ranges;
+        if !lost.iter().any(|r| r.start <= from && to <= r.end) {
+            lost.push(from..to);
+        }
+        if self.options.on_lost == LostPolicy::Skip {
+            return Ok(());
+        }
+        let regions = self
+            .regions
+            .iter()
+            .filter(|r| r.tail_from < to && from < r.range.to)
+            .map(|r| r.range.region)
+            .collect();
+        Err(Error::LostRange {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            regions,
+            from,
+            to,
+        })
     }
 
     /// Where the scan past `last_index` goes on from `next`: the first

@@ -1,6 +1,7 @@
 //! What a replay cost, and what it yielded per region.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Duration;
 
 use crate::index::RegionId;
@@ -25,6 +26,12 @@ pub struct ReplayStats {
     /// a replay spends waiting on latency is about `round_trips` × the
     /// round-trip time. Summed over partitions in a recovery's total.
     pub round_trips: u64,
+    /// Fetch responses that left a partition asked for out altogether (no
+    /// data, no error: a broker that could not read it within the fetch's
+    /// wait), each answered by fetching the partition again with a longer
+    /// wait (see [`crate::cluster::Cluster::fetch`]). Counted over a whole
+    /// replay, like `requests`.
+    pub omitted: u64,
     /// Bytes of Fetch responses on the wire (frames, length prefixes included).
     pub wire_bytes: u64,
     /// Bytes of the `records` fields of those responses.
@@ -42,6 +49,10 @@ pub struct ReplayStats {
     /// Indexed offsets that no longer exist (skipped under
     /// [`super::LostPolicy::Skip`]).
     pub lost: Vec<i64>,
+    /// Ranges of offsets past `last_index` that the scan had still to read
+    /// and found gone (retention), skipped under [`super::LostPolicy::Skip`]
+    /// (see [`crate::error::Error::LostRange`]).
+    pub lost_ranges: Vec<Range<i64>>,
     /// Time from the start of the replay to the first record yielded.
     pub time_to_first: Option<Duration>,
     /// The most bytes held at once: buffered records plus the byte limits
@@ -107,6 +118,7 @@ impl ReplayStats {
     pub fn add(&mut self, other: &ReplayStats) {
         self.fetches += other.fetches;
         self.requests += other.requests;
+        self.omitted += other.omitted;
         self.round_trips += other.round_trips;
         self.wire_bytes += other.wire_bytes;
         self.records_bytes += other.records_bytes;
@@ -115,6 +127,7 @@ impl ReplayStats {
         self.tail_skipped += other.tail_skipped;
         self.yielded_bytes += other.yielded_bytes;
         self.lost.extend_from_slice(&other.lost);
+        self.lost_ranges.extend_from_slice(&other.lost_ranges);
         self.time_to_first = match (self.time_to_first, other.time_to_first) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -57,6 +57,33 @@ pub enum FaultAction {
         /// Bytes the prefix claims beyond the real response.
         missing: u32,
     },
+    /// Handle the request, wait this long, then answer with the response's
+    /// `throttle_time_ms` set to it where the field leads the body (Fetch
+    /// v1+, Metadata v3+, ListOffsets v2+): a quota-throttled answer as
+    /// Kafka sent it before KIP-219 (the delay first).
+    Throttle(Duration),
+    /// Fetch: the records of the first matched partition that returns any
+    /// get one byte flipped inside the first whole batch's CRC-covered
+    /// part (its last byte), as a broker reading a corrupt segment would
+    /// send them. No effect when no whole batch is returned.
+    CorruptRecords,
+    /// Fetch: the records of the first matched partition that returns any
+    /// are cut to their first `keep` bytes, wherever that falls (inside a
+    /// batch's header too): less than the limits allowed, as a broker
+    /// may send.
+    TruncateRecords {
+        /// How many bytes of the records to keep.
+        keep: usize,
+    },
+    /// Handle the request, then overwrite the response frame at byte `at`
+    /// (length prefix included) with `bytes`, as far as the frame goes:
+    /// absurd array counts and lengths where the test knows the layout.
+    PatchFrame {
+        /// Where the patch starts in the frame.
+        at: usize,
+        /// What to write there.
+        bytes: Vec<u8>,
+    },
     /// Send only a length prefix of `length` (a raw `u32`: `0x8000_0000`
     /// is 2 GiB, which as a signed length is negative; `0xFFFF_FFFF` is -1)
     /// and the response's correlation id, then close the connection.

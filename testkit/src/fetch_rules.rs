@@ -17,7 +17,7 @@
 //!   bound gets no bytes, one outside `[log start, log end]` is
 //!   `OFFSET_OUT_OF_RANGE`.
 //!
-//! Brokers seen in the wild bend these rules; [`Habits`] reproduces two of
+//! Brokers seen in the wild bend these rules; [`Habits`] reproduces some of
 //! those habits.
 //!
 //! # References
@@ -108,6 +108,13 @@ pub struct Habits {
     /// not pinned down (fetches of 40 or 102 small batches to the log's end
     /// did not repeat), so this habit applies it to every such response.
     pub repeat_last_batch: bool,
+    /// A fetch that may wait less than this many milliseconds
+    /// (`max_wait_ms`) gets every partition it names left out of the
+    /// response altogether: no records, no error, no entry at all. A
+    /// broker whose storage is slower than the wait answers so (seen on a
+    /// Kafka-compatible broker with `max_wait_ms = 0`, where librdkafka,
+    /// which waits up to 500 ms, reads fine). 0: never.
+    pub omit_below_wait_ms: u32,
 }
 
 impl Habits {
@@ -116,12 +123,20 @@ impl Habits {
         never_cut: false,
         skip_containing_batch: false,
         repeat_last_batch: false,
+        omit_below_wait_ms: 0,
     };
     /// The habits observed on Tansu 0.6.
     pub const TANSU_0_6: Habits = Habits {
         never_cut: true,
         skip_containing_batch: true,
         repeat_last_batch: true,
+        omit_below_wait_ms: 0,
+    };
+    /// Kafka's rules, except that a fetch that may wait less than 50 ms
+    /// gets its partitions left out ([`Habits::omit_below_wait_ms`]).
+    pub const OMITS_WHEN_HURRIED: Habits = Habits {
+        omit_below_wait_ms: 50,
+        ..Habits::KAFKA
     };
 }
 

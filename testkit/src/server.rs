@@ -259,6 +259,37 @@ async fn process(shared: &Shared, node_id: i32, counters: &Counters, mut frame: 
             tokio::time::sleep(delay).await;
             Outcome::Reply(reply)
         }
+        FaultAction::Throttle(delay) => {
+            tokio::time::sleep(delay).await;
+            let leads = match api_key {
+                ApiKey::Fetch => version >= 1,
+                ApiKey::Metadata => version >= 3,
+                ApiKey::ListOffsets => version >= 2,
+                _ => false,
+            };
+            Outcome::Reply(reply.map(|mut frame| {
+                if leads {
+                    let at = 4 + if api_key.response_header_version(version) >= 1 {
+                        5
+                    } else {
+                        4
+                    };
+                    let ms = i32::try_from(delay.as_millis()).unwrap_or(i32::MAX);
+                    if let Some(field) = frame.get_mut(at..at + 4) {
+                        field.copy_from_slice(&ms.to_be_bytes());
+                    }
+                }
+                frame
+            }))
+        }
+        FaultAction::PatchFrame { at, ref bytes } => Outcome::Reply(reply.map(|mut frame| {
+            let end = at.saturating_add(bytes.len()).min(frame.len());
+            if let Some(target) = frame.get_mut(at..end) {
+                let n = target.len();
+                target.copy_from_slice(&bytes[..n]);
+            }
+            frame
+        })),
         FaultAction::CutBeforeResponse => Outcome::Close(None),
         FaultAction::CutDuringResponse { bytes } => Outcome::Close(reply.map(|frame| {
             let len = frame.len();

@@ -1051,6 +1051,31 @@ async fn habits_never_cut_skip_containing_batch_and_repeat_last_batch() {
 }
 
 #[tokio::test]
+async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
+    let cluster = ScriptedCluster::start(1).await.expect("start");
+    let id = cluster.create_topic("wal", 1).expect("create");
+    four_batches(&cluster);
+    cluster
+        .set_habits(1, Habits::OMITS_WHEN_HURRIED)
+        .expect("habits");
+    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
+    let mut request = fetch_request(11, &[Want::new("wal", id, 0, 0, 1 << 20)], i32::MAX, 0);
+    // max_wait_ms 0 (and 49): the topic is there, the partition is not.
+    for wait in [0, 49] {
+        request.max_wait_ms = wait;
+        let response = client.call(11, &request).await.expect("Fetch");
+        assert_eq!(response.error_code, 0);
+        assert_eq!(response.responses.len(), 1);
+        assert!(response.responses[0].partitions.is_empty(), "wait {wait}");
+    }
+    // Allowed to wait 50 ms: the partition's records, at once.
+    request.max_wait_ms = 50;
+    let response = client.call(11, &request).await.expect("Fetch");
+    let records = only_partition(&response).records.clone().expect("records");
+    assert_eq!(decode_records(&records).batches, vec![0, 10, 20, 25]);
+}
+
+#[tokio::test]
 async fn leadership_moves_at_runtime() {
     let cluster = ScriptedCluster::start(3).await.expect("start");
     let id = cluster.create_topic("wal", 1).expect("create");

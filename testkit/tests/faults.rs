@@ -464,3 +464,67 @@ async fn malformed_requests_close_the_connection_only() {
         "only the good fetch counted"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn throttle_delays_and_sets_throttle_time() {
+    let s = setup().await;
+    let delay = Duration::from_millis(250);
+    s.cluster
+        .script(Fault::on(ApiKey::Fetch).then(FaultAction::Throttle(delay)));
+    let mut client = s.client(1).await;
+    let started = tokio::time::Instant::now();
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    assert!(started.elapsed() >= delay);
+    assert_eq!(response.throttle_time_ms, 250);
+    assert_eq!(
+        decode_records(&only_partition(&response).records.clone().unwrap()).batches,
+        vec![0, 3]
+    );
+    s.works().await;
+}
+
+#[tokio::test]
+async fn corrupt_records_fail_their_crc_and_truncated_records_end_early() {
+    let s = setup().await;
+    s.cluster
+        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CorruptRecords));
+    let mut client = s.client(1).await;
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    let records = only_partition(&response).records.clone().unwrap();
+    let first = walfetch_codec::Batches::new(records, walfetch_codec::DecodeOptions::default())
+        .next()
+        .expect("a batch");
+    assert!(first.is_err(), "the CRC no longer matches");
+
+    s.cluster
+        .script(Fault::on(ApiKey::Fetch).then(FaultAction::TruncateRecords { keep: 70 }));
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    let fetched = decode_records(&only_partition(&response).records.clone().unwrap());
+    assert_eq!((fetched.len, fetched.batches.len()), (70, 0));
+    assert_eq!(fetched.partial.map(|p| p.1), Some(70));
+    s.works().await;
+}
+
+#[tokio::test]
+async fn patch_frame_overwrites_the_response_where_told() {
+    let s = setup().await;
+    // Fetch v12 is flexible: length, correlation id, tagged fields, then
+    // throttle_time_ms at byte 9.
+    s.cluster
+        .script(Fault::on(ApiKey::Fetch).then(FaultAction::PatchFrame {
+            at: 9,
+            bytes: 77i32.to_be_bytes().to_vec(),
+        }));
+    let mut client = s.client(1).await;
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    assert_eq!(response.throttle_time_ms, 77);
+    // Past the frame's end: nothing happens.
+    s.cluster
+        .script(Fault::on(ApiKey::Fetch).then(FaultAction::PatchFrame {
+            at: usize::MAX - 1,
+            bytes: vec![1, 2, 3],
+        }));
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    assert_eq!(response.throttle_time_ms, 0);
+    s.works().await;
+}

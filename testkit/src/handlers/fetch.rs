@@ -35,7 +35,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{check_leader_epoch, Ctx};
-use crate::fetch_rules::ReadRequest;
+use crate::faults::FaultAction;
+use crate::fetch_rules::{extents_of, ReadRequest};
 use crate::state::ClusterState;
 
 /// A response read from the logs, and what decides whether to wait.
@@ -83,6 +84,34 @@ pub(super) async fn handle(ctx: &Ctx<'_>, request: &FetchRequest) -> Result<Byte
     }
 }
 
+/// `records` of `topic`/`partition` after the records fault that fired,
+/// if it is one and covers the partition; whether it did anything.
+fn records_fault(ctx: &Ctx<'_>, topic: &str, partition: i32, records: Bytes) -> (Bytes, bool) {
+    let Some(fault) = ctx.fault.filter(|f| f.covers(topic, partition)) else {
+        return (records, false);
+    };
+    if records.is_empty() {
+        return (records, false);
+    }
+    match *fault.action() {
+        FaultAction::TruncateRecords { keep } => {
+            let keep = keep.min(records.len());
+            (records.slice(..keep), true)
+        }
+        FaultAction::CorruptRecords => {
+            let Some(first) = extents_of(&records).first().copied() else {
+                return (records, false);
+            };
+            let mut corrupt = BytesMut::from(&records[..]);
+            if let Some(byte) = corrupt.get_mut(first.end() - 1) {
+                *byte ^= 0x5a;
+            }
+            (corrupt.freeze(), true)
+        }
+        _ => (records, false),
+    }
+}
+
 fn error_partition(index: i32, code: i16) -> PartitionData {
     let mut data = PartitionData::default();
     data.partition_index = index;
@@ -107,6 +136,7 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
     let mut total = 0;
     let mut any_error = false;
     let mut leaders_named = BTreeSet::new();
+    let mut records_fault_done = false;
     let mut response = FetchResponse::default();
 
     for topic in &request.topics {
@@ -166,6 +196,11 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
             if let Some(code) = ctx.partition_error(name, index, true, version < 7) {
                 any_error = true;
                 out.partitions.push(error_partition(index, code));
+                continue;
+            }
+            let wait_ms = u32::try_from(request.max_wait_ms).unwrap_or(0);
+            if wait_ms < habits.omit_below_wait_ms {
+                // Storage too slow for the wait: no entry for the partition.
                 continue;
             }
             let log = &part.log;
@@ -229,6 +264,13 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
                     log.bytes(slice.bytes)
                 },
             );
+            if !records_fault_done {
+                if let Some(records) = data.records.take() {
+                    let (records, done) = records_fault(ctx, name, index, records);
+                    records_fault_done = done;
+                    data.records = Some(records);
+                }
+            }
             out.partitions.push(data);
         }
         response.responses.push(out);
