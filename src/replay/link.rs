@@ -10,6 +10,11 @@
 //! fetches; the fit is the planner's [`CostModel`], with one fetch in
 //! flight, since service times already include whatever pipelining hid.
 //!
+//! With several connections to a broker (`connections_per_broker`), their
+//! answers interleave and the broker may serve some side by side; the same
+//! identity, over all of a broker's answers, then measures what one more
+//! fetch adds to the replay's time, which is what the planner weighs.
+//!
 //! Pure: times are passed in.
 
 use std::collections::VecDeque;

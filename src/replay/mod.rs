@@ -292,38 +292,29 @@ impl ReplayCore {
             .map(|r| r.tail_from)
             .min()
             .map(|from| from..end);
-        let (strategy, layout, entries, entry_regions, tail): (Box<dyn FetchStrategy>, _, _, _, _) =
-            match options.strategy {
-                StrategyKind::Index => (
-                    Box::new(Planner::new(options.plan)),
-                    Layout::from_index(index),
-                    union.iter().map(|(e, _)| *e).collect(),
-                    union.iter().map(|(_, k)| *k).collect(),
-                    tail,
-                ),
-                StrategyKind::Estimate => (
-                    Box::new(EstimatePlanner::new()),
-                    Layout::new(),
-                    union.iter().map(|(e, _)| *e).collect(),
-                    union.iter().map(|(_, k)| *k).collect(),
-                    tail,
-                ),
+        let (entries, entry_regions, tail): (Vec<IndexEntry>, Vec<usize>, _) =
+            if options.strategy == StrategyKind::Scan {
                 // A scan knows nothing of the index: every region's records
                 // come from the scan, split by the region rule.
-                StrategyKind::Scan => {
-                    let from = tracked.iter().map(|r| r.range.from).min().unwrap_or(0);
-                    for r in &mut tracked {
-                        r.tail_from = r.range.from;
-                    }
-                    (
-                        Box::new(Planner::new(options.plan)),
-                        Layout::new(),
-                        Vec::new(),
-                        Vec::new(),
-                        Some(from..end),
-                    )
+                let from = tracked.iter().map(|r| r.range.from).min().unwrap_or(0);
+                for r in &mut tracked {
+                    r.tail_from = r.range.from;
                 }
+                (Vec::new(), Vec::new(), Some(from..end))
+            } else {
+                let (entries, regions) = union.into_iter().unzip();
+                (entries, regions, tail)
             };
+        let strategy: Box<dyn FetchStrategy> = match options.strategy {
+            StrategyKind::Estimate => Box::new(EstimatePlanner::new()),
+            StrategyKind::Index | StrategyKind::Scan => Box::new(Planner::new(options.plan)),
+        };
+        // The index's hints are for walfetch's planner; the estimate
+        // strategy and the scan plan without them, as their originals do.
+        let layout = match options.strategy {
+            StrategyKind::Index => Layout::from_index(index),
+            StrategyKind::Estimate | StrategyKind::Scan => Layout::new(),
+        };
         let slots = (0..entries.len()).map(|_| Slot::Pending).collect();
         let queue = WorkQueue::new(entries.len(), tail);
         let region_stats = vec![RegionStats::default(); tracked.len()];
