@@ -179,7 +179,7 @@ fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
     let mut v1 = encode_index(&bare);
     v1[4] = 1;
     let n = v1.len();
-    let crc = crc32c_of(&v1[..n - 4]);
+    let crc = crc32c::crc32c(&v1[..n - 4]);
     v1[n - 4..].copy_from_slice(&crc.to_be_bytes());
     vec![
         ("empty".into(), encode_index(&WalIndex::new())),
@@ -191,18 +191,6 @@ fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
 /// A fixed, non-nil topic id.
 fn uuid_like() -> uuid::Uuid {
     uuid::Uuid::from_u128(0x7761_6c66_6574_6368_0000_0000_0000_0001)
-}
-
-/// CRC32C (Castagnoli), bitwise: the index file's checksum.
-fn crc32c_of(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
-        }
-    }
-    !crc
 }
 
 fn write(dir: &Path, seeds: &[(String, Vec<u8>)]) -> Result<()> {
