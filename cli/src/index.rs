@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
 use walfetch::index::{
     decode_index, import_greptime, write_index_file, IdFormat, IndexSource, RegionRule, WalIndex,
+    MAX_INDEX_FILE_BYTES,
 };
 
 use walfetch::scan::build_index;
@@ -93,14 +94,12 @@ pub(crate) struct BuildArgs {
     rule: RuleArgs,
 }
 
-/// The most bytes of an index file `index show` reads (about a hundred
-/// million entries): the format's checksum is at its end, so the file is
-/// held whole, and a bigger one is not an index.
-const MAX_INDEX_FILE_BYTES: u64 = 256 << 20;
+/// The most bytes of a GreptimeDB `index.json` `import-greptime` reads.
+const MAX_JSON_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The index file, or `-` for stdin (at most 256 MiB).
+    /// The index file, or `-` for stdin (at most 512 MiB).
     file: PathBuf,
     /// Print this region's offsets too, one per line, with the batch each
     /// is in where the index knows it.
@@ -316,7 +315,7 @@ pub(crate) fn describe_source(source: &IndexSource) -> String {
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let json = read_bounded(&args.file, MAX_INDEX_FILE_BYTES, "a GreptimeDB index file")?;
+    let json = read_bounded(&args.file, MAX_JSON_BYTES, "a GreptimeDB index file")?;
     let mut topics = import_greptime(&json, &args.file.display().to_string())?;
     let names: Vec<String> = topics.keys().cloned().collect();
     let topic = match args.topic {

@@ -331,6 +331,28 @@ fn dump_and_index_show_stop_at_once_on_what_they_cannot_hold() {
         stderr(&out)
     );
 
+    // An index file given to replay is read by the library, which holds it
+    // whole up to a bound, then refuses it.
+    let out = fails_within(
+        &[
+            "replay",
+            "-b",
+            "127.0.0.1:1",
+            "-t",
+            "wal",
+            "--index",
+            "/dev/zero",
+            "--region",
+            "1",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        stderr(&out).contains("larger than 512 MiB"),
+        "{}",
+        stderr(&out)
+    );
+
     // Inputs held whole are read up to a bound, then refused.
     let out = fails_within(
         &["index", "import-greptime", "/dev/zero", "--out", "x.idx"],

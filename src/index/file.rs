@@ -385,12 +385,35 @@ pub fn write_index_file(path: &Path, index: &WalIndex) -> Result<(), IndexError>
 
 /// Reads an index file written by [`write_index_file`].
 pub fn read_index_file(path: &Path) -> Result<WalIndex, IndexError> {
-    let data = std::fs::read(path).map_err(|source| IndexError::Io {
-        path: path.display().to_string(),
+    use std::io::Read as _;
+    let name = path.display().to_string();
+    let io = |source| IndexError::Io {
+        path: name.clone(),
         source,
-    })?;
-    decode_index(&data, &path.display().to_string())
+    };
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_INDEX_FILE_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(io)?;
+    if data.len() as u64 > MAX_INDEX_FILE_BYTES {
+        return Err(IndexError::Corrupt {
+            path: name,
+            what: format!(
+                "larger than {} MiB, the most an index file may be: not an index file",
+                MAX_INDEX_FILE_BYTES >> 20
+            ),
+        });
+    }
+    decode_index(&data, &name)
 }
+
+/// The most bytes an index file may have (about a hundred million entries
+/// with hints): its checksum is at its end, so a reader holds it whole,
+/// and a bigger one (`/dev/zero`, a wrong path) is refused before it
+/// exhausts memory.
+pub const MAX_INDEX_FILE_BYTES: u64 = 512 << 20;
 
 #[cfg(test)]
 mod tests {

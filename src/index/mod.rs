@@ -20,7 +20,10 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-pub use file::{decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION};
+pub use file::{
+    decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION,
+    MAX_INDEX_FILE_BYTES,
+};
 pub use greptime::import_greptime;
 pub use rule::{IdFormat, RegionRule};
 
