@@ -107,7 +107,7 @@ pub async fn build_index(
     fetch_bytes: i32,
 ) -> Result<(WalIndex, BuildReport), BuildError> {
     let mut index = WalIndex::new();
-    let topic_id = cluster.leader(topic, partition).await?.topic_id;
+    let topic_id = cluster.leader_retrying(topic, partition).await?.topic_id;
     index.set_source(
         IndexSource::new(topic, partition)
             .with_topic_id(topic_id)

@@ -401,3 +401,28 @@ async fn build_warns_of_a_rule_that_finds_nothing_or_decimal_ids_read_big_endian
         .unwrap();
     assert!(report.warnings(&decimal).is_empty());
 }
+
+/// Found by the fault soak: checking the index's topic id asked for the
+/// partition's leader once, so a Metadata answer with a retriable error
+/// (no leader yet) ended the recovery instead of being retried.
+#[tokio::test]
+async fn the_topic_id_check_rides_out_a_retriable_metadata_error() {
+    let (scripted, _, written, indexes) = two_partitions().await;
+    // A client that has not read the topic's metadata yet.
+    let cluster = connect(&scripted).await;
+    scripted.script(
+        walfetch_testkit::Fault::on(kafka_protocol::messages::ApiKey::Metadata)
+            .times(2)
+            .then(walfetch_testkit::FaultAction::PartitionError(5)), // LEADER_NOT_AVAILABLE
+    );
+    let got = replay(
+        &cluster,
+        &indexes[0],
+        ("wal", 0),
+        1,
+        0,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got.unwrap(), offsets(&written, 0, 1));
+}

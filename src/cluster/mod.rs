@@ -198,6 +198,23 @@ impl Cluster {
         }
     }
 
+    /// The leader of a partition, as [`Cluster::leader`] finds it, with
+    /// retriable errors (no leader yet, stale metadata, a lost connection)
+    /// retried under the retry policy's deadline.
+    pub async fn leader_retrying(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<PartitionLeader, ClientError> {
+        self.retrying(
+            || format!("finding the leader of topic {topic:?} partition {partition}"),
+            true,
+            Some(topic),
+            || self.leader(topic, partition),
+        )
+        .await
+    }
+
     /// The pooled connection to `address`, opened if needed.
     pub async fn connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
         Ok(self.pool.get(address).await?)

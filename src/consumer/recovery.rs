@@ -224,10 +224,10 @@ async fn check_topic_id(
     let Some(indexed) = index.source().topic_id else {
         return Ok(());
     };
-    let mut current = cluster.leader(topic, partition).await?.topic_id;
+    let mut current = cluster.leader_retrying(topic, partition).await?.topic_id;
     if !current.is_nil() && current != indexed {
         cluster.invalidate(topic);
-        current = cluster.leader(topic, partition).await?.topic_id;
+        current = cluster.leader_retrying(topic, partition).await?.topic_id;
     }
     if current.is_nil() || current == indexed {
         return Ok(());
