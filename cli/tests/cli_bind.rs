@@ -8,29 +8,19 @@
 //! rule that finds no region and of decimal ids read big-endian.
 #![allow(clippy::unwrap_used)]
 
+mod run;
+
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use run::{path, stderr, temp_dir, walfetch};
 use support::recovery::{write_partition, Written};
 use support::tansu::Tansu;
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::writer::WriterConfig;
-
-fn walfetch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(args)
-        .output()
-        .expect("run walfetch")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Runs walfetch expecting success; its stdout and stderr.
 fn ok(args: &[&str]) -> (String, String) {
@@ -63,16 +53,6 @@ fn refs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("walfetch-cli-bind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_index_binds_to_what_it_indexed() {
     let broker = Tansu::start().await;
@@ -98,7 +78,7 @@ async fn the_index_binds_to_what_it_indexed() {
         cluster.produce("wal", 1, batch.bytes).await.unwrap();
     }
 
-    let dir = temp_dir();
+    let dir = temp_dir("bind");
     let addr = broker.address();
     let p0 = dir.join("p0.idx");
     let (_, err) = ok(&[

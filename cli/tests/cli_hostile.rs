@@ -4,12 +4,15 @@
 //! commands that talk to Kafka run against the scripted in-process broker.
 #![allow(clippy::unwrap_used)]
 
+mod run;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use run::{path, stderr, stdout, temp_dir, walfetch};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::index::{write_index_file, IndexEntry, WalIndex};
 use walfetch_testkit::{Habits, ScriptedCluster};
@@ -47,21 +50,6 @@ async fn wal() -> ScriptedCluster {
     cluster
 }
 
-fn walfetch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(args)
-        .output()
-        .expect("run walfetch")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Runs a command (off the async runtime's threads).
 async fn walfetch_async(args: Vec<String>) -> Output {
     tokio::task::spawn_blocking(move || {
@@ -74,19 +62,6 @@ async fn walfetch_async(args: Vec<String>) -> Output {
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "walfetch-cli-hostile-{}-{name}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Runs a command whose reader goes away: after `lines` lines of stdout

@@ -3,41 +3,26 @@
 //! topic and a corrupt index.
 #![allow(clippy::unwrap_used)]
 
+mod run;
+
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
+use run::{path, temp_dir, walfetch};
 use support::recovery::{expected, write_partition, Written};
 use support::tansu::Tansu;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
-
-fn walfetch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(args)
-        .output()
-        .expect("run walfetch")
-}
 
 /// The stats line: the last line on stderr, one JSON object.
 fn stats_line(out: &Output) -> serde_json::Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
-}
-
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("walfetch-cli-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +51,7 @@ async fn build_show_and_replay_from_the_command_line() {
     }
     writer.close().await.unwrap();
 
-    let dir = temp_dir();
+    let dir = temp_dir("replay");
     let index = dir.join("wal.idx");
     let addr = broker.address();
     let out = walfetch(&[
@@ -236,7 +221,7 @@ async fn build_show_and_replay_from_the_command_line() {
 
 #[test]
 fn an_unreachable_broker_is_a_clear_error() {
-    let dir = temp_dir();
+    let dir = temp_dir("replay");
     let index = dir.join("empty.idx");
     walfetch::index::write_index_file(&index, &walfetch::index::WalIndex::new()).unwrap();
     // Port 1 on loopback: nothing listens there.
@@ -267,7 +252,7 @@ fn an_unreachable_broker_is_a_clear_error() {
 async fn replay_many_regions_over_two_partitions_from_checkpoints() {
     let broker = Tansu::start().await;
     let cluster = Arc::new(broker.cluster_with_topic("wal2", 2).await);
-    let dir = temp_dir();
+    let dir = temp_dir("replay");
     let addr = broker.address();
     // Regions 10..13 in partition 0, 20..23 in partition 1.
     let mut written = Written::new();

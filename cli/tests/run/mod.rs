@@ -1,0 +1,33 @@
+//! Running the `walfetch` binary from the CLI tests. Each test binary uses
+//! only part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs `walfetch` with `args` to its end.
+pub(crate) fn walfetch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args(args)
+        .output()
+        .expect("run walfetch")
+}
+
+pub(crate) fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub(crate) fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A directory of this test process, `name` telling tests apart.
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("walfetch-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}
+
+pub(crate) fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
