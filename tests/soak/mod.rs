@@ -164,8 +164,11 @@ impl SoakReport {
     }
 }
 
-/// Per partition, per region, `(offset, value)`.
-type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
+#[path = "../support/recovery.rs"]
+#[allow(dead_code)]
+mod recovery;
+
+use recovery::{write_partition, Written};
 
 /// One world: the cluster, a client, what was written and the indexes.
 struct World {
@@ -215,27 +218,19 @@ async fn new_world(rng: &mut StdRng, entries: usize) -> World {
         } else {
             Compression::None
         };
-        let writer = WalWriter::new(Arc::clone(&cluster), config);
-        let mut pending = Vec::new();
-        for n in 0..entries {
-            let k = rng
-                .random_range(0..REGIONS_PER_PARTITION)
-                .min(rng.random_range(0..REGIONS_PER_PARTITION));
-            let region = region_of(p, k);
-            let pad = rng.random_range(0..300);
-            let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "x".repeat(pad)));
-            let appended = writer
-                .append(WalEntry::new(region, payload.clone()))
-                .await
-                .expect("queued");
-            pending.push((region, payload, appended));
-        }
-        let regions = written.entry(p).or_default();
-        for (region, payload, appended) in pending {
-            let offset = appended.await.expect("written");
-            regions.entry(region).or_default().push((offset, payload));
-        }
-        let mut index = writer.close().await.expect("closed");
+        let drawn: Vec<(RegionId, Bytes)> = (0..entries)
+            .map(|n| {
+                let k = rng
+                    .random_range(0..REGIONS_PER_PARTITION)
+                    .min(rng.random_range(0..REGIONS_PER_PARTITION));
+                let region = region_of(p, k);
+                let pad = rng.random_range(0..300);
+                let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "x".repeat(pad)));
+                (region, payload)
+            })
+            .collect();
+        let mut index = write_partition(&cluster, config, drawn, &mut written).await;
+        let regions = &written[&p];
         // Some worlds' indexes stop halfway: the rest is read by the scan
         // past `last_index`.
         if rng.random_bool(0.3) {
