@@ -168,7 +168,7 @@ impl SoakReport {
 #[allow(dead_code)]
 mod recovery;
 
-use recovery::{write_partition, Written};
+use recovery::{dumped_at, write_partition, Written};
 
 /// One world: the cluster, a client, what was written and the indexes.
 struct World {
@@ -261,18 +261,6 @@ async fn new_world(rng: &mut StdRng, entries: usize) -> World {
 
 fn region_of(p: i32, k: u64) -> RegionId {
     u64::try_from(p).unwrap_or(0) * 100 + k
-}
-
-/// `index` as if dumped at `cut`.
-fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
-    let mut out = WalIndex::new();
-    for (region, entries) in index.regions() {
-        for e in entries.entries().iter().filter(|e| e.offset <= cut) {
-            out.push(region, *e).unwrap();
-        }
-    }
-    out.set_last_index(cut);
-    out
 }
 
 /// A random fault of the replay side, and its kind.
