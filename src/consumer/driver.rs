@@ -203,6 +203,9 @@ impl Driver {
         let n = self.cores.len();
         let mut together: Vec<Vec<Outgoing>> = Vec::new();
         let mut sent = 0;
+        // Totals over every core, kept up to date as fetches go out.
+        let mut held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
+        let mut asked: u64 = self.cores.iter().map(ReplayCore::in_flight_bytes).sum();
         loop {
             let mut any = false;
             for k in 0..n {
@@ -210,16 +213,18 @@ impl Driver {
                     break;
                 }
                 let i = (self.send_from + k) % n;
-                let held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
-                let asked: u64 = self.cores.iter().map(ReplayCore::in_flight_bytes).sum();
                 let headroom = self
                     .max_buffered_bytes
                     .saturating_sub(held)
                     .min(self.max_in_flight_bytes.saturating_sub(asked));
                 let core = &mut self.cores[i];
+                let (held_before, asked_before) = (core.held_bytes(), core.in_flight_bytes());
                 let Some(out) = core.poll_fetch(headroom, self.answered) else {
                     continue;
                 };
+                let held_then = held;
+                held += core.held_bytes().saturating_sub(held_before);
+                asked += core.in_flight_bytes().saturating_sub(asked_before);
                 let limit = i32::try_from(out.max_bytes).unwrap_or(i32::MAX).max(1);
                 let params = FetchParams::new(core.topic(), core.partition(), out.offset)
                     .with_max_bytes(limit)
@@ -238,7 +243,7 @@ impl Driver {
                 }
                 self.send_from = (i + 1) % n;
                 self.fetches_in_flight += 1;
-                self.peak_held = self.peak_held.max(held + u64::from(out.max_bytes));
+                self.peak_held = self.peak_held.max(held_then + u64::from(out.max_bytes));
                 sent += 1;
                 any = true;
             }
