@@ -92,6 +92,10 @@ pub struct ClusterConfig {
     /// request uses the first, so Produce stays in order. Default 4; 1 is
     /// what most Kafka clients open.
     pub connections_per_broker: usize,
+    /// The rack this client runs in (librdkafka's `client.rack`), sent in
+    /// Fetch requests so a broker may point the client at a replica in the
+    /// same rack (KIP-392). `None` fetches from leaders only.
+    pub client_rack: Option<String>,
 }
 
 impl ClusterConfig {
@@ -104,7 +108,18 @@ impl ClusterConfig {
             produce_timeout: Duration::from_secs(30),
             admin_timeout: Duration::from_secs(30),
             connections_per_broker: 4,
+            client_rack: None,
         }
+    }
+
+    /// Sets how long connecting, one request and one whole operation (all
+    /// retries included) may take: the CLI's `--timeout` and librdkafka's
+    /// `socket.timeout.ms`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.connection.connect_timeout = self.connection.connect_timeout.min(timeout);
+        self.connection.request_timeout = timeout;
+        self.retry.deadline = timeout;
+        self
     }
 }
 
