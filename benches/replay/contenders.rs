@@ -55,6 +55,23 @@ impl Contender {
             Contender::HintsFewestBytes => "walfetch hints, fewest bytes",
         }
     }
+
+    /// Whether it runs GreptimeDB's estimate algorithm.
+    pub(crate) fn is_estimate(self) -> bool {
+        matches!(self, Contender::Estimate | Contender::EstimateRskafka)
+    }
+
+    /// Its name in the tables on `broker`: GreptimeDB's algorithm would
+    /// fetch the same offset forever on a broker that skips the batch
+    /// holding a mid-batch offset (Tansu 0.6); the back-off that lets it
+    /// finish there is walfetch's, and said so.
+    pub(crate) fn label(self, kafka_rules: bool) -> String {
+        if self.is_estimate() && !kafka_rules {
+            format!("{} + back-off", self.name())
+        } else {
+            self.name().to_owned()
+        }
+    }
 }
 
 /// One replay to run: a region, a range, and the index as the replay sees it.
@@ -401,6 +418,7 @@ async fn replay_rskafka(
             layout: &layout,
             log_start: 0,
             misaligned,
+            cut_records: true,
         };
         let fetch = if next < entries.len() {
             planner.plan_entries(&view, next..entries.len(), attempt)
