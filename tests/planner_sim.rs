@@ -327,3 +327,78 @@ fn a_batch_larger_than_the_fetch_cap_is_fetched_once() {
     assert_eq!(out.stats.fetches, 1);
     assert_eq!(out.stats.records_bytes, u64::from(log.batches()[1].len));
 }
+
+/// A batch the broker cuts has records its CRC no longer covers: by
+/// default they are used only under their own per-record checksum. Without
+/// checksums the replay reads each wanted batch whole (and the floor counts
+/// it whole), unless the caller trusts cut batches, when it cuts and counts
+/// what it yielded unverified.
+#[test]
+fn cut_batches_are_used_only_under_checksums_unless_trusted() {
+    use walfetch::replay::CutRecords;
+    // Three far-apart pairs of wanted records: one late in a large batch,
+    // one early in the next (the first batch of a fetch comes whole; the
+    // next can be cut).
+    let wanted = [95i64, 105, 1095, 1105, 2095, 2105];
+    let specs: Vec<BatchSpec> = (0..30i64)
+        .map(|b| BatchSpec {
+            regions: (0..100)
+                .map(|r| {
+                    if wanted.contains(&(b * 100 + r)) {
+                        WANTED
+                    } else {
+                        OTHER
+                    }
+                })
+                .collect(),
+            ..BatchSpec::default()
+        })
+        .collect();
+    let run = |checksums: bool, policy: CutRecords| {
+        let log = SimLog::build_with(&specs, Compression::None, |_| 200, checksums);
+        let range = log.whole(WANTED);
+        let out = Sim::new(&log, Habits::KAFKA, 0).run(
+            &log.full_index(),
+            &[range],
+            ReplayOptions::default()
+                .with_max_in_flight(1)
+                .with_cut_records(policy),
+        );
+        assert!(out.error.is_none(), "{policy:?}: {:?}", out.error);
+        assert_eq!(out.regions[&WANTED], log.expected(&range), "{policy:?}");
+        let mut batches: Vec<usize> = wanted.iter().map(|&o| (o / 100) as usize).collect();
+        batches.dedup();
+        let whole: u64 = batches
+            .iter()
+            .map(|&b| u64::from(log.batches()[b].len))
+            .sum();
+        (out.stats, whole, log.floor(&wanted))
+    };
+
+    // Checksums: cut after each wanted record, at the floor, all verified.
+    let (stats, whole, floor) = run(true, CutRecords::Checked);
+    assert_eq!(stats.unverified_records, 0);
+    assert!(stats.records_bytes < whole * 6 / 10, "{stats:?}");
+    assert_eq!(stats.records_bytes, floor);
+    assert_eq!(stats.floor_bytes, floor);
+
+    // No checksums, the default: each wanted batch whole (the first fetch
+    // learns there are none from the whole batch it gets), and the floor
+    // counts them whole too.
+    let (stats, whole, floor) = run(false, CutRecords::Checked);
+    assert_eq!(stats.unverified_records, 0);
+    assert_eq!(floor, whole);
+    assert_eq!(stats.floor_bytes, whole);
+    assert!(stats.records_bytes >= whole, "{stats:?}");
+    assert!(stats.records_bytes <= whole * 11 / 10, "{stats:?}");
+
+    // No checksums, trusted: cut, and every record yielded counted.
+    let (stats, whole, _) = run(false, CutRecords::Trusted);
+    assert_eq!(stats.unverified_records, 3);
+    assert!(stats.records_bytes < whole * 6 / 10, "{stats:?}");
+
+    // Never: whole batches even with checksums.
+    let (stats, whole, _) = run(true, CutRecords::Never);
+    assert!(stats.records_bytes >= whole, "{stats:?}");
+    assert_eq!(stats.floor_bytes, whole);
+}

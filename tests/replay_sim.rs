@@ -16,7 +16,7 @@ use walfetch::codec::Compression;
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::{CostModel, PlanConfig};
-use walfetch::replay::{LostPolicy, RegionRange, ReplayOptions, StrategyKind};
+use walfetch::replay::{CutRecords, LostPolicy, RegionRange, ReplayOptions, StrategyKind};
 use walfetch_testkit::Habits;
 
 use support::sim::{injected_error, BatchSpec, Faults, IndexSpec, Outcome, Sim, SimLog};
@@ -66,15 +66,22 @@ struct Scenario {
     /// A small byte cap on fetches (max, probe), so that fetches are cut
     /// and scans take several; `None`: the defaults.
     small_fetches: Option<(u32, u32)>,
+    /// Whether records carry per-record checksums, and which cut records
+    /// the replay uses.
+    checksums: bool,
+    cut_records: CutRecords,
     seed: u64,
 }
 
 impl Scenario {
     fn log(&self) -> SimLog {
         let (len, spread) = (self.value_len, self.value_spread);
-        SimLog::build(&self.batches, self.compression, |offset| {
-            len + (offset as usize).wrapping_mul(7919) % (spread + 1)
-        })
+        SimLog::build_with(
+            &self.batches,
+            self.compression,
+            |offset| len + (offset as usize).wrapping_mul(7919) % (spread + 1),
+            self.checksums,
+        )
     }
 
     /// The regions' ranges in `log`.
@@ -114,6 +121,7 @@ impl Scenario {
         ReplayOptions::default()
             .with_plan(plan)
             .with_max_in_flight(self.in_flight)
+            .with_cut_records(self.cut_records)
     }
 
     fn sim(&self, log: &SimLog) -> Sim {
@@ -178,7 +186,15 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         ],
         (any::<bool>(), habits(), 1usize..5),
         prop::option::of((200u32..8000, 100u32..4000)),
-        any::<u64>(),
+        (
+            any::<bool>(),
+            prop_oneof![
+                3 => Just(CutRecords::Checked),
+                1 => Just(CutRecords::Trusted),
+                1 => Just(CutRecords::Never),
+            ],
+            any::<u64>(),
+        ),
     )
         .prop_map(
             |(
@@ -189,7 +205,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 last_index,
                 (hints, habits, in_flight),
                 small_fetches,
-                seed,
+                (checksums, cut_records, seed),
             )| Scenario {
                 batches,
                 compression,
@@ -201,6 +217,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 habits,
                 in_flight,
                 small_fetches,
+                checksums,
+                cut_records,
                 seed,
             },
         )
@@ -248,9 +266,13 @@ fn fetch_price(in_flight: usize) -> u64 {
 /// estimated without hints; whether a fetch offset in a gap of a scanned
 /// tail fell in a batch the broker skipped; a broker's habits; and where
 /// the planner, left to right, ends a run the cap cuts (it does not look
-/// ahead for a split that would let the next fetch cut its first batch).
+/// ahead for a split that would let the next fetch cut its first batch);
+/// and where a replay that checks cut records learns only from a response
+/// that the records carry no checksums (one pass and region by region may
+/// each pay for a cut they cannot use, at different points).
 fn planned_for() -> impl Strategy<Value = Scenario> {
     scenario().prop_map(|mut s| {
+        s.checksums |= s.cut_records == CutRecords::Checked;
         s.habits = Habits::KAFKA;
         s.hints = true;
         s.small_fetches = None;

@@ -11,7 +11,9 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use walfetch::cluster::IsolationLevel;
-use walfetch::consumer::{LostPolicy, Recovery, ReplayOptions, ReplayStats, StrategyKind};
+use walfetch::consumer::{
+    CutRecords, LostPolicy, Recovery, ReplayOptions, ReplayStats, StrategyKind,
+};
 use walfetch::index::{read_index_file, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
@@ -109,6 +111,12 @@ pub(crate) struct Args {
     /// (without it, that is an error).
     #[arg(long)]
     force_rule: bool,
+    /// Use the complete records of a batch the broker cut at the byte limit
+    /// even when no per-record checksum covers them (their batch's CRC
+    /// cannot be checked); they are counted as `unverified_records`.
+    /// Without it, such a batch is read whole.
+    #[arg(long)]
+    trust_cut_batches: bool,
 }
 
 /// A partition to replay and its index.
@@ -367,7 +375,12 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         } else {
             LostPolicy::Error
         })
-        .with_force_rule(args.force_rule);
+        .with_force_rule(args.force_rule)
+        .with_cut_records(if args.trust_cut_batches {
+            CutRecords::Trusted
+        } else {
+            CutRecords::Checked
+        });
     // Without a rule given, each partition's index's own rule.
     Ok(match args.rule.rule()? {
         Some(rule) => options.with_region_rule(rule),
@@ -428,6 +441,7 @@ pub(crate) fn stats_json(
         "wire_bytes": stats.wire_bytes,
         "records_bytes": stats.records_bytes,
         "yielded_bytes": stats.yielded_bytes,
+        "unverified_records": stats.unverified_records,
         "read_amplification": stats.read_amplification(),
         "floor_bytes": stats.floor_bytes,
         "floor_amplification": stats.floor_amplification(),

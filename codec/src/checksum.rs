@@ -16,7 +16,7 @@
 //! apart from the value's head. Other headers, the timestamp and the offset
 //! are not covered.
 
-use crate::RecordRef;
+use crate::{Header, Record, RecordRef};
 
 /// The header key of the per-record checksum.
 pub const RECORD_CHECKSUM_HEADER: &str = "walfetch.crc32c";
@@ -51,25 +51,91 @@ pub enum RecordCheck {
     Mismatch,
 }
 
-/// Checks `record` against its per-record checksum header, if it has one.
-/// The first header of that key counts.
-pub fn check_record(record: &RecordRef<'_>) -> RecordCheck {
-    let Some(header) = record
-        .headers()
-        .find(|h| h.key == RECORD_CHECKSUM_HEADER.as_bytes())
-    else {
+/// Checks a record (its key, value and headers) against its per-record
+/// checksum header, if it has one. The first header of that key counts.
+fn check<'a>(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    mut headers: impl Iterator<Item = Header<'a>>,
+) -> RecordCheck {
+    let Some(header) = headers.find(|h| h.key == RECORD_CHECKSUM_HEADER.as_bytes()) else {
         return RecordCheck::Missing;
     };
-    let expected = record_checksum_header(record.key(), record.value());
     match header.value {
-        Some(v) if v == expected => RecordCheck::Verified,
+        Some(v) if v == record_checksum_header(key, value) => RecordCheck::Verified,
         _ => RecordCheck::Mismatch,
+    }
+}
+
+impl Record {
+    /// What the record's per-record checksum header says of it.
+    pub fn check_checksum(&self) -> RecordCheck {
+        check(self.key(), self.value(), self.headers())
+    }
+}
+
+impl RecordRef<'_> {
+    /// What the record's per-record checksum header says of it.
+    pub fn check_checksum(&self) -> RecordCheck {
+        check(self.key(), self.value(), self.headers())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
+    use crate::{BatchBuilder, Batches, DecodeOptions, NewRecord};
+
+    /// One record with `headers`, encoded and decoded again.
+    fn decoded(value: &'static [u8], headers: Vec<(Bytes, Option<Bytes>)>) -> Record {
+        let record = NewRecord {
+            key: Some(Bytes::from_static(b"k")),
+            headers,
+            ..NewRecord::value(0, value)
+        };
+        let batch = BatchBuilder::new(0).encode(&[record]).unwrap();
+        let mut batches = Batches::new(batch.bytes, DecodeOptions::default());
+        let batch = batches.next().unwrap().unwrap();
+        let mut records = batch.records().unwrap();
+        records.next().unwrap().unwrap()
+    }
+
+    fn header(value: &[u8]) -> (Bytes, Option<Bytes>) {
+        (
+            Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+            Some(Bytes::copy_from_slice(value)),
+        )
+    }
+
+    #[test]
+    fn a_record_is_verified_missing_or_mismatched() {
+        let good = record_checksum_header(Some(b"k"), Some(b"value"));
+        assert_eq!(
+            decoded(b"value", vec![header(&good)]).check_checksum(),
+            RecordCheck::Verified
+        );
+        assert_eq!(
+            decoded(b"value", vec![]).check_checksum(),
+            RecordCheck::Missing
+        );
+        // The value changed after the checksum was taken.
+        assert_eq!(
+            decoded(b"valuE", vec![header(&good)]).check_checksum(),
+            RecordCheck::Mismatch
+        );
+        // A header of the wrong length, or null.
+        assert_eq!(
+            decoded(b"value", vec![header(&good[..3])]).check_checksum(),
+            RecordCheck::Mismatch
+        );
+        let null = (Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()), None);
+        assert_eq!(
+            decoded(b"value", vec![null]).check_checksum(),
+            RecordCheck::Mismatch
+        );
+    }
 
     #[test]
     fn null_and_empty_differ_and_fields_do_not_run_together() {

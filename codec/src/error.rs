@@ -123,6 +123,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A record's per-record checksum header (see
+    /// [`crate::RECORD_CHECKSUM_HEADER`]) does not match its key and value.
+    #[error(
+        "corrupt record at offset {offset}: its per-record checksum does not match its key and \
+         value"
+    )]
+    RecordChecksumMismatch {
+        /// The record's offset.
+        offset: i64,
+    },
 }
 
 /// The bytes a record position counts in.

@@ -15,9 +15,7 @@ mod wire;
 
 pub use batch::RecordBatch;
 pub use batches::{Batches, DecodeOptions, PartialBatch, DEFAULT_MAX_DECOMPRESSED_BYTES};
-pub use checksum::{
-    check_record, record_checksum, record_checksum_header, RecordCheck, RECORD_CHECKSUM_HEADER,
-};
+pub use checksum::{record_checksum, record_checksum_header, RecordCheck, RECORD_CHECKSUM_HEADER};
 pub use compression::SnappyFraming;
 pub use control::{ControlRecord, ControlType};
 pub use encode::{BatchBuilder, EncodedBatch, NewRecord};

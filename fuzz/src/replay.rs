@@ -19,13 +19,14 @@ use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use walfetch::cluster::{ClientError, FetchedPartition, IsolationLevel};
 use walfetch::codec::{
-    AbortedTransaction, BatchBuilder, Compression, ControlType, DecodeOptions, NewRecord,
+    record_checksum_header, AbortedTransaction, BatchBuilder, Compression, ControlType,
+    DecodeOptions, NewRecord, RECORD_CHECKSUM_HEADER,
 };
 use walfetch::error_code::ErrorCode;
 use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 use walfetch::replay::{
-    FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore, ReplayOptions,
+    CutRecords, FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore, ReplayOptions,
     StrategyKind,
 };
 use walfetch_testkit::fetch_rules::ReadRequest;
@@ -70,6 +71,9 @@ pub struct BatchInput {
     pub compression: Compression,
     /// A transaction marker instead of records.
     pub marker: bool,
+    /// Per-record checksums (modulo 3): none, right, or wrong on every
+    /// other record.
+    pub checksums: u8,
 }
 
 /// One index entry.
@@ -117,8 +121,9 @@ pub struct OptionsInput {
     pub strategy: u8,
     /// Fetches in flight (modulo 4, plus 1).
     pub in_flight: u8,
-    /// Use the records of a batch the broker cut.
-    pub partial_records: bool,
+    /// Which records of a batch the broker cut to use: checked, trusted or
+    /// none (modulo 3).
+    pub cut_records: u8,
     /// Skip lost offsets instead of failing.
     pub skip_lost: bool,
     /// `read_committed`.
@@ -317,14 +322,28 @@ fn build_log(batches: &[BatchInput]) -> Log {
         } else {
             let new: Vec<NewRecord> = (0..)
                 .zip(b.records.iter().take(32))
-                .map(|(delta, &r)| NewRecord {
-                    offset_delta: delta,
-                    timestamp: base + i64::from(delta),
-                    key: Some(Bytes::copy_from_slice(
-                        &RegionId::from(r % REGIONS).to_be_bytes(),
-                    )),
-                    value: Some(Bytes::from(vec![r; usize::from(b.value_len)])),
-                    headers: Vec::new(),
+                .map(|(delta, &r)| {
+                    let key = RegionId::from(r % REGIONS).to_be_bytes();
+                    let value = vec![r; usize::from(b.value_len)];
+                    let mut sum = record_checksum_header(Some(&key), Some(&value));
+                    if b.checksums % 3 == 2 && delta % 2 == 1 {
+                        sum[0] ^= 1;
+                    }
+                    NewRecord {
+                        offset_delta: delta,
+                        timestamp: base + i64::from(delta),
+                        key: Some(Bytes::copy_from_slice(&key)),
+                        value: Some(Bytes::from(value)),
+                        headers: (b.checksums % 3 != 0)
+                            .then(|| {
+                                (
+                                    Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+                                    Some(Bytes::copy_from_slice(&sum)),
+                                )
+                            })
+                            .into_iter()
+                            .collect(),
+                    }
                 })
                 .collect();
             builder.encode(&new)
@@ -413,7 +432,10 @@ fn build_options(o: &OptionsInput) -> ReplayOptions {
         .with_strategy(strategy)
         .with_plan(plan)
         .with_max_in_flight(usize::from(o.in_flight % 4) + 1)
-        .with_partial_records(o.partial_records)
+        .with_cut_records(
+            [CutRecords::Checked, CutRecords::Trusted, CutRecords::Never]
+                [usize::from(o.cut_records % 3)],
+        )
         .with_on_lost([LostPolicy::Error, LostPolicy::Skip][usize::from(o.skip_lost)])
         .with_isolation(
             [

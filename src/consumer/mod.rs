@@ -24,7 +24,9 @@ use std::task::{Context, Poll};
 use futures::stream::Stream;
 use walfetch_codec::Record;
 
-pub use crate::replay::{LostPolicy, RegionStats, ReplayOptions, ReplayStats, StrategyKind};
+pub use crate::replay::{
+    CutRecords, LostPolicy, RegionStats, ReplayOptions, ReplayStats, StrategyKind,
+};
 pub use recovery::{RecoveredEntry, Recovery, RecoveryBuilder};
 
 use crate::cluster::Cluster;

@@ -125,6 +125,7 @@ mod tests {
             layout,
             log_start: 0,
             misaligned: None,
+            cut_records: true,
         }
     }
 

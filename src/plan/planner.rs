@@ -194,10 +194,13 @@ impl<'a> Plan<'a> {
         let entry = self.view.entries[i];
         if let Some((base, extent)) = self.view.layout.containing(entry.offset) {
             // A hint for this very batch also knows where the record ends;
-            // a compressed batch or an observed-only one is read whole.
+            // a compressed batch or an observed-only one is read whole, and
+            // so is every batch when cut records cannot be used.
             let end = entry
                 .hint
-                .filter(|h| h.batch_base == base && h.batch_len == extent.len)
+                .filter(|h| {
+                    self.view.cut_records && h.batch_base == base && h.batch_len == extent.len
+                })
                 .map_or(extent.len, |h| h.record_end.min(extent.len));
             return Some(Located {
                 base,
@@ -226,10 +229,8 @@ impl<'a> Plan<'a> {
         if first.is_none() && self.observed.bytes_per_offset().is_none() {
             return self.probe(start, end);
         }
-        let batch = self.observed.average_batch();
-        let gap_limit = self.config.cost.merge_gap_bytes() as f64;
         let max = f64::from(self.config.max_fetch_bytes);
-        let (offset, mut at) = match first {
+        let (offset, at) = match first {
             // The first batch comes whole regardless (KIP-74), so reaching
             // into the rest of it costs nothing.
             Some(l) => (l.base, Position::in_batch(l.base, 0.0, l.batch_len, false)),
@@ -240,14 +241,62 @@ impl<'a> Plan<'a> {
                 // The response starts at the batch holding `offset`: on
                 // average half a batch before it.
                 let per_offset = self.observed.bytes_per_offset().unwrap_or(1.0);
-                let pos =
-                    batch / 2.0 + (self.view.entries[start].offset - offset) as f64 * per_offset;
+                let pos = self.observed.average_batch() / 2.0
+                    + (self.view.entries[start].offset - offset) as f64 * per_offset;
                 (offset, Position::record(pos, per_offset))
             }
         };
         // The first batch comes whole whatever the cap: every entry in it
         // is had in this fetch.
         let cap = max.max(first.map_or(0.0, |l| f64::from(l.batch_len)));
+        let fetch = self.extend(start, end, offset, at, cap);
+        // Starting at the small batch before the first entry's large one
+        // instead: that batch comes whole, the large one can then be cut.
+        match self.starting_before(start, end) {
+            Some(cut) if cut.kind == fetch.kind && cut.max_bytes < fetch.max_bytes => cut,
+            _ => fetch,
+        }
+    }
+
+    /// The run from `start` planned to begin at the known batch right
+    /// before the first entry's, which holds nothing still wanted: it comes
+    /// whole (KIP-74), and the first entry's batch can then be cut after
+    /// the entries wanted of it instead of coming whole. `None` where that
+    /// cannot apply (cut records unusable, the batch before unknown or not
+    /// adjacent, below the log start, larger than a fetch), and on a
+    /// second attempt: a broker that does not cut batches, nor send one
+    /// past the byte limit, answers such a fetch with the batch before
+    /// only, and a fetch from the first entry's own batch always gets it.
+    fn starting_before(&self, start: usize, end: usize) -> Option<PlannedFetch> {
+        let l = self.locate(start)?;
+        if self.attempt > 0 || !self.view.cut_records || l.record_end >= l.batch_len {
+            return None;
+        }
+        let (previous, extent) = self.view.layout.containing(l.base.checked_sub(1)?)?;
+        let adjacent = self.view.layout.next_adjacent(previous).map(|(b, _)| b) == Some(l.base);
+        let len = f64::from(extent.len);
+        let max = f64::from(self.config.max_fetch_bytes);
+        if !adjacent || previous < self.view.log_start || len + f64::from(l.record_end) > max {
+            return None;
+        }
+        let at = Position::in_batch(l.base, len, l.record_end, false);
+        Some(self.extend(start, end, previous, at, max))
+    }
+
+    /// Extends a fetch from `offset`, whose first entry (`start`) sits at
+    /// `at`, over the entries after it while that pays; `cap`: the bytes
+    /// it may reach.
+    fn extend(
+        &self,
+        start: usize,
+        end: usize,
+        offset: i64,
+        mut at: Position,
+        cap: f64,
+    ) -> PlannedFetch {
+        let batch = self.observed.average_batch();
+        let gap_limit = self.config.cost.merge_gap_bytes() as f64;
+        let max = f64::from(self.config.max_fetch_bytes);
         let mut last = start;
         // The fetch as it was before its latest batch was entered: where it
         // goes back to when the cap cuts that batch short of its wanted
@@ -514,6 +563,7 @@ mod tests {
             layout,
             log_start: 0,
             misaligned: None,
+            cut_records: true,
         }
     }
 
@@ -559,6 +609,48 @@ mod tests {
                 kind: FetchKind::Indexed { entries: 0..2 }
             }]
         );
+    }
+
+    /// A small batch before a large one holding an early wanted record:
+    /// start at the small one (it comes whole) and cut the large one, as
+    /// the floor does; not when cut records cannot be used, nor when the
+    /// batch before is as large.
+    #[test]
+    fn a_small_batch_before_a_large_one_lets_the_fetch_cut_it() {
+        let log = vec![
+            Batch {
+                base: 0,
+                n: 1,
+                record: 100,
+            },
+            Batch {
+                base: 1,
+                n: 50,
+                record: 100,
+            },
+        ];
+        let fetches = plan_all(&log, &[2], PlanConfig::default());
+        assert_eq!(
+            fetches,
+            [PlannedFetch {
+                offset: 0,
+                max_bytes: log[0].len() + log[1].end(1),
+                kind: FetchKind::Indexed { entries: 0..1 }
+            }]
+        );
+        // Cut records unusable: the large batch whole.
+        let entries = hinted(&log, &[2]);
+        let layout = layout(&log);
+        let whole = PlanView {
+            cut_records: false,
+            ..view(&entries, &layout)
+        };
+        let fetch = Planner::new(PlanConfig::default()).plan_entries(&whole, 0..1, 0);
+        assert_eq!((fetch.offset, fetch.max_bytes), (1, log[1].len()));
+        // A wanted record late in the large batch: cutting saves less than
+        // the batch before costs.
+        let fetch = plan_all(&log, &[50], PlanConfig::default()).remove(0);
+        assert_eq!((fetch.offset, fetch.max_bytes), (1, log[1].len()));
     }
 
     /// Regression: entries past the cap in a first batch larger than the

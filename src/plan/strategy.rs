@@ -28,6 +28,10 @@ pub struct PlanView<'a> {
     /// batch containing it (a habit of some Kafka-compatible brokers): the
     /// log start it reported then.
     pub misaligned: Option<i64>,
+    /// Whether the records of a batch cut at the byte limit can be used
+    /// (see [`crate::replay::CutRecords`]). When not, a fetch must read
+    /// each batch holding wanted records to its end.
+    pub cut_records: bool,
 }
 
 impl PlanView<'_> {

@@ -21,11 +21,12 @@ use std::ops::Range;
 use bytes::Bytes;
 use walfetch_codec::{
     AbortedTransaction, BatchHeader, Batches, DecodeOptions, Error as CodecError, Record,
-    TransactionFilter,
+    RecordCheck, TransactionFilter,
 };
 
 use crate::index::IndexEntry;
 use crate::plan::{FetchKind, PlannedFetch, SeenBatch};
+use crate::replay::CutRecords;
 
 /// One partition's part of a Fetch response, as absorb needs it.
 #[derive(Debug, Clone)]
@@ -44,9 +45,9 @@ pub(crate) struct Response<'a> {
 pub(crate) struct AbsorbOptions {
     pub(crate) decode: DecodeOptions,
     pub(crate) read_committed: bool,
-    /// Take complete records from the uncompressed prefix of a batch the
-    /// broker cut (their CRC cannot be checked).
-    pub(crate) partial_records: bool,
+    /// Which complete records of the uncompressed prefix of a batch the
+    /// broker cut may be taken (the batch's CRC cannot be checked).
+    pub(crate) cut_records: CutRecords,
     /// Tail records at or above this offset are not wanted.
     pub(crate) tail_end: i64,
 }
@@ -71,6 +72,13 @@ pub(crate) struct Absorbed {
     /// Records the response held at or above the fetch offset (the
     /// estimate strategy's average is taken over them).
     pub(crate) at_or_above: usize,
+    /// Records taken from a cut batch that no checksum covered
+    /// ([`CutRecords::Trusted`]).
+    pub(crate) unverified: u64,
+    /// A record of a cut batch was wanted but carried no per-record
+    /// checksum ([`CutRecords::Checked`]): it and what follows it in that
+    /// batch were left for a fetch that reads the batch whole.
+    pub(crate) unchecked_cut: bool,
 }
 
 /// Reads `response` to `fetch`, which asked for some of `entries` (the
@@ -180,7 +188,7 @@ pub(crate) fn absorb(
             if first && h.base_offset > first_wanted && !response.aligned {
                 out.misaligned = true;
             }
-            let usable = opts.partial_records
+            let usable = opts.cut_records != CutRecords::Never
                 && !out.misaligned
                 && !h.is_control()
                 && (!opts.read_committed || !h.is_transactional())
@@ -189,10 +197,34 @@ pub(crate) fn absorb(
                 let mut last_seen = None;
                 for record in records {
                     let record = record?;
+                    let wanted_here = match tail_from {
+                        Some(from) => {
+                            record.offset() >= from.max(covered + 1)
+                                && record.offset() < opts.tail_end
+                        }
+                        None => cursor < wanted.len() && record.offset() == wanted.offset(cursor),
+                    };
+                    // A record that would be taken must be covered by its
+                    // own checksum; past one that is not, nothing of this
+                    // batch counts as seen.
+                    if wanted_here {
+                        match (record.check_checksum(), opts.cut_records) {
+                            (RecordCheck::Mismatch, _) => {
+                                return Err(CodecError::RecordChecksumMismatch {
+                                    offset: record.offset(),
+                                })
+                            }
+                            (RecordCheck::Missing, CutRecords::Trusted) => out.unverified += 1,
+                            (RecordCheck::Missing, _) => {
+                                out.unchecked_cut = true;
+                                break;
+                            }
+                            (RecordCheck::Verified, _) => {}
+                        }
+                    }
                     last_seen = Some(record.offset());
-                    if let Some(from) = tail_from {
-                        let fresh = record.offset() >= from.max(covered + 1);
-                        if fresh && record.offset() < opts.tail_end {
+                    if tail_from.is_some() {
+                        if wanted_here {
                             out.tail.push(record);
                         }
                     } else if cursor < wanted.len() && record.offset() >= wanted.offset(cursor) {
@@ -209,6 +241,7 @@ pub(crate) fn absorb(
 
     out.at_or_above = at_or_above;
     if out.misaligned {
+        out.unverified = 0;
         out.delivered.clear();
         out.tail.clear();
         out.lost.clear();
@@ -295,5 +328,115 @@ fn mark_lost(
             out.lost.push(range.start + *cursor);
         }
         *cursor += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use walfetch_codec::{
+        record_checksum_header, BatchBuilder, Error as CodecError, NewRecord,
+        RECORD_CHECKSUM_HEADER,
+    };
+
+    use super::*;
+
+    /// Four records at offsets 0..4, with per-record checksums or not,
+    /// cut right after the third (a response cut at its byte limit), the
+    /// third's value changed after it was written when `flip`.
+    fn cut_batch(checksums: bool, flip: bool) -> Bytes {
+        let records: Vec<NewRecord> = (0..4)
+            .map(|i| {
+                let value = vec![b'a' + i as u8; 20];
+                let headers = checksums
+                    .then(|| {
+                        let sum = record_checksum_header(None, Some(&value));
+                        (
+                            Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+                            Some(Bytes::copy_from_slice(&sum)),
+                        )
+                    })
+                    .into_iter()
+                    .collect();
+                NewRecord {
+                    headers,
+                    ..NewRecord::value(i, value)
+                }
+            })
+            .collect();
+        let batch = BatchBuilder::new(0).encode(&records).expect("encode");
+        let cut = batch.record_end_in_batch(2).expect("uncompressed");
+        let mut bytes = batch.bytes[..cut].to_vec();
+        if flip {
+            // The third record's last value byte sits right before its
+            // headers (a count, then each header).
+            let header_len = if checksums {
+                1 + 1 + RECORD_CHECKSUM_HEADER.len() + 1 + 4
+            } else {
+                1
+            };
+            bytes[cut - header_len - 1] ^= 0x20;
+        }
+        Bytes::from(bytes)
+    }
+
+    fn absorb_cut(bytes: Bytes, cut_records: CutRecords) -> Result<Absorbed, CodecError> {
+        let entries: Vec<IndexEntry> = (0..4).map(IndexEntry::offset_only).collect();
+        let fetch = PlannedFetch {
+            offset: 0,
+            max_bytes: bytes.len() as u32,
+            kind: FetchKind::Indexed { entries: 0..4 },
+        };
+        let response = Response {
+            records: bytes,
+            aborted: &[],
+            aligned: true,
+        };
+        let opts = AbsorbOptions {
+            decode: DecodeOptions::default(),
+            read_committed: false,
+            cut_records,
+            tail_end: i64::MAX,
+        };
+        absorb(&entries, &fetch, &response, &opts)
+    }
+
+    fn offsets(out: &Absorbed) -> Vec<i64> {
+        out.delivered.iter().map(|(_, r)| r.offset()).collect()
+    }
+
+    #[test]
+    fn checksummed_cut_records_are_used_and_a_flipped_byte_is_caught() {
+        for policy in [CutRecords::Checked, CutRecords::Trusted] {
+            let out = absorb_cut(cut_batch(true, false), policy).expect("absorbed");
+            assert_eq!(offsets(&out), [0, 1, 2], "{policy:?}");
+            assert_eq!((out.unverified, out.unchecked_cut), (0, false));
+            assert_eq!(out.requeue, Some(3..4));
+            let error = absorb_cut(cut_batch(true, true), policy).expect_err("corrupt");
+            assert!(
+                matches!(error, CodecError::RecordChecksumMismatch { offset: 2 }),
+                "{policy:?}: {error}"
+            );
+            assert!(error.to_string().contains("offset 2"), "{error}");
+        }
+    }
+
+    #[test]
+    fn unchecksummed_cut_records_are_left_unless_trusted_and_then_counted() {
+        // Checked: nothing of the cut batch is taken; it is fetched again.
+        let out = absorb_cut(cut_batch(false, true), CutRecords::Checked).expect("absorbed");
+        assert!(out.delivered.is_empty());
+        assert!(out.unchecked_cut);
+        assert_eq!(out.requeue, Some(0..4));
+        // Trusted: taken, the flipped byte and all, and counted.
+        let out = absorb_cut(cut_batch(false, true), CutRecords::Trusted).expect("absorbed");
+        assert_eq!(offsets(&out), [0, 1, 2]);
+        assert_eq!(out.unverified, 3);
+        let mut flipped = [b'c'; 20];
+        flipped[19] = b'C';
+        assert_eq!(out.delivered[2].1.value(), Some(&flipped[..]));
+        // Never: not even checksummed records.
+        let out = absorb_cut(cut_batch(true, false), CutRecords::Never).expect("absorbed");
+        assert!(out.delivered.is_empty());
+        assert_eq!(out.requeue, Some(0..4));
     }
 }

@@ -44,11 +44,11 @@ mod stats;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use walfetch_codec::Record;
+use walfetch_codec::{Record, RecordCheck};
 
 #[doc(hidden)]
 pub use link::LinkEstimator;
-pub use options::{LostPolicy, ReplayOptions, StrategyKind};
+pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 
 use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
@@ -190,6 +190,12 @@ pub struct ReplayCore {
     /// Whether each indexed entry is checked to be of its region by
     /// `options.region_rule` when yielded (the rule is known).
     verify_entries: bool,
+    /// Whether the records of a batch cut at the byte limit can be used:
+    /// the policy allows it, under [`CutRecords::Checked`] no record
+    /// without a per-record checksum was met, and the broker was not seen
+    /// to send whole batches past the byte limit. When not, the strategy
+    /// plans whole batches (see [`PlanView::cut_records`]).
+    cut_usable: bool,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -318,6 +324,7 @@ impl ReplayCore {
         let slots = (0..entries.len()).map(|_| Slot::Pending).collect();
         let queue = WorkQueue::new(entries.len(), tail);
         let region_stats = vec![RegionStats::default(); tracked.len()];
+        let cut_usable = options.cut_records != CutRecords::Never;
         Ok(Self {
             topic,
             partition,
@@ -347,6 +354,7 @@ impl ReplayCore {
             log_start: 0,
             misaligned: None,
             verify_entries: bound.verify,
+            cut_usable,
         })
     }
 
@@ -483,6 +491,7 @@ impl ReplayCore {
             layout: &self.layout,
             log_start: self.log_start,
             misaligned: self.misaligned,
+            cut_records: self.cut_usable,
         };
         let mut fetch = match work {
             Work::Entries { run, attempt } => {
@@ -667,7 +676,7 @@ impl ReplayCore {
         let opts = AbsorbOptions {
             decode: self.options.decode,
             read_committed: self.options.isolation == IsolationLevel::ReadCommitted,
-            partial_records: self.options.partial_records,
+            cut_records: self.options.cut_records,
             tail_end: self.end,
         };
         let absorbed =
@@ -718,6 +727,29 @@ impl ReplayCore {
         let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
         if absorbed.misaligned || skipped {
             self.misaligned = Some(fetched.log_start_offset.max(0));
+        }
+        self.stats.unverified_records += absorbed.unverified;
+        if absorbed.unchecked_cut
+            || (self.cut_usable
+                && self.options.cut_records == CutRecords::Checked
+                && absorbed
+                    .delivered
+                    .iter()
+                    .map(|(_, r)| r)
+                    .chain(&absorbed.tail)
+                    .any(|r| r.check_checksum() == RecordCheck::Missing))
+        {
+            // Records without a per-record checksum: a batch cut after one
+            // would have to be read again whole, so plan whole batches.
+            self.cut_usable = false;
+        }
+        // Kafka answers at most the byte limit, or the first batch whole
+        // when that is larger (KIP-74); a broker that sent more returns
+        // whole batches only (Tansu 0.6), and no fetch gains by planning a
+        // cut there.
+        let first_len = absorbed.batches.first().map_or(0, |b| b.len as usize);
+        if fetched.records.len() > (fetch.max_bytes as usize).max(first_len) {
+            self.cut_usable = false;
         }
         let mut progress = learned
             || !absorbed.delivered.is_empty()
@@ -970,8 +1002,18 @@ impl ReplayCore {
 
     fn yielded(&mut self, k: usize, record: Record, now: Instant) -> Entry {
         let len = record.wire_len() as u64;
-        self.yielded_ends
-            .push((record.offset(), record.batch_range().map(|r| r.end as u32)));
+        // The floor may cut a batch after this record only where the
+        // policy would use it cut.
+        let cut_ok = match self.options.cut_records {
+            CutRecords::Trusted => true,
+            CutRecords::Checked => record.check_checksum() == RecordCheck::Verified,
+            CutRecords::Never => false,
+        };
+        let end = record
+            .batch_range()
+            .filter(|_| cut_ok)
+            .map(|r| r.end as u32);
+        self.yielded_ends.push((record.offset(), end));
         self.buffered_bytes -= len;
         self.stats.yielded_bytes += len;
         self.region_stats[k].yielded_bytes += len;

@@ -71,10 +71,11 @@ pub struct ReplayOptions {
     pub isolation: IsolationLevel,
     /// Decoding options (CRC checks, decompression cap).
     pub decode: DecodeOptions,
-    /// Use the complete records of a batch the broker cut at the byte limit
-    /// (uncompressed batches only; their CRC cannot be checked). This is what
-    /// lets a precise byte limit stop mid-batch. Default: on.
-    pub partial_records: bool,
+    /// Which records of a batch the broker cut at the byte limit may be
+    /// used (uncompressed batches only; the batch's CRC cannot be checked).
+    /// Using them is what lets a precise byte limit stop mid-batch. Default:
+    /// [`CutRecords::Checked`], only records their own checksum covers.
+    pub cut_records: CutRecords,
     /// Indexed offsets that no longer exist.
     pub on_lost: LostPolicy,
     /// Fetches in a row allowed to make no progress before giving up.
@@ -107,7 +108,7 @@ impl Default for ReplayOptions {
             max_buffered_bytes: 64 << 20,
             isolation: IsolationLevel::ReadUncommitted,
             decode: DecodeOptions::default(),
-            partial_records: true,
+            cut_records: CutRecords::Checked,
             on_lost: LostPolicy::Error,
             max_attempts: 16,
             region_rule: None,
@@ -165,9 +166,9 @@ impl ReplayOptions {
         self
     }
 
-    /// Sets [`ReplayOptions::partial_records`].
-    pub fn with_partial_records(mut self, use_them: bool) -> Self {
-        self.partial_records = use_them;
+    /// Sets [`ReplayOptions::cut_records`].
+    pub fn with_cut_records(mut self, cut_records: CutRecords) -> Self {
+        self.cut_records = cut_records;
         self
     }
 
@@ -194,4 +195,28 @@ impl ReplayOptions {
         self.force_rule = force;
         self
     }
+}
+
+/// Which records of a batch the broker cut at the byte limit a replay uses.
+///
+/// Kafka cuts the last batch of a response at the fetch's byte limit; the
+/// complete records of an uncompressed batch's prefix are readable, but the
+/// batch's CRC covers the whole batch and cannot be checked. A record whose
+/// per-record checksum header ([`crate::codec::RECORD_CHECKSUM_HEADER`],
+/// written by [`crate::writer::WalWriter`]) matches is covered on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CutRecords {
+    /// Use a cut batch's records only when each carries a matching
+    /// per-record checksum; a mismatch is an error naming the offset. A
+    /// record without one is left, and its batch read whole: once a
+    /// replay meets such a record, it plans whole batches from then on.
+    #[default]
+    Checked,
+    /// Use them all; those without a per-record checksum are counted in
+    /// [`crate::replay::ReplayStats::unverified_records`] (a mismatching
+    /// checksum is still an error).
+    Trusted,
+    /// Never use them: every batch is read whole.
+    Never,
 }

@@ -46,6 +46,10 @@ pub struct ReplayStats {
     pub tail_skipped: u64,
     /// Encoded bytes of the records yielded (their size inside batches).
     pub yielded_bytes: u64,
+    /// Records yielded from batches the broker cut that no checksum covered
+    /// (neither their batch's CRC nor a per-record checksum): only under
+    /// [`super::CutRecords::Trusted`].
+    pub unverified_records: u64,
     /// Indexed offsets that no longer exist (skipped under
     /// [`super::LostPolicy::Skip`]).
     pub lost: Vec<i64>,
@@ -126,6 +130,7 @@ impl ReplayStats {
         self.tail_records += other.tail_records;
         self.tail_skipped += other.tail_skipped;
         self.yielded_bytes += other.yielded_bytes;
+        self.unverified_records += other.unverified_records;
         self.lost.extend_from_slice(&other.lost);
         self.lost_ranges.extend_from_slice(&other.lost_ranges);
         self.time_to_first = match (self.time_to_first, other.time_to_first) {

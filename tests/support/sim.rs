@@ -20,7 +20,9 @@ use bytes::{Bytes, BytesMut};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use walfetch::cluster::{ClientError, FetchedPartition};
-use walfetch::codec::{BatchBuilder, Compression, NewRecord};
+use walfetch::codec::{
+    record_checksum_header, BatchBuilder, Compression, NewRecord, RECORD_CHECKSUM_HEADER,
+};
 use walfetch::error::Error;
 use walfetch::error_code::ErrorCode;
 use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
@@ -98,20 +100,37 @@ pub(crate) struct IndexSpec {
 #[derive(Debug, Clone)]
 pub(crate) struct SimLog {
     log: PartitionLog,
+    /// Whether every record carries its per-record checksum (as
+    /// `WalWriter` writes them): only then may a replay use the records
+    /// of a cut batch by default, and so may the floor.
+    checksums: bool,
     batches: Vec<SimBatch>,
     records: Vec<SimRecord>,
 }
 
 impl SimLog {
     /// Writes `specs` with `compression`; the value of the record at an
-    /// offset is `value_len(offset)` bytes long (at least its label).
+    /// offset is `value_len(offset)` bytes long (at least its label). Every
+    /// record carries its per-record checksum, as `WalWriter` writes it.
     pub(crate) fn build(
         specs: &[BatchSpec],
         compression: Compression,
         value_len: impl Fn(i64) -> usize,
     ) -> Self {
+        Self::build_with(specs, compression, value_len, true)
+    }
+
+    /// [`SimLog::build`], with per-record checksums or without (as most
+    /// writers write).
+    pub(crate) fn build_with(
+        specs: &[BatchSpec],
+        compression: Compression,
+        value_len: impl Fn(i64) -> usize,
+        checksums: bool,
+    ) -> Self {
         let mut sim = Self {
             log: PartitionLog::new(),
+            checksums,
             batches: Vec::with_capacity(specs.len()),
             records: Vec::new(),
         };
@@ -125,12 +144,23 @@ impl SimLog {
                     let mut value = format!("{region}@{offset};").into_bytes();
                     let len = value_len(offset).max(value.len());
                     value.extend(filler(offset).take(len - value.len()));
+                    let key = region.to_be_bytes();
+                    let headers = checksums
+                        .then(|| {
+                            let sum = record_checksum_header(Some(&key), Some(&value));
+                            (
+                                Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+                                Some(Bytes::copy_from_slice(&sum)),
+                            )
+                        })
+                        .into_iter()
+                        .collect();
                     NewRecord {
                         offset_delta: delta,
                         timestamp: offset,
-                        key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
+                        key: Some(Bytes::copy_from_slice(&key)),
                         value: Some(value.into()),
-                        headers: Vec::new(),
+                        headers,
                     }
                 })
                 .collect();
@@ -308,7 +338,13 @@ impl SimLog {
                 .find(|r| r.offset == o)
                 .unwrap_or_else(|| panic!("offset {o} is not in the log"));
             let b = &mut log[r.batch];
-            let end = b.start + u64::from(r.end);
+            // Without per-record checksums a cut batch's records are not
+            // used: the batch is read whole.
+            let end = if self.checksums {
+                b.start + u64::from(r.end)
+            } else {
+                b.end
+            };
             b.wanted_end = Some(b.wanted_end.map_or(end, |w| w.max(end)));
         }
         floor_bytes(&log, FetchRules::Kafka).0
