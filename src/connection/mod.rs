@@ -198,6 +198,7 @@ impl Connection {
         let versions = connection
             .handshake(&config.versions)
             .await
+            .map_err(tls::refine_first_error)
             .map_err(|e| match e {
                 e if e.is_connection_lost() => ConnectionError::HandshakeLost {
                     broker: e.broker().to_owned(),

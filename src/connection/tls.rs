@@ -441,6 +441,27 @@ pub(crate) async fn wrap(
     }
 }
 
+/// An error of the first exchange on a TLS connection that is really the
+/// TLS layer refusing it (TLS 1.3 servers refuse a missing or unknown
+/// client certificate after the client's handshake completed, with an
+/// alert on the first read): as [`ConnectionError::TlsHandshake`].
+pub(crate) fn refine_first_error(error: ConnectionError) -> ConnectionError {
+    let tls_message = match &error {
+        ConnectionError::Io { source, .. } | ConnectionError::Connect { source, .. } => source
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .map(ToString::to_string),
+        _ => None,
+    };
+    match tls_message {
+        Some(message) => ConnectionError::TlsHandshake {
+            broker: error.broker().to_owned(),
+            message,
+        },
+        None => error,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
