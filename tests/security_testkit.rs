@@ -16,9 +16,7 @@ use walfetch::cluster::{
     Cluster, ClusterConfig, FetchParams, IsolationLevel, OffsetSpec, RetryPolicy,
 };
 use walfetch::codec::{BatchBuilder, NewRecord};
-use walfetch::connection::{
-    Connection, ConnectionConfig, Pem, SaslConfig, Security, TlsConfig,
-};
+use walfetch::connection::{Connection, ConnectionConfig, Pem, SaslConfig, Security, TlsConfig};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 /// Fail-fast bound: a fatal error must come well under a second, where
@@ -26,7 +24,8 @@ use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 const FAST: Duration = Duration::from_millis(900);
 
 fn config(cluster: &ScriptedCluster, security: Security) -> ClusterConfig {
-    let mut config = ClusterConfig::new([cluster.bootstrap()]).with_timeout(Duration::from_secs(10));
+    let mut config =
+        ClusterConfig::new([cluster.bootstrap()]).with_timeout(Duration::from_secs(10));
     config.connection.security = security;
     config.retry = RetryPolicy {
         deadline: Duration::from_secs(10),
@@ -55,7 +54,12 @@ async fn round_trip_every_broker(cluster: &ScriptedCluster, security: Security) 
         let base = client.produce("wal", p, batch.bytes).await.unwrap();
         assert_eq!(base, 0);
         let latest = client
-            .list_offsets("wal", p, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .list_offsets(
+                "wal",
+                p,
+                OffsetSpec::Latest,
+                IsolationLevel::ReadUncommitted,
+            )
             .await
             .unwrap();
         assert_eq!(latest.offset, Some(1));
@@ -198,7 +202,10 @@ async fn every_sasl_mechanism_over_tcp_and_tls() {
             .await
             .unwrap();
         round_trip_every_broker(&cluster, Security::sasl_plaintext(sasl)).await;
-        let auths = cluster.stats(1).unwrap().requests_of(ApiKey::SaslAuthenticate);
+        let auths = cluster
+            .stats(1)
+            .unwrap()
+            .requests_of(ApiKey::SaslAuthenticate);
         let rounds = if name.starts_with("SCRAM") { 2 } else { 1 };
         assert!(auths >= rounds, "{name}: {auths} SaslAuthenticate");
     }
@@ -299,7 +306,9 @@ async fn sessions_are_renewed_before_they_expire() {
         .unwrap();
     let mut config = ConnectionConfig::default();
     config.security = Security::sasl_plaintext(SaslConfig::scram_sha256("alice", "alice-secret"));
-    let connection = Connection::connect(cluster.bootstrap(), config).await.unwrap();
+    let connection = Connection::connect(cluster.bootstrap(), config)
+        .await
+        .unwrap();
     let handshakes = || cluster.stats(1).unwrap().requests_of(ApiKey::SaslHandshake);
     assert_eq!(handshakes(), 1);
     // Requests spread over three lifetimes: each finds the session valid
@@ -326,6 +335,9 @@ async fn sessions_are_renewed_before_they_expire() {
     // Idle past the lifetime: the next request re-authenticates first.
     tokio::time::sleep(lifetime + Duration::from_millis(100)).await;
     let before = handshakes();
-    connection.request(&MetadataRequest::default()).await.unwrap();
+    connection
+        .request(&MetadataRequest::default())
+        .await
+        .unwrap();
     assert_eq!(handshakes(), before + 1);
 }

@@ -165,11 +165,9 @@ impl Settings {
                     s.verify_hostname = match value.to_ascii_lowercase().as_str() {
                         "https" => true,
                         "none" => false,
-                        _ => {
-                            return Err(format!(
-                                "ssl.endpoint.identification.algorithm: {value:?} is not https or none"
-                            ))
-                        }
+                        _ => return Err(format!(
+                            "ssl.endpoint.identification.algorithm: {value:?} is not https or none"
+                        )),
                     }
                 }
                 "enable.ssl.certificate.verification" => {
@@ -198,13 +196,11 @@ impl Settings {
                 "client.id" => s.client_id = Some(v),
                 "client.rack" => s.client_rack = Some(v).filter(|r| !r.is_empty()),
                 "socket.timeout.ms" => {
-                    let ms: u64 = value
-                        .parse()
-                        .ok()
-                        .filter(|ms| *ms > 0)
-                        .ok_or_else(|| {
-                            format!("socket.timeout.ms: {value:?} is not a number of milliseconds above 0")
-                        })?;
+                    let ms: u64 = value.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                        format!(
+                            "socket.timeout.ms: {value:?} is not a number of milliseconds above 0"
+                        )
+                    })?;
                     s.timeout = Some(Duration::from_millis(ms));
                 }
                 other => {
@@ -383,7 +379,10 @@ mod tests {
         assert!(tls.verify_hostname && tls.verify_certificate);
         let config = s.apply(ClusterConfig::new(["b:9093"]));
         assert_eq!(config.client_rack.as_deref(), Some("r1"));
-        assert_eq!(config.connection.request_timeout, Duration::from_millis(2500));
+        assert_eq!(
+            config.connection.request_timeout,
+            Duration::from_millis(2500)
+        );
         assert_eq!(config.retry.deadline, Duration::from_millis(2500));
         // --timeout wins over socket.timeout.ms.
         let config = s
@@ -404,10 +403,16 @@ mod tests {
         let tls = s.security().tls.expect("tls");
         assert!(!tls.verify_hostname && tls.verify_certificate);
         assert!(tls.client_identity.is_some());
-        let s = settings(&["security.protocol=SSL", "enable.ssl.certificate.verification=false"])
-            .expect("valid");
+        let s = settings(&[
+            "security.protocol=SSL",
+            "enable.ssl.certificate.verification=false",
+        ])
+        .expect("valid");
         assert!(!s.security().tls.expect("tls").verify_certificate);
-        assert_eq!(settings(&[]).expect("empty").security().protocol_name(), "PLAINTEXT");
+        assert_eq!(
+            settings(&[]).expect("empty").security().protocol_name(),
+            "PLAINTEXT"
+        );
     }
 
     #[test]
@@ -415,16 +420,53 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["sasl.pasword=x"], "unknown property \"sasl.pasword\""),
             (&["security.protocol=TLS"], "security.protocol: \"TLS\""),
-            (&["security.protocol=SSL", "enable.ssl.certificate.verification=maybe"], "enable.ssl.certificate.verification"),
-            (&["security.protocol=SSL", "ssl.endpoint.identification.algorithm=x"], "ssl.endpoint.identification.algorithm"),
-            (&["security.protocol=SASL_SSL", "sasl.mechanism=GSSAPI"], "sasl.mechanism: \"GSSAPI\""),
-            (&["security.protocol=SASL_SSL", "sasl.mechanism=OAUTHBEARER"], "OAUTHBEARER needs a token provider"),
+            (
+                &[
+                    "security.protocol=SSL",
+                    "enable.ssl.certificate.verification=maybe",
+                ],
+                "enable.ssl.certificate.verification",
+            ),
+            (
+                &[
+                    "security.protocol=SSL",
+                    "ssl.endpoint.identification.algorithm=x",
+                ],
+                "ssl.endpoint.identification.algorithm",
+            ),
+            (
+                &["security.protocol=SASL_SSL", "sasl.mechanism=GSSAPI"],
+                "sasl.mechanism: \"GSSAPI\"",
+            ),
+            (
+                &["security.protocol=SASL_SSL", "sasl.mechanism=OAUTHBEARER"],
+                "OAUTHBEARER needs a token provider",
+            ),
             (&["socket.timeout.ms=soon"], "socket.timeout.ms"),
-            (&["ssl.ca.location=/ca.pem"], "ssl.ca.location is set but security.protocol is PLAINTEXT"),
-            (&["security.protocol=SSL", "sasl.username=u"], "sasl.username is set but security.protocol is SSL"),
-            (&["security.protocol=SASL_PLAINTEXT", "sasl.username=u", "sasl.password=p"], "needs sasl.mechanism"),
-            (&["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN"], "sasl.username and sasl.password"),
-            (&["security.protocol=SSL", "ssl.key.location=/k.pem"], "go together"),
+            (
+                &["ssl.ca.location=/ca.pem"],
+                "ssl.ca.location is set but security.protocol is PLAINTEXT",
+            ),
+            (
+                &["security.protocol=SSL", "sasl.username=u"],
+                "sasl.username is set but security.protocol is SSL",
+            ),
+            (
+                &[
+                    "security.protocol=SASL_PLAINTEXT",
+                    "sasl.username=u",
+                    "sasl.password=p",
+                ],
+                "needs sasl.mechanism",
+            ),
+            (
+                &["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN"],
+                "sasl.username and sasl.password",
+            ),
+            (
+                &["security.protocol=SSL", "ssl.key.location=/k.pem"],
+                "go together",
+            ),
         ];
         for (list, want) in cases {
             let err = settings(list).expect_err("invalid");

@@ -24,11 +24,11 @@ use uuid::Uuid;
 pub use error::TestkitError;
 pub use faults::{Fault, FaultAction};
 pub use fetch_rules::{kafka_fetch, BatchExtent, Habits};
-pub use sasl::SaslServer;
-pub use tls::{IssuedCert, ServerTls, TestCa};
 pub use log::{AbortedTxn, AppendError, PartitionLog, StoredBatch};
+pub use sasl::SaslServer;
 pub use server::MAX_REQUEST_BYTES;
 pub use stats::BrokerStats;
+pub use tls::{IssuedCert, ServerTls, TestCa};
 pub use versions::{served_versions, VersionRange, SERVED};
 
 use state::{BrokerState, ClusterState, Shared};

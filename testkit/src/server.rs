@@ -239,7 +239,11 @@ async fn process(
                 };
             }
             _ if !auth.allows_requests() => {
-                tracing::debug!(node_id, ?api_key, "request before SASL authentication (or after the session expired)");
+                tracing::debug!(
+                    node_id,
+                    ?api_key,
+                    "request before SASL authentication (or after the session expired)"
+                );
                 return Outcome::Close(None);
             }
             _ => {}

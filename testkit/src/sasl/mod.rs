@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use tokio::time::Instant;
@@ -180,7 +180,10 @@ impl ConnectionAuth {
             },
             Err(error) => {
                 tracing::error!(%error, "cannot answer SASL request");
-                Answer { reply: None, close: true }
+                Answer {
+                    reply: None,
+                    close: true,
+                }
             }
         };
         if api_key == ApiKey::SaslHandshake {
@@ -190,7 +193,11 @@ impl ConnectionAuth {
             let mechanism = request.mechanism.to_string();
             let enabled = self.server.mechanisms.iter().any(|m| *m == mechanism);
             let response = SaslHandshakeResponse::default()
-                .with_error_code(if enabled { 0 } else { UNSUPPORTED_SASL_MECHANISM })
+                .with_error_code(if enabled {
+                    0
+                } else {
+                    UNSUPPORTED_SASL_MECHANISM
+                })
                 .with_mechanisms(
                     self.server
                         .mechanisms
@@ -201,7 +208,8 @@ impl ConnectionAuth {
             if enabled {
                 self.stage = Stage::Chosen(mechanism);
             }
-            let body = crate::handlers::frame(ApiKey::SaslHandshake, version, correlation_id, &response);
+            let body =
+                crate::handlers::frame(ApiKey::SaslHandshake, version, correlation_id, &response);
             return reply(body, !enabled);
         }
         let Ok(request) = SaslAuthenticateRequest::decode(&mut frame, version) else {
@@ -216,8 +224,8 @@ impl ConnectionAuth {
                 self.stage = Stage::Handshake;
                 let mut response = SaslAuthenticateResponse::default().with_auth_bytes(bytes);
                 if version >= 1 {
-                    response.session_lifetime_ms = lifetime
-                        .map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX));
+                    response.session_lifetime_ms =
+                        lifetime.map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX));
                 }
                 response
             }
@@ -234,7 +242,8 @@ impl ConnectionAuth {
                 return reply(body, true);
             }
         };
-        let body = crate::handlers::frame(ApiKey::SaslAuthenticate, version, correlation_id, &response);
+        let body =
+            crate::handlers::frame(ApiKey::SaslAuthenticate, version, correlation_id, &response);
         reply(body, false)
     }
 

@@ -112,9 +112,7 @@ impl ScramServer {
     /// refused.
     pub(crate) fn finish(self, client_final: &[u8]) -> Result<String, String> {
         let text = std::str::from_utf8(client_final).map_err(|_| "client-final is not UTF-8")?;
-        let (without_proof, proof) = text
-            .rsplit_once(",p=")
-            .ok_or("client-final has no proof")?;
+        let (without_proof, proof) = text.rsplit_once(",p=").ok_or("client-final has no proof")?;
         if attr(without_proof, 'c') != Some("biws") {
             return Err("client-final channel binding must be biws".to_owned());
         }
