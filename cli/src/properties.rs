@@ -165,9 +165,11 @@ impl Settings {
                     s.verify_hostname = match value.to_ascii_lowercase().as_str() {
                         "https" => true,
                         "none" => false,
-                        _ => return Err(format!(
+                        _ => {
+                            return Err(format!(
                             "ssl.endpoint.identification.algorithm: {value:?} is not https or none"
-                        )),
+                        ))
+                        }
                     }
                 }
                 "enable.ssl.certificate.verification" => {

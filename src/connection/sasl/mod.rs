@@ -194,12 +194,23 @@ pub(super) async fn authenticate(
                 .to_owned(),
         ));
     }
+    // A broker that closes the connection instead of answering refuses the
+    // exchange (Tansu 0.6 does so for a mechanism it does not enable):
+    // retrying would meet the same refusal.
+    let closed = |step: &str, e: ConnectionError| match e {
+        ConnectionError::ClosedByPeer { .. } => failed(format!(
+            "the broker closed the connection in answer to {step} (does it enable {mechanism} \
+             for this user on this listener?)"
+        )),
+        e => e,
+    };
     let handshake = connection
         .request_ungated(
             &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
             RequestOptions::default(),
         )
-        .await?
+        .await
+        .map_err(|e| closed("SaslHandshake", e))?
         .body;
     let code = ErrorCode::from(handshake.error_code);
     if code == ErrorCode::UnsupportedSaslMechanism {
@@ -246,7 +257,8 @@ pub(super) async fn authenticate(
                 &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message)),
                 RequestOptions::default(),
             )
-            .await?
+            .await
+            .map_err(|e| closed("SaslAuthenticate", e))?
             .body;
         let code = ErrorCode::from(response.error_code);
         if !code.is_ok() {
