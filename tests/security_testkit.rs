@@ -304,8 +304,10 @@ async fn sessions_are_renewed_before_they_expire() {
         .start()
         .await
         .unwrap();
-    let mut config = ConnectionConfig::default();
-    config.security = Security::sasl_plaintext(SaslConfig::scram_sha256("alice", "alice-secret"));
+    let config = ConnectionConfig {
+        security: Security::sasl_plaintext(SaslConfig::scram_sha256("alice", "alice-secret")),
+        ..ConnectionConfig::default()
+    };
     let connection = Connection::connect(cluster.bootstrap(), config)
         .await
         .unwrap();

@@ -191,7 +191,7 @@ impl ConnectionAuth {
                 return close;
             };
             let mechanism = request.mechanism.to_string();
-            let enabled = self.server.mechanisms.iter().any(|m| *m == mechanism);
+            let enabled = self.server.mechanisms.contains(&mechanism);
             let response = SaslHandshakeResponse::default()
                 .with_error_code(if enabled {
                     0

@@ -72,7 +72,7 @@ pub(crate) struct ScramServer {
     nonce: String,
 }
 
-fn attr<'a>(text: &'a str, key: char) -> Option<&'a str> {
+fn attr(text: &str, key: char) -> Option<&str> {
     text.split(',').find_map(|part| {
         let mut chars = part.chars();
         (chars.next() == Some(key) && chars.next() == Some('=')).then(|| &part[2..])
