@@ -3,7 +3,9 @@
 //! - TLS: Tansu behind Debian's stunnel4 (`support/stunnel.rs`), with a
 //!   certificate the harness makes; Tansu advertises stunnel's port, so
 //!   every broker connection the client opens, bootstrap and after
-//!   Metadata, is TLS. A certificate from an unknown authority fails fast.
+//!   Metadata, is TLS; mutual TLS with a client certificate. A certificate
+//!   from an unknown authority, or no client certificate where one is
+//!   required, fails fast.
 //! - SASL: Tansu 0.6 with `--authentication` (SCRAM): its refusal of an
 //!   unknown user, and of PLAIN (it closes the connection in answer to the
 //!   SaslHandshake), reaches the caller fast, as the non-retriable errors
@@ -24,7 +26,7 @@ use walfetch::cluster::{
     Cluster, ClusterConfig, FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
 };
 use walfetch::codec::{BatchBuilder, NewRecord};
-use walfetch::connection::{SaslConfig, Security, TlsConfig};
+use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
 use walfetch::local_broker::LocalBroker;
 use walfetch_testkit::TestCa;
 
@@ -98,6 +100,43 @@ async fn tls_through_stunnel_to_tansu() {
     assert!(
         tls.log_text().contains("accepted connection"),
         "stunnel saw no connection:\n{}",
+        tls.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_through_stunnel() {
+    let tls = TlsTansu::start_with(true).await;
+    let client = tls.ca.client_cert("walfetch").unwrap();
+    let identity = TlsConfig::ca_pem(tls.ca.ca_pem()).client_identity(
+        Pem::Bytes(client.cert_pem.into_bytes()),
+        Pem::Bytes(client.key_pem.into_bytes()),
+    );
+    let cluster = Cluster::connect(config(tls.address(), Security::ssl(identity)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n--- stunnel ---\n{}", tls.log_text()));
+    cluster
+        .create_topics(&[NewTopic::new("wal", 1)])
+        .await
+        .unwrap();
+    let batch = BatchBuilder::new(0)
+        .encode(&[NewRecord::value(0, "m")])
+        .unwrap();
+    assert_eq!(cluster.produce("wal", 0, batch.bytes).await.unwrap(), 0);
+
+    // Without a client certificate stunnel refuses the handshake: at once.
+    let started = Instant::now();
+    let err = Cluster::connect(config(
+        tls.address(),
+        Security::ssl(TlsConfig::ca_pem(tls.ca.ca_pem())),
+    ))
+    .await
+    .expect_err("no client certificate");
+    let text = chain(&err);
+    assert!(started.elapsed() < Duration::from_millis(900), "{text}");
+    assert!(
+        text.contains("TLS handshake"),
+        "{text}\n--- stunnel ---\n{}",
         tls.log_text()
     );
 }

@@ -56,6 +56,12 @@ impl TlsTansu {
     /// Starts Tansu advertising a free port, then stunnel on that port
     /// with a certificate for 127.0.0.1, and waits until stunnel accepts.
     pub(crate) async fn start() -> Self {
+        Self::start_with(false).await
+    }
+
+    /// [`TlsTansu::start`]; with `client_certificates`, stunnel requires a
+    /// client certificate issued by [`TlsTansu::ca`] (mutual TLS).
+    pub(crate) async fn start_with(client_certificates: bool) -> Self {
         let stunnel_bin = stunnel_binary();
         let ca = TestCa::new("walfetch stunnel test CA").expect("test CA");
         let cert = ca.server_cert(&["127.0.0.1"]).expect("server certificate");
@@ -76,12 +82,19 @@ impl TlsTansu {
             std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
                 .expect("key file permissions");
         }
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca.ca_pem()).expect("write CA");
+        let verify = if client_certificates {
+            format!("verifyChain = yes\nCAfile = {}\n", ca_file.display())
+        } else {
+            String::new()
+        };
         let conf = dir.join("stunnel.conf");
         std::fs::write(
             &conf,
             format!(
                 "foreground = yes\npid =\ndebug = 5\n\n[kafka]\naccept = 127.0.0.1:{port}\n\
-                 connect = {}\ncert = {}\nkey = {}\n",
+                 connect = {}\ncert = {}\nkey = {}\n{verify}",
                 broker.address(),
                 cert_file.display(),
                 key_file.display()
