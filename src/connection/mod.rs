@@ -48,7 +48,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -58,8 +58,8 @@ use frame::FrameReader;
 use guard::GuardError;
 pub use sasl::{SaslConfig, TokenProvider};
 pub use security::Security;
-use tls::Stream;
 pub use tls::{Pem, TlsConfig, TrustRoots};
+use tls::{ReadStream, Stream, WriteStream};
 pub use versions::{NegotiatedVersions, VersionPolicy, VersionRange};
 
 use crate::error_code::ErrorCode;
@@ -262,7 +262,7 @@ impl Connection {
     }
 
     fn start(stream: Stream, broker: String, config: &ConnectionConfig) -> Self {
-        let (read, write) = tokio::io::split(stream);
+        let (read, write) = stream.split();
         let shared = Arc::new(Shared {
             broker: broker.clone(),
             state: Mutex::new(State::default()),
@@ -684,7 +684,7 @@ impl Drop for PendingEntry<'_> {
     }
 }
 
-async fn read_loop(mut frames: FrameReader<ReadHalf<Stream>>, shared: Arc<Shared>) {
+async fn read_loop(mut frames: FrameReader<ReadStream>, shared: Arc<Shared>) {
     let error = loop {
         match frames.read_frame().await {
             Ok(Some(payload)) => {
@@ -705,7 +705,7 @@ async fn read_loop(mut frames: FrameReader<ReadHalf<Stream>>, shared: Arc<Shared
 
 async fn write_loop(
     mut queue: mpsc::UnboundedReceiver<Bytes>,
-    write: WriteHalf<Stream>,
+    write: WriteStream,
     shared: Arc<Shared>,
 ) {
     let mut writer = BufWriter::new(write);
@@ -733,7 +733,7 @@ async fn write_loop(
 }
 
 async fn write_counted(
-    writer: &mut BufWriter<WriteHalf<Stream>>,
+    writer: &mut BufWriter<WriteStream>,
     frame: &[u8],
     shared: &Shared,
 ) -> std::io::Result<()> {

@@ -38,7 +38,8 @@ use rustls::{
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -335,7 +336,39 @@ pub(crate) enum Stream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-impl AsyncRead for Stream {
+impl Stream {
+    /// The read and write halves. Plain TCP splits without a lock
+    /// (`into_split`), as before TLS existed; a TLS stream's halves share
+    /// its session through tokio's `split`.
+    pub(crate) fn split(self) -> (ReadStream, WriteStream) {
+        match self {
+            Self::Plain(tcp) => {
+                let (r, w) = tcp.into_split();
+                (ReadStream::Plain(r), WriteStream::Plain(w))
+            }
+            Self::Tls(tls) => {
+                let (r, w) = tokio::io::split(*tls);
+                (ReadStream::Tls(r), WriteStream::Tls(w))
+            }
+        }
+    }
+}
+
+/// The read half of a [`Stream`].
+#[derive(Debug)]
+pub(crate) enum ReadStream {
+    Plain(OwnedReadHalf),
+    Tls(ReadHalf<TlsStream<TcpStream>>),
+}
+
+/// The write half of a [`Stream`].
+#[derive(Debug)]
+pub(crate) enum WriteStream {
+    Plain(OwnedWriteHalf),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for ReadStream {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -343,12 +376,12 @@ impl AsyncRead for Stream {
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Stream {
+impl AsyncWrite for WriteStream {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -356,21 +389,21 @@ impl AsyncWrite for Stream {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }
