@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs Tansu 0.6.0, the Kafka-compatible broker the integration tests
-# start (tests/support/tansu.rs), unless that version is already installed.
+# start (tests/support/tansu.rs), unless that version is already installed;
+# and stunnel4, the TLS terminator the TLS tests put in front of it
+# (tests/support/stunnel.rs), unless stunnel4 or stunnel is on PATH.
 #
 #   scripts/setup-broker.sh
 #
@@ -11,6 +13,14 @@ set -euo pipefail
 version=0.6.0
 want="tansu ${version}"
 cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+
+if command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1; then
+    echo "setup-broker: stunnel already installed at $(command -v stunnel4 || command -v stunnel)"
+else
+    echo "setup-broker: installing stunnel4 (apt-get)"
+    apt-get update
+    apt-get install -y stunnel4
+fi
 
 for candidate in "${TANSU_BIN:-}" "$(command -v tansu || true)" "${cargo_bin}/tansu"; do
     if [ -n "${candidate}" ] && [ -x "${candidate}" ]; then

@@ -116,6 +116,10 @@ error_codes! {
     ClusterAuthorizationFailed = 31, "CLUSTER_AUTHORIZATION_FAILED", false;
     /// The timestamp of a message is out of the acceptable range.
     InvalidTimestamp = 32, "INVALID_TIMESTAMP", false;
+    /// The broker does not enable the SASL mechanism asked for.
+    UnsupportedSaslMechanism = 33, "UNSUPPORTED_SASL_MECHANISM", false;
+    /// A SASL request arrived when the broker did not expect it.
+    IllegalSaslState = 34, "ILLEGAL_SASL_STATE", false;
     /// The API version is not supported.
     UnsupportedVersion = 35, "UNSUPPORTED_VERSION", false;
     /// A topic with this name already exists.
@@ -146,6 +150,8 @@ error_codes! {
     InvalidTxnState = 48, "INVALID_TXN_STATE", false;
     /// Disk error on the broker.
     KafkaStorageError = 56, "KAFKA_STORAGE_ERROR", true;
+    /// SASL authentication failed (wrong credentials, unknown user).
+    SaslAuthenticationFailed = 58, "SASL_AUTHENTICATION_FAILED", false;
     /// The fetch session ID was not found.
     FetchSessionIdNotFound = 70, "FETCH_SESSION_ID_NOT_FOUND", true;
     /// The fetch session epoch is invalid.

@@ -130,6 +130,16 @@ impl LocalBroker {
     /// it answers ApiVersions. `advertised` overrides the address the broker
     /// advertises in Metadata (e.g. a proxy in front of it).
     pub async fn start(binary: &Path, advertised: Option<&str>) -> Result<Self, LocalBrokerError> {
+        Self::start_with(binary, advertised, &[]).await
+    }
+
+    /// [`LocalBroker::start`] with more `tansu broker` arguments (e.g.
+    /// `--authentication`).
+    pub async fn start_with(
+        binary: &Path,
+        advertised: Option<&str>,
+        extra_args: &[&str],
+    ) -> Result<Self, LocalBrokerError> {
         let start_error = |why: String| LocalBrokerError::Start {
             binary: binary.display().to_string(),
             why,
@@ -139,7 +149,8 @@ impl LocalBroker {
         for _ in 0..3 {
             let port =
                 free_port().map_err(|e| start_error(format!("no free loopback port: {e}")))?;
-            let mut broker = Self::spawn(binary, port, advertised).map_err(start_error)?;
+            let mut broker =
+                Self::spawn(binary, port, advertised, extra_args).map_err(start_error)?;
             match broker.wait_ready(Duration::from_secs(20)).await {
                 Ok(()) => return Ok(broker),
                 Err(why) => last = format!("{why}\n--- broker log ---\n{}", broker.log_text()),
@@ -148,7 +159,12 @@ impl LocalBroker {
         Err(start_error(last))
     }
 
-    fn spawn(binary: &Path, port: u16, advertised: Option<&str>) -> Result<Self, String> {
+    fn spawn(
+        binary: &Path,
+        port: u16,
+        advertised: Option<&str>,
+        extra_args: &[&str],
+    ) -> Result<Self, String> {
         let log =
             std::env::temp_dir().join(format!("walfetch-tansu-{}-{port}.log", std::process::id()));
         let log_file = std::fs::File::create(&log)
@@ -168,6 +184,7 @@ impl LocalBroker {
                 &advertised,
             ])
             .args(["--storage-engine", "memory://tansu/"])
+            .args(extra_args)
             .env_remove("CLUSTER_ID")
             .stdin(Stdio::piped())
             .stdout(log_file)

@@ -26,7 +26,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cluster = connect(&args.target.brokers).await?;
+    let cluster = connect(&args.target.brokers, &args.target.client).await?;
     check_partition(&cluster, &args.target).await?;
     let link = measure_link(
         &cluster,

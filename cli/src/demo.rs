@@ -65,6 +65,9 @@ pub(crate) struct Args {
     /// Use this Kafka cluster instead of starting a broker.
     #[arg(short = 'b', long = "brokers")]
     brokers: Option<String>,
+    /// Client properties and timeout (for the broker given with -b).
+    #[command(flatten)]
+    client: crate::connect::ClientArgs,
     /// The broker to start when -b is not given: embedded (in process,
     /// Kafka's fetch rules, nothing to install) or tansu (a local Tansu,
     /// installed if missing).
@@ -139,7 +142,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--regions and --entries must be positive"
     );
     let (_running, brokers, broker_name) = start_broker(&args).await?;
-    let cluster = connect(&brokers).await?;
+    let cluster = connect(&brokers, &args.client).await?;
     let topic = format!("walfetch-demo-{}", std::process::id());
     cluster
         .create_topics(&[NewTopic::new(&topic, 1)])

@@ -132,7 +132,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         .rule
         .rule()?
         .unwrap_or(RegionRule::Key(IdFormat::BigEndian));
-    let cluster = connect(&args.target.brokers).await?;
+    let cluster = connect(&args.target.brokers, &args.target.client).await?;
     check_partition(&cluster, &args.target).await?;
     let (topic, partition) = (&args.target.topic, args.target.partition);
     let from = match args.from {

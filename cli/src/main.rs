@@ -8,6 +8,7 @@ mod demo;
 mod dump;
 mod index;
 mod output;
+mod properties;
 mod replay;
 
 use std::process::ExitCode;

@@ -50,6 +50,9 @@ pub(crate) struct Args {
     /// Bootstrap brokers, `host:port[,host:port...]`.
     #[arg(short = 'b', long = "brokers")]
     brokers: String,
+    /// Client properties and timeout.
+    #[command(flatten)]
+    client: crate::connect::ClientArgs,
     /// A partition to read: `TOPIC` (with `-p`) or `TOPIC:PARTITION`.
     /// Repeat for a recovery across partitions.
     #[arg(short = 't', long = "topic", required = true)]
@@ -135,12 +138,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.from
     );
     let options = options(&args)?;
-    let cluster = connect(&args.brokers).await?;
+    let cluster = connect(&args.brokers, &args.client).await?;
     for p in &partitions {
         let target = Target {
             brokers: args.brokers.clone(),
             topic: p.topic.clone(),
             partition: p.partition,
+            client: args.client.clone(),
         };
         check_partition(&cluster, &target).await?;
     }

@@ -213,6 +213,48 @@ pub enum ConnectionError {
         /// The broker address.
         broker: String,
     },
+    /// The TLS settings cannot be used (a certificate or key file missing
+    /// or not PEM, a server name that is not one).
+    #[error("TLS settings for broker {broker} are unusable: {message}")]
+    TlsConfig {
+        /// The broker address.
+        broker: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The TLS handshake failed: the broker's certificate does not verify,
+    /// the broker refused the client's, or the broker does not speak TLS.
+    #[error("TLS handshake with broker {broker} failed: {message}")]
+    TlsHandshake {
+        /// The broker address.
+        broker: String,
+        /// What rustls (or the peer) said.
+        message: String,
+    },
+    /// The broker does not enable the SASL mechanism configured.
+    #[error(
+        "broker {broker} does not enable SASL mechanism {mechanism} (enabled: {})",
+        if enabled.is_empty() { "none".to_owned() } else { enabled.join(", ") }
+    )]
+    SaslMechanismUnsupported {
+        /// The broker address.
+        broker: String,
+        /// The mechanism asked for.
+        mechanism: &'static str,
+        /// The mechanisms the broker enables.
+        enabled: Vec<String>,
+    },
+    /// SASL authentication failed: wrong credentials, an unknown user, a
+    /// refused token, or a broker not following the mechanism.
+    #[error("SASL {mechanism} authentication with broker {broker} failed: {message}")]
+    SaslAuthentication {
+        /// The broker address.
+        broker: String,
+        /// The mechanism.
+        mechanism: &'static str,
+        /// What the broker or the mechanism said.
+        message: String,
+    },
 }
 
 impl ConnectionError {
@@ -236,14 +278,20 @@ impl ConnectionError {
             | Self::HandshakeLost { broker, .. }
             | Self::Handshake { broker, .. }
             | Self::UnsupportedApi { broker, .. }
-            | Self::Shutdown { broker } => broker,
+            | Self::Shutdown { broker }
+            | Self::TlsConfig { broker, .. }
+            | Self::TlsHandshake { broker, .. }
+            | Self::SaslMechanismUnsupported { broker, .. }
+            | Self::SaslAuthentication { broker, .. } => broker,
         }
     }
 
     /// Whether the error means the connection is gone or unusable, so the
     /// same request may succeed on a new connection: connect failures, I/O
     /// errors, the peer closing, timeouts and a corrupted stream. Decode,
-    /// encode and version errors are deterministic and are not.
+    /// encode and version errors are deterministic and are not, nor are TLS
+    /// and SASL failures (a certificate that does not verify, a wrong
+    /// password): retrying cannot fix them.
     pub fn is_connection_lost(&self) -> bool {
         matches!(
             self,

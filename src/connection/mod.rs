@@ -14,9 +14,11 @@
 //! frame, a correlation id that was never sent), every request in flight
 //! fails at once with that error, and so does every later request.
 //!
-//! On connect the client negotiates versions with `ApiVersions`
-//! ([`versions`]); requests then use the highest version both sides support
-//! unless the caller names one. Every response is decoded by
+//! On connect the client wraps the socket in TLS when configured ([`tls`]),
+//! negotiates versions with `ApiVersions` ([`versions`]), then
+//! authenticates with SASL when configured ([`sasl`]), again before the
+//! session's lifetime runs out; requests use the highest version both sides
+//! support unless the caller names one. Every response is decoded by
 //! [`decode_response_frame`], which bounds-checks its body ([`guard`])
 //! before the message decoder sees it.
 //!
@@ -26,12 +28,16 @@
 //!   (correlation ids, in-order responses per connection, pipelining).
 //! - KIP-35 / KIP-511 (ApiVersions), KIP-482 (request/response header
 //!   versions of flexible messages).
+//! - KIP-152 and KIP-368 (SASL authentication and re-authentication).
 
 mod error;
 #[doc(hidden)]
 pub mod frame;
 #[doc(hidden)]
 pub mod guard;
+pub mod sasl;
+mod security;
+pub mod tls;
 pub mod versions;
 
 use std::collections::HashMap;
@@ -43,7 +49,6 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -51,6 +56,10 @@ use tokio::task::JoinHandle;
 pub use error::ConnectionError;
 use frame::FrameReader;
 use guard::GuardError;
+pub use sasl::{SaslConfig, TokenProvider};
+pub use security::Security;
+pub use tls::{Pem, TlsConfig, TrustRoots};
+use tls::{ReadStream, Stream, WriteStream};
 pub use versions::{NegotiatedVersions, VersionPolicy, VersionRange};
 
 use crate::error_code::ErrorCode;
@@ -70,6 +79,8 @@ pub struct ConnectionConfig {
     pub max_frame_bytes: usize,
     /// The API versions walfetch may use.
     pub versions: VersionPolicy,
+    /// TLS and SASL (default: neither).
+    pub security: Security,
 }
 
 impl Default for ConnectionConfig {
@@ -80,6 +91,7 @@ impl Default for ConnectionConfig {
             request_timeout: Duration::from_secs(30),
             max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
             versions: VersionPolicy::default(),
+            security: Security::default(),
         }
     }
 }
@@ -131,11 +143,19 @@ pub struct Connection {
     client_id: StrBytes,
     request_timeout: Duration,
     reader: JoinHandle<()>,
+    /// The SASL settings, to re-authenticate with.
+    sasl: Option<SaslConfig>,
+    /// When the SASL session must be renewed (KIP-368).
+    reauthenticate_at: Mutex<Option<tokio::time::Instant>>,
+    /// Requests hold it shared for their round trip; re-authentication
+    /// holds it alone, so that its requests are the only ones on the wire.
+    gate: tokio::sync::RwLock<()>,
 }
 
 impl Connection {
-    /// Connects to `broker` (`host:port`), sets `TCP_NODELAY`, starts the
-    /// reader and writer tasks and negotiates API versions.
+    /// Connects to `broker` (`host:port`), sets `TCP_NODELAY`, performs the
+    /// TLS handshake if configured, starts the reader and writer tasks,
+    /// negotiates API versions and authenticates with SASL if configured.
     pub async fn connect(
         broker: impl Into<String>,
         config: ConnectionConfig,
@@ -165,12 +185,20 @@ impl Connection {
                 broker: broker.clone(),
                 source: e.into(),
             })?;
+        let stream = tls::wrap(
+            stream,
+            &broker,
+            config.security.tls.as_ref(),
+            config.connect_timeout,
+        )
+        .await?;
         let mut connection = Self::start(stream, broker, &config);
         // A connection lost here took no request of the caller's with it:
         // say so, so that even a Produce may be retried.
         let versions = connection
             .handshake(&config.versions)
             .await
+            .map_err(tls::refine_first_error)
             .map_err(|e| match e {
                 e if e.is_connection_lost() => ConnectionError::HandshakeLost {
                     broker: e.broker().to_owned(),
@@ -179,11 +207,62 @@ impl Connection {
                 e => e,
             })?;
         connection.versions = versions;
+        if let Some(sasl) = connection.sasl.clone() {
+            connection.authenticate(&sasl).await.map_err(|e| match e {
+                e if e.is_connection_lost() => ConnectionError::HandshakeLost {
+                    broker: e.broker().to_owned(),
+                    source: Box::new(e),
+                },
+                e => e,
+            })?;
+        }
         Ok(connection)
     }
 
-    fn start(stream: TcpStream, broker: String, config: &ConnectionConfig) -> Self {
-        let (read, write) = stream.into_split();
+    /// One SASL exchange; schedules the next before the session ends.
+    async fn authenticate(&self, sasl: &SaslConfig) -> Result<(), ConnectionError> {
+        let started = tokio::time::Instant::now();
+        let lifetime = sasl::authenticate(self, sasl).await?;
+        let at = lifetime.map(|l| started + sasl::reauthentication_delay(l, rand::random::<f64>()));
+        tracing::debug!(broker = %self.shared.broker, mechanism = sasl.mechanism_name(), ?lifetime, "SASL authenticated");
+        *self
+            .reauthenticate_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = at;
+        Ok(())
+    }
+
+    fn reauthentication_due(&self) -> bool {
+        self.reauthenticate_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| tokio::time::Instant::now() >= at)
+    }
+
+    /// Re-authenticates when the session is due (KIP-368), waiting for the
+    /// requests in flight and holding back new ones meanwhile. A failure
+    /// breaks the connection.
+    async fn reauthenticate_if_due(&self) -> Result<(), ConnectionError> {
+        let Some(sasl) = &self.sasl else {
+            return Ok(());
+        };
+        if !self.reauthentication_due() {
+            return Ok(());
+        }
+        let _alone = self.gate.write().await;
+        if !self.reauthentication_due() {
+            return Ok(());
+        }
+        if let Err(error) = self.authenticate(sasl).await {
+            self.shared.fail(error.clone());
+            self.reader.abort();
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    fn start(stream: Stream, broker: String, config: &ConnectionConfig) -> Self {
+        let (read, write) = stream.split();
         let shared = Arc::new(Shared {
             broker: broker.clone(),
             state: Mutex::new(State::default()),
@@ -206,6 +285,9 @@ impl Connection {
             client_id: StrBytes::from_string(config.client_id.clone()),
             request_timeout: config.request_timeout,
             reader,
+            sasl: config.security.sasl.clone(),
+            reauthenticate_at: Mutex::new(None),
+            gate: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -347,6 +429,18 @@ impl Connection {
 
     /// Sends `request` with per-request options and waits for its response.
     pub async fn request_with<R: Request>(
+        &self,
+        request: &R,
+        options: RequestOptions,
+    ) -> Result<Response<R::Response>, ConnectionError> {
+        self.reauthenticate_if_due().await?;
+        let _shared = self.gate.read().await;
+        self.request_ungated(request, options).await
+    }
+
+    /// [`Connection::request_with`] without waiting for re-authentication
+    /// (which itself sends requests this way).
+    async fn request_ungated<R: Request>(
         &self,
         request: &R,
         options: RequestOptions,
@@ -590,7 +684,7 @@ impl Drop for PendingEntry<'_> {
     }
 }
 
-async fn read_loop(mut frames: FrameReader<OwnedReadHalf>, shared: Arc<Shared>) {
+async fn read_loop(mut frames: FrameReader<ReadStream>, shared: Arc<Shared>) {
     let error = loop {
         match frames.read_frame().await {
             Ok(Some(payload)) => {
@@ -611,7 +705,7 @@ async fn read_loop(mut frames: FrameReader<OwnedReadHalf>, shared: Arc<Shared>) 
 
 async fn write_loop(
     mut queue: mpsc::UnboundedReceiver<Bytes>,
-    write: OwnedWriteHalf,
+    write: WriteStream,
     shared: Arc<Shared>,
 ) {
     let mut writer = BufWriter::new(write);
@@ -639,7 +733,7 @@ async fn write_loop(
 }
 
 async fn write_counted(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+    writer: &mut BufWriter<WriteStream>,
     frame: &[u8],
     shared: &Shared,
 ) -> std::io::Result<()> {

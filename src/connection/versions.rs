@@ -111,6 +111,10 @@ impl Default for VersionPolicy {
             // topics by id only.
             (ApiKey::Produce, VersionRange::new(3, 12)),
             (ApiKey::CreateTopics, VersionRange::new(2, 7)),
+            // v1 wraps the SASL exchange in SaslAuthenticate (KIP-152).
+            (ApiKey::SaslHandshake, VersionRange::new(1, 1)),
+            // v1 brought the session lifetime (KIP-368).
+            (ApiKey::SaslAuthenticate, VersionRange::new(0, 2)),
         ];
         let apis = apis
             .into_iter()

@@ -48,4 +48,7 @@ pub enum TestkitError {
     /// The cluster needs at least one broker.
     #[error("a cluster needs at least one broker")]
     NoBrokers,
+    /// The TLS settings or test certificates could not be made.
+    #[error("TLS: {0}")]
+    Tls(String),
 }

@@ -6,9 +6,11 @@ mod error;
 mod faults;
 mod handlers;
 mod log;
+mod sasl;
 mod server;
 mod state;
 mod stats;
+mod tls;
 mod versions;
 
 use std::net::SocketAddr;
@@ -23,8 +25,10 @@ pub use error::TestkitError;
 pub use faults::{Fault, FaultAction};
 pub use fetch_rules::{kafka_fetch, BatchExtent, Habits};
 pub use log::{AbortedTxn, AppendError, PartitionLog, StoredBatch};
+pub use sasl::SaslServer;
 pub use server::MAX_REQUEST_BYTES;
 pub use stats::BrokerStats;
+pub use tls::{IssuedCert, ServerTls, TestCa};
 pub use versions::{served_versions, VersionRange, SERVED};
 
 use state::{BrokerState, ClusterState, Shared};
@@ -47,6 +51,8 @@ pub struct ClusterBuilder {
     default_partitions: i32,
     habits: Habits,
     advertised: Vec<SocketAddr>,
+    tls: Option<ServerTls>,
+    sasl: Option<SaslServer>,
 }
 
 impl Default for ClusterBuilder {
@@ -58,6 +64,8 @@ impl Default for ClusterBuilder {
             default_partitions: 1,
             habits: Habits::KAFKA,
             advertised: Vec::new(),
+            tls: None,
+            sasl: None,
         }
     }
 }
@@ -105,6 +113,22 @@ impl ClusterBuilder {
         self
     }
 
+    /// Serves TLS on every listener (Kafka's `SSL`, or `SASL_SSL` with
+    /// [`ClusterBuilder::sasl`]); see [`TestCa`] for certificates.
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Requires SASL authentication on every connection before any request
+    /// but ApiVersions (Kafka's `SASL_PLAINTEXT`, or `SASL_SSL` with
+    /// [`ClusterBuilder::tls`]); SaslHandshake and SaslAuthenticate are
+    /// then served and advertised.
+    pub fn sasl(mut self, sasl: SaslServer) -> Self {
+        self.sasl = Some(sasl);
+        self
+    }
+
     /// Binds every broker's listener on a loopback ephemeral port and starts
     /// serving, on the current tokio runtime.
     pub async fn start(self) -> Result<ScriptedCluster, TestkitError> {
@@ -121,6 +145,14 @@ impl ClusterBuilder {
             if let Some(&advertised) = self.advertised.get(i) {
                 broker.advertised = advertised;
             }
+            if self.sasl.is_some() {
+                broker
+                    .versions
+                    .insert(ApiKey::SaslHandshake as i16, sasl::HANDSHAKE_VERSIONS);
+                broker
+                    .versions
+                    .insert(ApiKey::SaslAuthenticate as i16, sasl::AUTHENTICATE_VERSIONS);
+            }
             brokers.push(broker);
         }
         let counters: Vec<_> = brokers
@@ -132,6 +164,10 @@ impl ClusterBuilder {
             self.auto_create_topics,
             self.default_partitions,
         )));
+        let security = server::ListenerSecurity {
+            tls: self.tls.as_ref().map(ServerTls::acceptor).transpose()?,
+            sasl: self.sasl.map(Arc::new),
+        };
         let tasks = listeners
             .into_iter()
             .zip(counters)
@@ -141,6 +177,7 @@ impl ClusterBuilder {
                     shared.clone(),
                     node_id,
                     counters,
+                    security.clone(),
                 ))
             })
             .collect();

@@ -9,6 +9,9 @@
 //! an ApiVersions request at a version not served is answered with
 //! `UNSUPPORTED_VERSION` (KIP-511).
 //!
+//! A listener may speak TLS (`tls.rs`) and require SASL (`sasl/`): the TLS
+//! handshake comes first, then each connection keeps its own SASL state.
+//!
 //! # References
 //! - Kafka protocol guide, "Network" and "Common Request and Response
 //!   Structure".
@@ -21,12 +24,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::faults::{Fault, FaultAction};
 use crate::handlers::{self, Ctx, Request};
+use crate::sasl::{ConnectionAuth, SaslServer};
 use crate::state::Shared;
 use crate::stats::Counters;
 
@@ -44,6 +49,13 @@ pub(crate) async fn bind() -> io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, addr))
 }
 
+/// TLS and SASL of a listener.
+#[derive(Clone, Default)]
+pub(crate) struct ListenerSecurity {
+    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) sasl: Option<Arc<SaslServer>>,
+}
+
 /// Accepts connections until the task is aborted; aborting it drops (and
 /// so aborts) every connection task.
 pub(crate) async fn accept_loop(
@@ -51,6 +63,7 @@ pub(crate) async fn accept_loop(
     shared: Arc<Shared>,
     node_id: i32,
     counters: Arc<Counters>,
+    security: ListenerSecurity,
 ) {
     let mut connections = JoinSet::new();
     loop {
@@ -59,7 +72,7 @@ pub(crate) async fn accept_loop(
                 Ok((stream, peer)) => {
                     counters.connection();
                     tracing::debug!(node_id, %peer, "connection accepted");
-                    connections.spawn(serve(stream, shared.clone(), node_id, counters.clone()));
+                    connections.spawn(accept(stream, shared.clone(), node_id, counters.clone(), security.clone()));
                 }
                 Err(error) => {
                     tracing::warn!(node_id, %error, "accept failed");
@@ -79,10 +92,35 @@ enum Outcome {
     Close(Option<Bytes>),
 }
 
-async fn serve(mut stream: TcpStream, shared: Arc<Shared>, node_id: i32, counters: Arc<Counters>) {
+/// Sets up one accepted connection (TLS handshake, SASL state) and serves it.
+async fn accept(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    node_id: i32,
+    counters: Arc<Counters>,
+    security: ListenerSecurity,
+) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(node_id, %error, "TCP_NODELAY");
     }
+    let auth = security.sasl.map(ConnectionAuth::new);
+    match security.tls {
+        None => serve(stream, shared, node_id, counters, auth).await,
+        Some(acceptor) => match tokio::time::timeout(LINGER, acceptor.accept(stream)).await {
+            Ok(Ok(stream)) => serve(stream, shared, node_id, counters, auth).await,
+            Ok(Err(error)) => tracing::debug!(node_id, %error, "TLS handshake failed"),
+            Err(_) => tracing::debug!(node_id, "TLS handshake timed out"),
+        },
+    }
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    node_id: i32,
+    counters: Arc<Counters>,
+    mut auth: Option<ConnectionAuth>,
+) {
     loop {
         let frame = match read_frame(&mut stream).await {
             Ok(Some(frame)) => frame,
@@ -94,7 +132,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>, node_id: i32, counter
             }
         };
         counters.received(4 + frame.len());
-        match process(&shared, node_id, &counters, frame).await {
+        match process(&shared, node_id, &counters, auth.as_mut(), frame).await {
             Outcome::Reply(None) => {}
             Outcome::Reply(Some(bytes)) => {
                 counters.sent(bytes.len());
@@ -112,7 +150,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>, node_id: i32, counter
 }
 
 /// Reads one size-prefixed frame; `None` at a clean end of stream.
-async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Bytes>> {
+async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<Option<Bytes>> {
     let mut prefix = [0u8; 4];
     match stream.read_exact(&mut prefix).await {
         Ok(_) => {}
@@ -146,7 +184,11 @@ async fn read_frame(stream: &mut TcpStream) -> io::Result<Option<Bytes>> {
 
 /// Writes `bytes`, closes the write side, and waits (bounded) for the client
 /// to close, so that what was written is not lost to a reset.
-async fn close(mut stream: TcpStream, bytes: Option<Bytes>, counters: &Counters) {
+async fn close<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    bytes: Option<Bytes>,
+    counters: &Counters,
+) {
     if let Some(bytes) = bytes {
         counters.sent(bytes.len());
         let _ = stream.write_all(&bytes).await;
@@ -163,7 +205,13 @@ async fn close(mut stream: TcpStream, bytes: Option<Bytes>, counters: &Counters)
     .await;
 }
 
-async fn process(shared: &Shared, node_id: i32, counters: &Counters, mut frame: Bytes) -> Outcome {
+async fn process(
+    shared: &Shared,
+    node_id: i32,
+    counters: &Counters,
+    auth: Option<&mut ConnectionAuth>,
+    mut frame: Bytes,
+) -> Outcome {
     let Some(fixed) = frame.get(..8) else {
         tracing::debug!(
             node_id,
@@ -179,6 +227,28 @@ async fn process(shared: &Shared, node_id: i32, counters: &Counters, mut frame: 
         tracing::debug!(node_id, api_key_raw, "unknown API key");
         return Outcome::Close(None);
     };
+    if let Some(auth) = auth {
+        match api_key {
+            ApiKey::ApiVersions => {}
+            ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {
+                counters.request(api_key_raw);
+                let answer = auth.handle(api_key, version, correlation_id, frame);
+                return match (answer.reply, answer.close) {
+                    (reply, false) => Outcome::Reply(reply),
+                    (reply, true) => Outcome::Close(reply.map(BytesMut::freeze)),
+                };
+            }
+            _ if !auth.allows_requests() => {
+                tracing::debug!(
+                    node_id,
+                    ?api_key,
+                    "request before SASL authentication (or after the session expired)"
+                );
+                return Outcome::Close(None);
+            }
+            _ => {}
+        }
+    }
     let served = shared
         .lock()
         .broker(node_id)

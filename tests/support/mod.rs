@@ -3,6 +3,7 @@
 
 pub(crate) mod recovery;
 pub(crate) mod sim;
+pub(crate) mod stunnel;
 pub(crate) mod tansu;
 
 use bytes::Bytes;

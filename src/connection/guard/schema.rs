@@ -277,6 +277,22 @@ const CREATE_TOPICS: &[Field] = &[
     f("topics", Structs(CREATE_TOPICS_RESULT)),
 ];
 
+// SaslHandshake (never flexible): the mechanisms are an array of strings,
+// which on the wire is an array of one-string structs.
+const SASL_MECHANISM: &[Field] = &[f("mechanisms", Str)];
+const SASL_HANDSHAKE: &[Field] = &[
+    f("error_code", I16),
+    f("mechanisms", Structs(SASL_MECHANISM)),
+];
+
+// SaslAuthenticate (flexible from v2).
+const SASL_AUTHENTICATE: &[Field] = &[
+    f("error_code", I16),
+    f("error_message", Str),
+    f("auth_bytes", Bytes),
+    f("session_lifetime_ms", I64).since(1),
+];
+
 /// One API's response body: its top-level fields, and the first version
 /// that is flexible (compact lengths and tagged fields, KIP-482).
 #[derive(Debug, Clone, Copy)]
@@ -294,6 +310,9 @@ pub(super) fn schema(api: ApiKey) -> Option<Schema> {
         ApiKey::Fetch => (FETCH, 12),
         ApiKey::Produce => (PRODUCE, 9),
         ApiKey::CreateTopics => (CREATE_TOPICS, 5),
+        // Never flexible (its highest version is 1).
+        ApiKey::SaslHandshake => (SASL_HANDSHAKE, i16::MAX),
+        ApiKey::SaslAuthenticate => (SASL_AUTHENTICATE, 2),
         _ => return None,
     };
     Some(Schema {
@@ -504,6 +523,26 @@ mod tests {
             }
             let m = CreateTopicsResponse::default().with_topics(vec![result]);
             assert_exact(ApiKey::CreateTopics, v, &encode(&m, v));
+        }
+    }
+
+    #[test]
+    fn sasl_schemas_match_every_version() {
+        use kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+        for v in 0..=1 {
+            let m = SaslHandshakeResponse::default()
+                .with_error_code(33)
+                .with_mechanisms(vec![s("PLAIN"), s("SCRAM-SHA-256")]);
+            assert_exact(ApiKey::SaslHandshake, v, &encode(&m, v));
+        }
+        for v in 0..=2 {
+            let mut m = SaslAuthenticateResponse::default()
+                .with_error_message(Some(s("no")))
+                .with_auth_bytes(Buf::from_static(b"v=abc"));
+            if v >= 1 {
+                m = m.with_session_lifetime_ms(60_000);
+            }
+            assert_exact(ApiKey::SaslAuthenticate, v, &encode(&m, v));
         }
     }
 }

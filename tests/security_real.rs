@@ -1,0 +1,202 @@
+//! TLS and SASL against real servers.
+//!
+//! - TLS: Tansu behind Debian's stunnel4 (`support/stunnel.rs`), with a
+//!   certificate the harness makes; Tansu advertises stunnel's port, so
+//!   every broker connection the client opens, bootstrap and after
+//!   Metadata, is TLS; mutual TLS with a client certificate. A certificate
+//!   from an unknown authority, or no client certificate where one is
+//!   required, fails fast.
+//! - SASL: Tansu 0.6 with `--authentication` (SCRAM): its refusal of an
+//!   unknown user, and of PLAIN (it closes the connection in answer to the
+//!   SaslHandshake), reaches the caller fast, as the non-retriable errors
+//!   that say so. (A successful
+//!   SCRAM login to Tansu 0.6 cannot be tested: `tansu user create` cannot
+//!   authenticate to a broker that requires authentication, and a broker
+//!   that does not require it refuses every SCRAM handshake; see
+//!   docs/testing.md.)
+//!
+//! Needs `tansu` and `stunnel4` (`scripts/setup-broker.sh` installs both).
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use walfetch::cluster::{
+    Cluster, ClusterConfig, FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
+};
+use walfetch::codec::{BatchBuilder, NewRecord};
+use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
+use walfetch::local_broker::LocalBroker;
+use walfetch_testkit::TestCa;
+
+use support::stunnel::TlsTansu;
+use support::tansu::tansu_binary;
+
+fn config(address: String, security: Security) -> ClusterConfig {
+    let mut config = ClusterConfig::new([address]).with_timeout(Duration::from_secs(10));
+    config.connection.security = security;
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_through_stunnel_to_tansu() {
+    let tls = TlsTansu::start().await;
+    let security = Security::ssl(TlsConfig::ca_pem(tls.ca.ca_pem()));
+    let cluster = Cluster::connect(config(tls.address(), security))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n--- stunnel ---\n{}", tls.log_text()));
+    cluster
+        .create_topics(&[NewTopic::new("wal", 1)])
+        .await
+        .unwrap();
+    let mut produced = 0;
+    for b in 0..3 {
+        let batch = BatchBuilder::new(0)
+            .encode(&[
+                NewRecord::value(0, format!("a{b}")),
+                NewRecord::value(1, "b"),
+            ])
+            .unwrap();
+        let base = cluster.produce("wal", 0, batch.bytes).await.unwrap();
+        assert_eq!(base, produced);
+        produced += 2;
+    }
+    let latest = cluster
+        .list_offsets(
+            "wal",
+            0,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    // (Tansu 0.6 answers Latest with the last offset, not the next one.)
+    assert!(latest.offset >= Some(produced - 1), "{latest:?}");
+    let fetched = cluster.fetch(&FetchParams::new("wal", 0, 0)).await.unwrap();
+    assert_eq!(support::batch_offsets(&fetched.records).len(), 3);
+    // Every connection went to stunnel's TLS port, the one Tansu advertises.
+    let stats = cluster.stats();
+    assert!(!stats.is_empty());
+    for (address, s) in &stats {
+        assert_eq!(address, &tls.address(), "{stats:?}");
+        assert!(s.responses > 0);
+    }
+    assert!(
+        tls.log_text().contains("accepted connection"),
+        "stunnel saw no connection:\n{}",
+        tls.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_through_stunnel() {
+    let tls = TlsTansu::start_with(true).await;
+    let client = tls.ca.client_cert("walfetch").unwrap();
+    let identity = TlsConfig::ca_pem(tls.ca.ca_pem()).client_identity(
+        Pem::Bytes(client.cert_pem.into_bytes()),
+        Pem::Bytes(client.key_pem.into_bytes()),
+    );
+    let cluster = Cluster::connect(config(tls.address(), Security::ssl(identity)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n--- stunnel ---\n{}", tls.log_text()));
+    cluster
+        .create_topics(&[NewTopic::new("wal", 1)])
+        .await
+        .unwrap();
+    let batch = BatchBuilder::new(0)
+        .encode(&[NewRecord::value(0, "m")])
+        .unwrap();
+    assert_eq!(cluster.produce("wal", 0, batch.bytes).await.unwrap(), 0);
+
+    // Without a client certificate stunnel refuses the handshake: at once.
+    let started = Instant::now();
+    let err = Cluster::connect(config(
+        tls.address(),
+        Security::ssl(TlsConfig::ca_pem(tls.ca.ca_pem())),
+    ))
+    .await
+    .expect_err("no client certificate");
+    let text = chain(&err);
+    assert!(started.elapsed() < Duration::from_millis(900), "{text}");
+    assert!(
+        text.contains("TLS handshake"),
+        "{text}\n--- stunnel ---\n{}",
+        tls.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stunnel_certificate_from_an_unknown_authority_fails_fast() {
+    let tls = TlsTansu::start().await;
+    let stranger = TestCa::new("not the one").unwrap();
+    let started = Instant::now();
+    let err = Cluster::connect(config(
+        tls.address(),
+        Security::ssl(TlsConfig::ca_pem(stranger.ca_pem())),
+    ))
+    .await
+    .expect_err("unknown issuer");
+    let took = started.elapsed();
+    let text = chain(&err);
+    assert!(took < Duration::from_millis(900), "{took:?}: {text}");
+    assert!(
+        text.contains("TLS handshake") && text.contains("UnknownIssuer"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tansu_refuses_unknown_scram_users_and_plain() {
+    let broker = LocalBroker::start_with(&tansu_binary(), None, &["--authentication"])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for sasl in [
+        SaslConfig::scram_sha512("nobody", "secret"),
+        SaslConfig::scram_sha256("nobody", "secret"),
+    ] {
+        let name = sasl.mechanism_name();
+        let started = Instant::now();
+        let err = Cluster::connect(config(broker.address(), Security::sasl_plaintext(sasl)))
+            .await
+            .expect_err("unknown user");
+        let took = started.elapsed();
+        let text = chain(&err);
+        assert!(took < Duration::from_millis(900), "{took:?}: {text}");
+        assert!(
+            text.contains(&format!("SASL {name} authentication with broker")),
+            "{text}\n--- tansu ---\n{}",
+            broker.log_text()
+        );
+    }
+    let started = Instant::now();
+    let err = Cluster::connect(config(
+        broker.address(),
+        Security::sasl_plaintext(SaslConfig::plain("nobody", "secret")),
+    ))
+    .await
+    .expect_err("PLAIN");
+    let text = chain(&err);
+    assert!(started.elapsed() < Duration::from_millis(900), "{text}");
+    assert!(
+        text.contains("SASL PLAIN authentication with broker")
+            && text.contains("closed the connection in answer to SaslHandshake"),
+        "{text}\n--- tansu ---\n{}",
+        broker.log_text()
+    );
+}

@@ -1,0 +1,345 @@
+//! TLS and SASL of walfetch's client against the scripted broker's server
+//! side (testkit): every mechanism, over plain TCP and TLS, mutual TLS,
+//! re-authentication before the session lifetime ends (KIP-368), and the
+//! failures that must fail fast, once, saying what is wrong: a certificate
+//! that does not verify, a missing client certificate, a wrong password,
+//! an unsupported mechanism.
+//!
+//! The testkit's server side is itself checked against librdkafka in
+//! `tests/librdkafka_security.rs`.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest};
+use walfetch::cluster::{
+    Cluster, ClusterConfig, FetchParams, IsolationLevel, OffsetSpec, RetryPolicy,
+};
+use walfetch::codec::{BatchBuilder, NewRecord};
+use walfetch::connection::{Connection, ConnectionConfig, Pem, SaslConfig, Security, TlsConfig};
+use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
+
+/// Fail-fast bound: a fatal error must come well under a second, where
+/// retrying would take the whole 10 s deadline.
+const FAST: Duration = Duration::from_millis(900);
+
+fn config(cluster: &ScriptedCluster, security: Security) -> ClusterConfig {
+    let mut config =
+        ClusterConfig::new([cluster.bootstrap()]).with_timeout(Duration::from_secs(10));
+    config.connection.security = security;
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
+fn tls_server(ca: &TestCa, names: &[&str]) -> ServerTls {
+    ServerTls::new(ca.server_cert(names).unwrap())
+}
+
+/// Produces to and fetches from every partition (one led by each broker),
+/// so that the brokers learnt from Metadata are reached with the same
+/// security as the bootstrap broker.
+async fn round_trip_every_broker(cluster: &ScriptedCluster, security: Security) -> Cluster {
+    let brokers = cluster.node_ids().len() as i32;
+    cluster.create_topic("wal", brokers).unwrap();
+    let client = Cluster::connect(config(cluster, security))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    for p in 0..brokers {
+        let batch = BatchBuilder::new(0)
+            .encode(&[NewRecord::value(0, format!("v{p}"))])
+            .unwrap();
+        let base = client.produce("wal", p, batch.bytes).await.unwrap();
+        assert_eq!(base, 0);
+        let latest = client
+            .list_offsets(
+                "wal",
+                p,
+                OffsetSpec::Latest,
+                IsolationLevel::ReadUncommitted,
+            )
+            .await
+            .unwrap();
+        assert_eq!(latest.offset, Some(1));
+        let fetched = client.fetch(&FetchParams::new("wal", p, 0)).await.unwrap();
+        assert!(!fetched.records.is_empty());
+    }
+    for (node, _) in cluster.addrs() {
+        assert!(
+            cluster.stats(node).unwrap().requests_of(ApiKey::Produce) >= 1,
+            "broker {node} was not reached"
+        );
+    }
+    client
+}
+
+/// Connects and expects a fatal error, fast, on the first and only
+/// connection attempt; returns the error's text.
+async fn fails_fast(cluster: &ScriptedCluster, security: Security) -> String {
+    let started = Instant::now();
+    let err = Cluster::connect(config(cluster, security))
+        .await
+        .expect_err("must not connect");
+    let took = started.elapsed();
+    assert!(took < FAST, "took {took:?}: {err}");
+    let connections: u64 = cluster
+        .node_ids()
+        .iter()
+        .map(|n| cluster.stats(*n).unwrap().connections)
+        .sum();
+    assert_eq!(connections, 1, "retried: {err}");
+    // The whole chain, as the CLI prints it.
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[tokio::test]
+async fn tls_reaches_every_broker() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    let cluster = ScriptedCluster::builder()
+        .brokers(2)
+        .tls(tls_server(&ca, &["127.0.0.1"]))
+        .start()
+        .await
+        .unwrap();
+    round_trip_every_broker(&cluster, Security::ssl(TlsConfig::ca_pem(ca.ca_pem()))).await;
+}
+
+#[tokio::test]
+async fn mutual_tls() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    let client_cert = ca.client_cert("walfetch-client").unwrap();
+    let cluster = ScriptedCluster::builder()
+        .brokers(2)
+        .tls(tls_server(&ca, &["127.0.0.1"]).require_client_certificate(ca.ca_pem()))
+        .start()
+        .await
+        .unwrap();
+    let tls = TlsConfig::ca_pem(ca.ca_pem()).client_identity(
+        Pem::Bytes(client_cert.cert_pem.into()),
+        Pem::Bytes(client_cert.key_pem.into()),
+    );
+    round_trip_every_broker(&cluster, Security::ssl(tls)).await;
+
+    // Without a client certificate the broker refuses the connection.
+    cluster.reset_stats();
+    let text = fails_fast(&cluster, Security::ssl(TlsConfig::ca_pem(ca.ca_pem()))).await;
+    assert!(text.contains("TLS handshake"), "{text}");
+}
+
+#[tokio::test]
+async fn a_certificate_that_does_not_verify_fails_fast() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    // Issued for another name than the address connected to.
+    let cluster = ScriptedCluster::builder()
+        .tls(tls_server(&ca, &["broker.example"]))
+        .start()
+        .await
+        .unwrap();
+    let text = fails_fast(&cluster, Security::ssl(TlsConfig::ca_pem(ca.ca_pem()))).await;
+    assert!(text.contains("TLS handshake"), "{text}");
+    assert!(text.contains("not valid for name"), "{text}");
+    // ... unless hostname verification is off by name, or the name given.
+    let lenient = TlsConfig::ca_pem(ca.ca_pem()).danger_skip_hostname_verification();
+    Cluster::connect(config(&cluster, Security::ssl(lenient)))
+        .await
+        .unwrap();
+    let named = TlsConfig::ca_pem(ca.ca_pem()).server_name("broker.example");
+    Cluster::connect(config(&cluster, Security::ssl(named)))
+        .await
+        .unwrap();
+
+    // Issued by an authority the client does not trust.
+    let other = TestCa::new("someone else").unwrap();
+    cluster.reset_stats();
+    let text = fails_fast(&cluster, Security::ssl(TlsConfig::ca_pem(other.ca_pem()))).await;
+    assert!(text.contains("UnknownIssuer"), "{text}");
+    let blind = TlsConfig::ca_pem(other.ca_pem()).danger_skip_certificate_verification();
+    Cluster::connect(config(&cluster, Security::ssl(blind)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn tls_to_a_plaintext_broker_fails_fast() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    let cluster = ScriptedCluster::start(1).await.unwrap();
+    let text = fails_fast(&cluster, Security::ssl(TlsConfig::ca_pem(ca.ca_pem()))).await;
+    assert!(text.contains("does it speak TLS"), "{text}");
+}
+
+fn users() -> SaslServer {
+    SaslServer::new()
+        .user("alice", "alice-secret")
+        .oauth_token("token-123")
+}
+
+#[tokio::test]
+async fn every_sasl_mechanism_over_tcp_and_tls() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    let mechanisms = || {
+        [
+            SaslConfig::plain("alice", "alice-secret"),
+            SaslConfig::scram_sha256("alice", "alice-secret"),
+            SaslConfig::scram_sha512("alice", "alice-secret"),
+            SaslConfig::oauthbearer(|| async { Ok::<_, String>("token-123".to_owned()) }),
+        ]
+    };
+    for sasl in mechanisms() {
+        let name = sasl.mechanism_name();
+        let cluster = ScriptedCluster::builder()
+            .brokers(2)
+            .sasl(users())
+            .start()
+            .await
+            .unwrap();
+        round_trip_every_broker(&cluster, Security::sasl_plaintext(sasl)).await;
+        let auths = cluster
+            .stats(1)
+            .unwrap()
+            .requests_of(ApiKey::SaslAuthenticate);
+        let rounds = if name.starts_with("SCRAM") { 2 } else { 1 };
+        assert!(auths >= rounds, "{name}: {auths} SaslAuthenticate");
+    }
+    for sasl in mechanisms() {
+        let cluster = ScriptedCluster::builder()
+            .brokers(2)
+            .tls(tls_server(&ca, &["127.0.0.1"]))
+            .sasl(users())
+            .start()
+            .await
+            .unwrap();
+        round_trip_every_broker(
+            &cluster,
+            Security::sasl_ssl(TlsConfig::ca_pem(ca.ca_pem()), sasl),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn the_broker_refuses_unauthenticated_requests() {
+    // The server side this file relies on: without SASL, a SASL broker
+    // closes the connection at the first request past ApiVersions.
+    let cluster = ScriptedCluster::builder()
+        .sasl(users())
+        .start()
+        .await
+        .unwrap();
+    let connection = Connection::connect(cluster.bootstrap(), ConnectionConfig::default())
+        .await
+        .unwrap();
+    let err = connection
+        .request(&MetadataRequest::default())
+        .await
+        .expect_err("unauthenticated");
+    assert!(err.is_connection_lost(), "{err}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_fails_fast_and_says_so() {
+    for sasl in [
+        SaslConfig::plain("alice", "wrong"),
+        SaslConfig::scram_sha256("alice", "wrong"),
+        SaslConfig::scram_sha512("alice", "wrong"),
+        SaslConfig::scram_sha512("mallory", "alice-secret"),
+        SaslConfig::oauthbearer(|| async { Ok::<_, String>("expired".to_owned()) }),
+    ] {
+        let name = sasl.mechanism_name();
+        let cluster = ScriptedCluster::builder()
+            .sasl(users())
+            .start()
+            .await
+            .unwrap();
+        let text = fails_fast(&cluster, Security::sasl_plaintext(sasl)).await;
+        assert!(
+            text.contains(&format!("SASL {name} authentication"))
+                && text.contains("SASL_AUTHENTICATION_FAILED")
+                && text.contains("invalid credentials"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unsupported_mechanism_fails_fast_naming_the_enabled_ones() {
+    let cluster = ScriptedCluster::builder()
+        .sasl(users().mechanisms(&["SCRAM-SHA-512", "OAUTHBEARER"]))
+        .start()
+        .await
+        .unwrap();
+    let text = fails_fast(
+        &cluster,
+        Security::sasl_plaintext(SaslConfig::plain("alice", "alice-secret")),
+    )
+    .await;
+    assert!(
+        text.contains("does not enable SASL mechanism PLAIN (enabled: SCRAM-SHA-512, OAUTHBEARER)"),
+        "{text}"
+    );
+
+    // SASL asked of a broker that has none.
+    let plain = ScriptedCluster::start(1).await.unwrap();
+    let text = fails_fast(
+        &plain,
+        Security::sasl_plaintext(SaslConfig::plain("alice", "alice-secret")),
+    )
+    .await;
+    assert!(text.contains("does not offer SASL"), "{text}");
+}
+
+#[tokio::test]
+async fn sessions_are_renewed_before_they_expire() {
+    let lifetime = Duration::from_millis(400);
+    let cluster = ScriptedCluster::builder()
+        .sasl(users().session_lifetime(lifetime))
+        .start()
+        .await
+        .unwrap();
+    let config = ConnectionConfig {
+        security: Security::sasl_plaintext(SaslConfig::scram_sha256("alice", "alice-secret")),
+        ..ConnectionConfig::default()
+    };
+    let connection = Connection::connect(cluster.bootstrap(), config)
+        .await
+        .unwrap();
+    let handshakes = || cluster.stats(1).unwrap().requests_of(ApiKey::SaslHandshake);
+    assert_eq!(handshakes(), 1);
+    // Requests spread over three lifetimes: each finds the session valid
+    // (the broker closes the connection at a request past the lifetime).
+    let started = Instant::now();
+    let mut requests = 0;
+    while started.elapsed() < lifetime * 3 {
+        connection
+            .request(&MetadataRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("request {requests} at {:?}: {e}", started.elapsed()));
+        requests += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        handshakes() >= 3,
+        "{} handshakes in {:?}",
+        handshakes(),
+        started.elapsed()
+    );
+    assert_eq!(cluster.stats(1).unwrap().connections, 1);
+    assert!(connection.failure().is_none());
+
+    // Idle past the lifetime: the next request re-authenticates first.
+    tokio::time::sleep(lifetime + Duration::from_millis(100)).await;
+    let before = handshakes();
+    connection
+        .request(&MetadataRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(handshakes(), before + 1);
+}
