@@ -85,17 +85,24 @@ pub enum ClientError {
         last_wait: Duration,
     },
     /// No broker answered a Metadata request (bootstrap, or a refresh).
-    #[error("no broker answered Metadata (tried {}): {last}", addresses.join(", "))]
+    #[error(
+        "no broker answered Metadata (tried {}): {}{last}",
+        addresses.join(", "),
+        earlier.iter().map(|e| format!("{e}; ")).collect::<String>()
+    )]
     NoBrokerAnswered {
         /// The addresses tried, in order.
         addresses: Vec<String>,
+        /// The failures before the last, in order (each names its broker).
+        earlier: Vec<ClientError>,
         /// The last failure.
         #[source]
         last: Box<ClientError>,
     },
     /// A retriable failure persisted until the operation's deadline.
     #[error(
-        "gave up on {operation} after {attempts} attempt(s) in {:.3} s (deadline {:.3} s){}",
+        "gave up on {operation} after {attempts} attempt(s) in {:.3} s (deadline {:.3} s, \
+         --timeout / socket.timeout.ms){}",
         elapsed.as_secs_f64(),
         deadline.as_secs_f64(),
         last.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
@@ -157,8 +164,28 @@ impl ClientError {
             }
             Self::NoLeader { .. } => true,
             // Only Metadata requests, which are idempotent, end up here.
-            Self::NoBrokerAnswered { last, .. } => last.is_retriable(true),
+            Self::NoBrokerAnswered { earlier, last, .. } => {
+                earlier.iter().any(|e| e.is_retriable(true)) || last.is_retriable(true)
+            }
             _ => false,
+        }
+    }
+
+    /// Whether retrying a bootstrap may succeed: the failure is retriable
+    /// ([`ClientError::is_retriable`]) and does not say that the address
+    /// leads nowhere usable
+    /// ([`crate::connection::ConnectionError::is_wrong_peer`]: a malformed
+    /// address, a name that does not resolve, a peer that is not a Kafka
+    /// broker). With several bootstrap addresses, one that may pass is
+    /// enough to retry.
+    pub fn is_retriable_at_bootstrap(&self) -> bool {
+        match self {
+            Self::Connection(e) => e.is_connection_lost() && !e.is_wrong_peer(),
+            Self::NoBrokerAnswered { earlier, last, .. } => {
+                earlier.iter().any(Self::is_retriable_at_bootstrap)
+                    || last.is_retriable_at_bootstrap()
+            }
+            other => other.is_retriable(true),
         }
     }
 
@@ -273,7 +300,8 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "gave up on Fetch after 3 attempt(s) in 30.002 s (deadline 30.000 s)"
+            "gave up on Fetch after 3 attempt(s) in 30.002 s (deadline 30.000 s, \
+             --timeout / socket.timeout.ms)"
         );
         let err = ConnectionError::ConnectTimeout {
             broker: "b:9092".into(),
@@ -281,7 +309,7 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "connecting to broker b:9092 timed out after 1500 ms"
+            "connecting to broker b:9092 timed out after 1500 ms (--timeout / socket.timeout.ms)"
         );
     }
 }

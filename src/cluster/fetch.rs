@@ -534,6 +534,10 @@ impl Cluster {
             .await
             .map_err(ClientError::from);
         self.evict_if_lost(&connection, &result);
+        if let Ok(response) = &result {
+            self.pool
+                .throttled(connection.broker(), response.body.throttle_time_ms);
+        }
         let picked = result
             .and_then(|response| read_fetch_response_for(&targets, connection.broker(), response));
         let Ok(picked) = picked else {
@@ -635,6 +639,8 @@ impl Cluster {
         .await;
         self.evict_if_lost(&connection, &result);
         let fetched = result?;
+        self.pool
+            .throttled(connection.broker(), fetched.throttle_time_ms);
         if !fetched.error_code.is_ok() {
             return Err(failed(params, &fetched));
         }
