@@ -680,17 +680,31 @@ async fn a_garbled_first_frame_is_not_a_kafka_broker_and_not_retried() {
         let FaultAction::OversizedFrame { length } = action else {
             unreachable!()
         };
-        let prefix: Vec<String> = length.to_be_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let prefix: Vec<String> = length
+            .to_be_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         match inner {
             ClientError::Connection(ConnectionError::NotKafka { broker, answered }) => {
                 assert_eq!(broker, &scripted.bootstrap());
-                assert!(answered.starts_with(&format!("bytes {}", prefix.join(" "))), "{answered}");
+                assert!(
+                    answered.starts_with(&format!("bytes {}", prefix.join(" "))),
+                    "{answered}"
+                );
             }
             other => panic!("{action:?}: {other:?}"),
         }
-        assert!(error.to_string().contains("is not a Kafka broker"), "{error}");
+        assert!(
+            error.to_string().contains("is not a Kafka broker"),
+            "{error}"
+        );
         let stats = scripted.stats(1).expect("broker");
-        assert_eq!(stats.requests_of(ApiKey::ApiVersions), 1, "{action:?}: not retried");
+        assert_eq!(
+            stats.requests_of(ApiKey::ApiVersions),
+            1,
+            "{action:?}: not retried"
+        );
     }
 }
 

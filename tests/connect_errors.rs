@@ -80,16 +80,36 @@ async fn malformed_addresses_fail_at_once_naming_the_address() {
     let port = closed_port().await;
     let good = format!("127.0.0.1:{port}");
     let cases: Vec<(String, fn(&AddressError) -> bool)> = vec![
-        ("127.0.0.1:0".into(), |e| matches!(e, AddressError::InvalidPort { .. })),
-        ("127.0.0.1:65536".into(), |e| matches!(e, AddressError::InvalidPort { .. })),
-        ("127.0.0.1:kafka".into(), |e| matches!(e, AddressError::InvalidPort { .. })),
-        (":9092".into(), |e| matches!(e, AddressError::EmptyHost { .. })),
-        ("tcp://".into(), |e| matches!(e, AddressError::EmptyHost { .. })),
-        ("http://127.0.0.1:9092".into(), |e| matches!(e, AddressError::UnknownScheme { .. })),
-        ("tcp://127.0.0.1:9092/wal".into(), |e| matches!(e, AddressError::TrailingPath { .. })),
-        ("::1".into(), |e| matches!(e, AddressError::UnbracketedIpv6 { .. })),
-        ("[broker]:9092".into(), |e| matches!(e, AddressError::InvalidIpv6 { .. })),
-        ("bro ker:9092".into(), |e| matches!(e, AddressError::InvalidHost { .. })),
+        ("127.0.0.1:0".into(), |e| {
+            matches!(e, AddressError::InvalidPort { .. })
+        }),
+        ("127.0.0.1:65536".into(), |e| {
+            matches!(e, AddressError::InvalidPort { .. })
+        }),
+        ("127.0.0.1:kafka".into(), |e| {
+            matches!(e, AddressError::InvalidPort { .. })
+        }),
+        (":9092".into(), |e| {
+            matches!(e, AddressError::EmptyHost { .. })
+        }),
+        ("tcp://".into(), |e| {
+            matches!(e, AddressError::EmptyHost { .. })
+        }),
+        ("http://127.0.0.1:9092".into(), |e| {
+            matches!(e, AddressError::UnknownScheme { .. })
+        }),
+        ("tcp://127.0.0.1:9092/wal".into(), |e| {
+            matches!(e, AddressError::TrailingPath { .. })
+        }),
+        ("::1".into(), |e| {
+            matches!(e, AddressError::UnbracketedIpv6 { .. })
+        }),
+        ("[broker]:9092".into(), |e| {
+            matches!(e, AddressError::InvalidIpv6 { .. })
+        }),
+        ("bro ker:9092".into(), |e| {
+            matches!(e, AddressError::InvalidHost { .. })
+        }),
     ];
     for (bad, kind) in cases {
         // A valid address first: the bad one is still found before any
@@ -137,7 +157,11 @@ async fn schemes_and_a_missing_port_are_understood() {
         Ok(cluster) => assert_eq!(cluster.config().bootstrap, ["127.0.0.1:9092"]),
         Err(error) => {
             assert!(started.elapsed() < BOUND, "{error}");
-            assert_eq!(connection_error(&error).broker(), "127.0.0.1:9092", "{error}");
+            assert_eq!(
+                connection_error(&error).broker(),
+                "127.0.0.1:9092",
+                "{error}"
+            );
         }
     }
 }
@@ -155,12 +179,18 @@ async fn an_unresolvable_name_fails_at_once() {
     );
     match connection_error(&error) {
         ConnectionError::Unresolvable { broker, host, .. } => {
-            assert_eq!((broker.as_str(), host.as_str()), ("nonexistent.invalid:9092", "nonexistent.invalid"));
+            assert_eq!(
+                (broker.as_str(), host.as_str()),
+                ("nonexistent.invalid:9092", "nonexistent.invalid")
+            );
         }
         other => panic!("{other:?}"),
     }
     let message = error.to_string();
-    assert!(message.contains("cannot resolve the host \"nonexistent.invalid\""), "{message}");
+    assert!(
+        message.contains("cannot resolve the host \"nonexistent.invalid\""),
+        "{message}"
+    );
 }
 
 /// With another bootstrap address that may come up, an unresolvable one
@@ -175,7 +205,10 @@ async fn an_unresolvable_name_beside_a_closed_port_reports_both() {
     assert!(message.contains("gave up on bootstrap"), "{message}");
     assert!(message.contains("nonexistent.invalid:9092"), "{message}");
     assert!(message.contains("cannot resolve"), "{message}");
-    assert!(message.contains(&format!("broker {closed} refused")), "{message}");
+    assert!(
+        message.contains(&format!("broker {closed} refused")),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -262,14 +295,19 @@ async fn a_tls_listener_is_named_as_such() {
             let mut request = [0u8; 256];
             let _ = socket.read(&mut request).await;
             // A TLS 1.2 fatal alert record: handshake_failure.
-            let _ = socket.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]).await;
+            let _ = socket
+                .write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])
+                .await;
             let _ = socket.shutdown().await;
         }
     });
     let (error, elapsed) = bootstrap(&[&address]).await;
     server.abort();
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}: {error}");
-    assert!(matches!(connection_error(&error), ConnectionError::NotKafka { .. }), "{error:?}");
+    assert!(
+        matches!(connection_error(&error), ConnectionError::NotKafka { .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains("a TLS record"), "{message}");
     assert!(message.contains("ssl://"), "{message}");

@@ -23,7 +23,15 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
     let brokers = format!("tcp://127.0.0.1:{port}");
     let started = Instant::now();
     let out = walfetch(&[
-        "replay", "-b", &brokers, "-t", "wal:0", "--strategy", "scan", "--region", "1",
+        "replay",
+        "-b",
+        &brokers,
+        "-t",
+        "wal:0",
+        "--strategy",
+        "scan",
+        "--region",
+        "1",
     ]);
     let elapsed = started.elapsed();
     let err = stderr(&out);
@@ -41,13 +49,23 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
 fn replay_with_a_malformed_address_fails_at_once_naming_it() {
     let started = Instant::now();
     let out = walfetch(&[
-        "replay", "-b", "127.0.0.1:99999", "-t", "wal:0", "--strategy", "scan", "--region", "1",
+        "replay",
+        "-b",
+        "127.0.0.1:99999",
+        "-t",
+        "wal:0",
+        "--strategy",
+        "scan",
+        "--region",
+        "1",
     ]);
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5), "{err}");
     assert!(
-        err.contains("broker address \"127.0.0.1:99999\": port \"99999\" is not a number from 1 to 65535"),
+        err.contains(
+            "broker address \"127.0.0.1:99999\": port \"99999\" is not a number from 1 to 65535"
+        ),
         "{err}"
     );
 }

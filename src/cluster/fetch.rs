@@ -385,6 +385,10 @@ pub struct FetchedMany {
     /// each followed by a fetch of the partition with a longer wait (see
     /// [`Cluster::fetch`]).
     pub omitted: usize,
+    /// The throttle times of the responses, summed (each response once):
+    /// how long brokers asked the client to hold back its next request
+    /// (KIP-219), which the cluster client waits out before it.
+    pub throttle_time: Duration,
 }
 
 /// Consecutive responses omitting a partition after which
@@ -455,8 +459,12 @@ impl Cluster {
             params.iter().map(|_| None).collect();
         let mut requests = shared.len();
         let mut omitted = 0;
+        let mut throttle_ms: u64 = shared
+            .iter()
+            .map(|(_, ms)| u64::try_from(*ms).unwrap_or(0))
+            .sum();
         let mut alone: Vec<(usize, u32)> = alone.into_iter().map(|i| (i, 0)).collect();
-        for (i, answer) in shared.into_iter().flatten() {
+        for (i, answer) in shared.into_iter().flat_map(|(answers, _)| answers) {
             match answer {
                 SharedAnswer::Clean(fetched) => out[i] = Some(Ok(fetched)),
                 SharedAnswer::Omitted => alone.push((i, 1)),
@@ -473,10 +481,14 @@ impl Cluster {
         for ((i, before), (result, omissions)) in alone.into_iter().zip(retried) {
             omitted += omissions as usize;
             requests += omissions.saturating_sub(before) as usize;
+            if let Ok(fetched) = &result {
+                throttle_ms += u64::try_from(fetched.throttle_time_ms).unwrap_or(0);
+            }
             out[i] = Some(result);
         }
         FetchedMany {
             omitted,
+            throttle_time: Duration::from_millis(throttle_ms),
             partitions: out
                 .into_iter()
                 .map(|r| {
@@ -489,18 +501,19 @@ impl Cluster {
 
     /// One request for `group` (indexes into `params`, with their leader)
     /// to `address`: each partition's clean answer, or what to do about
-    /// it.
+    /// it; and the response's throttle time.
     async fn fetch_shared(
         &self,
         address: String,
         group: Vec<(usize, PartitionLeader)>,
         params: &[FetchParams],
-    ) -> Vec<(usize, SharedAnswer)> {
+    ) -> (Vec<(usize, SharedAnswer)>, i32) {
         let retry_all = |group: &[(usize, PartitionLeader)]| {
-            group
+            let answers = group
                 .iter()
                 .map(|(i, _)| (*i, SharedAnswer::Retry))
-                .collect()
+                .collect();
+            (answers, 0)
         };
         let Ok(connection) = self.fetch_connection(&address).await else {
             return retry_all(&group);
@@ -534,16 +547,14 @@ impl Cluster {
             .await
             .map_err(ClientError::from);
         self.evict_if_lost(&connection, &result);
-        if let Ok(response) = &result {
-            self.pool
-                .throttled(connection.broker(), response.body.throttle_time_ms);
-        }
+        let throttle_ms = result.as_ref().map_or(0, |r| r.body.throttle_time_ms);
+        self.pool.throttled(connection.broker(), throttle_ms);
         let picked = result
             .and_then(|response| read_fetch_response_for(&targets, connection.broker(), response));
         let Ok(picked) = picked else {
-            return retry_all(&group);
+            return (retry_all(&group).0, throttle_ms);
         };
-        group
+        let answers = group
             .iter()
             .zip(picked)
             .map(|((i, _), answer)| {
@@ -554,7 +565,8 @@ impl Cluster {
                 };
                 (*i, answer)
             })
-            .collect()
+            .collect();
+        (answers, throttle_ms)
     }
 
     /// Fetches one partition from its leader. Every partition error code

@@ -168,9 +168,7 @@ pub enum AddressError {
     },
     /// Brackets around something that is not an IPv6 address, or not
     /// closed.
-    #[error(
-        "broker address {address:?}: only an IPv6 address may be in brackets ([::1]:9092)"
-    )]
+    #[error("broker address {address:?}: only an IPv6 address may be in brackets ([::1]:9092)")]
     InvalidIpv6 {
         /// The address as written.
         address: String,
@@ -332,8 +330,14 @@ mod tests {
         assert_eq!(ok("  10.0.0.1:1  "), (h("10.0.0.1"), 1, None));
         assert_eq!(ok("[::1]:65535"), (h("::1"), 65535, None));
         assert_eq!(ok("[::1]"), (h("::1"), 9092, None));
-        assert_eq!(ok("tcp://localhost:9092"), (h("localhost"), 9092, Some(Scheme::Tcp)));
-        assert_eq!(ok("TCP://localhost"), (h("localhost"), 9092, Some(Scheme::Tcp)));
+        assert_eq!(
+            ok("tcp://localhost:9092"),
+            (h("localhost"), 9092, Some(Scheme::Tcp))
+        );
+        assert_eq!(
+            ok("TCP://localhost"),
+            (h("localhost"), 9092, Some(Scheme::Tcp))
+        );
         assert_eq!(ok("ssl://b:9093"), (h("b"), 9093, Some(Scheme::Ssl)));
         assert_eq!(ok("PLAINTEXT://b:1"), (h("b"), 1, Some(Scheme::Plaintext)));
         assert_eq!(ok("SASL_SSL://b:2"), (h("b"), 2, Some(Scheme::SaslSsl)));
@@ -341,7 +345,10 @@ mod tests {
             ok("Sasl_Plaintext://[::1]:3"),
             (h("::1"), 3, Some(Scheme::SaslPlaintext))
         );
-        assert_eq!(ok("kafka_0.internal-x"), (h("kafka_0.internal-x"), 9092, None));
+        assert_eq!(
+            ok("kafka_0.internal-x"),
+            (h("kafka_0.internal-x"), 9092, None)
+        );
         assert!(Scheme::SaslSsl.is_tls() && Scheme::SaslSsl.is_sasl());
         assert!(!Scheme::Tcp.is_tls() && !Scheme::Plaintext.is_sasl());
     }
@@ -377,18 +384,33 @@ mod tests {
             err("::1"),
             AddressError::UnbracketedIpv6 { ref host, .. } if host == "::1"
         ));
-        assert!(matches!(err("::1:9092"), AddressError::UnbracketedIpv6 { .. }));
-        assert!(matches!(err("fe80::1"), AddressError::UnbracketedIpv6 { .. }));
-        assert!(matches!(err("[broker]:1"), AddressError::InvalidIpv6 { .. }));
+        assert!(matches!(
+            err("::1:9092"),
+            AddressError::UnbracketedIpv6 { .. }
+        ));
+        assert!(matches!(
+            err("fe80::1"),
+            AddressError::UnbracketedIpv6 { .. }
+        ));
+        assert!(matches!(
+            err("[broker]:1"),
+            AddressError::InvalidIpv6 { .. }
+        ));
         assert!(matches!(err("[::1:1"), AddressError::InvalidIpv6 { .. }));
         assert!(matches!(err("a b:1"), AddressError::InvalidHost { .. }));
         assert!(matches!(err("user@b:1"), AddressError::InvalidHost { .. }));
         assert!(matches!(err("b,c:1"), AddressError::InvalidHost { .. }));
         // Messages quote the address and say what to write.
         let message = err("::1").to_string();
-        assert!(message.contains("\"::1\"") && message.contains("[::1]:port"), "{message}");
+        assert!(
+            message.contains("\"::1\"") && message.contains("[::1]:port"),
+            "{message}"
+        );
         let message = err("b:0").to_string();
-        assert!(message.contains("\"b:0\"") && message.contains("1 to 65535"), "{message}");
+        assert!(
+            message.contains("\"b:0\"") && message.contains("1 to 65535"),
+            "{message}"
+        );
     }
 
     fn host() -> impl Strategy<Value = String> {
@@ -400,7 +422,10 @@ mod tests {
     }
 
     fn scheme() -> impl Strategy<Value = Option<(Scheme, bool)>> {
-        proptest::option::of((proptest::sample::select(Scheme::ALL.to_vec()), any::<bool>()))
+        proptest::option::of((
+            proptest::sample::select(Scheme::ALL.to_vec()),
+            any::<bool>(),
+        ))
     }
 
     proptest! {

@@ -101,7 +101,10 @@ mod tests {
         let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32];
         let error = first_frame_error(too_large(0x1503_0300), &alert);
         let message = error.to_string();
-        assert!(message.contains("bytes 15 03 03 00 02 02 32 (a TLS record"), "{message}");
+        assert!(
+            message.contains("bytes 15 03 03 00 02 02 32 (a TLS record"),
+            "{message}"
+        );
         let negative = ConnectionError::NegativeFrameLength {
             broker: "b:1".into(),
             length: -1,
