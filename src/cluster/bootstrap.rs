@@ -68,6 +68,7 @@ impl Cluster {
             pool: Pool::new(config.connection.clone(), config.connections_per_broker),
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
+            preferred: Default::default(),
             config,
         };
         let retry = Retry {

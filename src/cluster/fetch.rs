@@ -30,6 +30,7 @@ use uuid::Uuid;
 use walfetch_codec::AbortedTransaction;
 
 use super::error::Asked;
+use super::follower::FetchSource;
 use super::{ClientError, Cluster, PartitionLeader};
 use crate::connection::{Connection, RequestOptions, Response};
 use crate::error_code::ErrorCode;
@@ -145,8 +146,12 @@ pub struct FetchedPartition {
     pub broker: String,
     /// The Fetch version used.
     pub version: i16,
-    /// The broker's throttle time.
+    /// The broker's throttle time (KIP-219).
     pub throttle_time_ms: i32,
+    /// The replica the leader prefers the client to fetch this partition
+    /// from (KIP-392, Fetch v11+), -1 for none. [`Cluster::fetch`] follows
+    /// it.
+    pub preferred_read_replica: i32,
 }
 
 /// One partition of a Fetch request: what to fetch, and what metadata says
@@ -327,6 +332,7 @@ pub fn read_fetch_response_for(
                 broker: broker.to_owned(),
                 version,
                 throttle_time_ms: body.throttle_time_ms,
+                preferred_read_replica: partition.preferred_read_replica.0,
             })
         })
         .collect())
@@ -343,6 +349,18 @@ pub async fn fetch_on(
     topic_id: Uuid,
     version: Option<i16>,
 ) -> Result<FetchedPartition, ClientError> {
+    fetch_from_rack(connection, params, leader_epoch, topic_id, version, None).await
+}
+
+/// [`fetch_on`], the request carrying the client's `rack` (v11+).
+async fn fetch_from_rack(
+    connection: &Connection,
+    params: &FetchParams,
+    leader_epoch: i32,
+    topic_id: Uuid,
+    version: Option<i16>,
+    rack: Option<&str>,
+) -> Result<FetchedPartition, ClientError> {
     let version = match version {
         Some(v) => v,
         None => connection.version(ApiKey::Fetch)?,
@@ -353,13 +371,21 @@ pub async fn fetch_on(
             params.topic
         )));
     }
-    let request = fetch_request(params, leader_epoch, topic_id, version);
+    let mut request = fetch_request(params, leader_epoch, topic_id, version);
+    set_rack(&mut request, version, rack);
     let options = RequestOptions {
         version: Some(version),
         timeout: Some(connection.request_timeout().saturating_add(params.max_wait)),
     };
     let response = connection.request_with(&request, options).await?;
     read_fetch_response(params, topic_id, connection.broker(), response)
+}
+
+/// Sets a Fetch request's `rack_id` (v11+, KIP-392) to the client's rack.
+fn set_rack(request: &mut FetchRequest, version: i16, rack: Option<&str>) {
+    if let Some(rack) = rack.filter(|_| version >= 11) {
+        request.rack_id = StrBytes::from_string(rack.to_owned());
+    }
 }
 
 /// What a Fetch of `params` asked, for its errors.
@@ -430,23 +456,23 @@ impl Cluster {
     /// what `fetch` would have returned; so is a partition the response
     /// left out, with a wait (see `fetch`).
     pub async fn fetch_many(&self, params: &[FetchParams]) -> FetchedMany {
-        let mut by_leader: BTreeMap<String, Vec<(usize, PartitionLeader)>> = BTreeMap::new();
+        let mut by_leader: BTreeMap<String, Vec<(usize, FetchSource)>> = BTreeMap::new();
         let mut alone = Vec::new();
         for (i, p) in params.iter().enumerate() {
-            let Ok(leader) = self.leader(&p.topic, p.partition).await else {
+            let Ok(source) = self.fetch_source(&p.topic, p.partition).await else {
                 alone.push(i);
                 continue;
             };
-            let group = by_leader.entry(leader.address.clone()).or_default();
+            let group = by_leader.entry(source.target.address.clone()).or_default();
             // A request names a partition once; a second fetch of it goes
             // on its own.
-            let named = |&(j, _): &(usize, PartitionLeader)| {
+            let named = |&(j, _): &(usize, FetchSource)| {
                 params[j].topic == p.topic && params[j].partition == p.partition
             };
             if group.iter().any(named) {
                 alone.push(i);
             } else {
-                group.push((i, leader));
+                group.push((i, source));
             }
         }
         let shared = futures::future::join_all(
@@ -505,13 +531,20 @@ impl Cluster {
     async fn fetch_shared(
         &self,
         address: String,
-        group: Vec<(usize, PartitionLeader)>,
+        group: Vec<(usize, FetchSource)>,
         params: &[FetchParams],
     ) -> (Vec<(usize, SharedAnswer)>, i32) {
-        let retry_all = |group: &[(usize, PartitionLeader)]| {
+        // Every failure of a replica sends its partition back to the leader.
+        let retry_all = |group: &[(usize, FetchSource)]| {
             let answers = group
                 .iter()
-                .map(|(i, _)| (*i, SharedAnswer::Retry))
+                .map(|(i, source)| {
+                    if source.follower {
+                        self.preferred
+                            .forget(&params[*i].topic, params[*i].partition);
+                    }
+                    (*i, SharedAnswer::Retry)
+                })
                 .collect();
             (answers, 0)
         };
@@ -523,10 +556,10 @@ impl Cluster {
         };
         let targets: Vec<FetchTarget<'_>> = group
             .iter()
-            .map(|(i, leader)| FetchTarget {
+            .map(|(i, source)| FetchTarget {
                 params: &params[*i],
-                leader_epoch: leader.leader_epoch,
-                topic_id: leader.topic_id,
+                leader_epoch: source.target.leader_epoch,
+                topic_id: source.target.topic_id,
             })
             .collect();
         if version >= 13 && targets.iter().any(|t| t.topic_id.is_nil()) {
@@ -541,7 +574,8 @@ impl Cluster {
             version: Some(version),
             timeout: Some(connection.request_timeout().saturating_add(max_wait)),
         };
-        let request = fetch_request_for(&targets, version);
+        let mut request = fetch_request_for(&targets, version);
+        set_rack(&mut request, version, self.config.client_rack.as_deref());
         let result = connection
             .request_with(&request, options)
             .await
@@ -557,9 +591,22 @@ impl Cluster {
         let answers = group
             .iter()
             .zip(picked)
-            .map(|((i, _), answer)| {
+            .map(|((i, source), answer)| {
+                let p = &params[*i];
                 let answer = match answer {
-                    Ok(f) if f.error_code.is_ok() => SharedAnswer::Clean(f),
+                    Ok(f) if f.error_code.is_ok() => {
+                        let redirected = self.preferred.observe(&p.topic, p.partition, source, &f);
+                        if redirected && f.records.is_empty() {
+                            // Fetched again from the replica, on its own.
+                            SharedAnswer::Retry
+                        } else {
+                            SharedAnswer::Clean(f)
+                        }
+                    }
+                    _ if source.follower => {
+                        self.preferred.forget(&p.topic, p.partition);
+                        SharedAnswer::Retry
+                    }
                     Err(ClientError::MissingInResponse { .. }) => SharedAnswer::Omitted,
                     _ => SharedAnswer::Retry,
                 };
@@ -638,25 +685,94 @@ impl Cluster {
         .await
     }
 
+    /// One fetch of a partition from its source (see [`Cluster::fetch`]):
+    /// the leader, or the replica the leader preferred. A leader naming a
+    /// replica without sending records is followed at once, and a replica
+    /// that fails is left for the leader at once: at most three requests.
     async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
-        let leader = self.leader(&params.topic, params.partition).await?;
-        let connection = self.fetch_connection(&leader.address).await?;
-        let result = fetch_on(
-            &connection,
-            params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None,
-        )
-        .await;
-        self.evict_if_lost(&connection, &result);
-        let fetched = result?;
-        self.pool
-            .throttled(connection.broker(), fetched.throttle_time_ms);
-        if !fetched.error_code.is_ok() {
-            return Err(failed(params, &fetched));
+        const MAX_HOPS: u32 = 3;
+        let (topic, partition) = (params.topic.as_str(), params.partition);
+        let mut hops = 0;
+        loop {
+            hops += 1;
+            let source = self.fetch_source(topic, partition).await?;
+            let retry_on_leader = source.follower && hops < MAX_HOPS;
+            let connection = match self.fetch_connection(&source.target.address).await {
+                Ok(connection) => connection,
+                Err(error) if retry_on_leader => {
+                    tracing::debug!(topic, partition, %error, "the preferred replica is unreachable");
+                    self.preferred.forget(topic, partition);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            let result = fetch_from_rack(
+                &connection,
+                params,
+                source.target.leader_epoch,
+                source.target.topic_id,
+                None,
+                self.config.client_rack.as_deref(),
+            )
+            .await;
+            self.evict_if_lost(&connection, &result);
+            if let Ok(fetched) = &result {
+                self.pool
+                    .throttled(connection.broker(), fetched.throttle_time_ms);
+            }
+            let failed_here = result.as_ref().map_or(true, |f| !f.error_code.is_ok());
+            if retry_on_leader && failed_here {
+                match &result {
+                    Ok(f) => {
+                        tracing::debug!(topic, partition, code = %f.error_code, "the preferred replica failed the fetch")
+                    }
+                    Err(error) => {
+                        tracing::debug!(topic, partition, %error, "the preferred replica failed the fetch")
+                    }
+                }
+                self.preferred.forget(topic, partition);
+                continue;
+            }
+            if source.follower && failed_here {
+                self.preferred.forget(topic, partition);
+            }
+            let fetched = result?;
+            if !fetched.error_code.is_ok() {
+                return Err(failed(params, &fetched));
+            }
+            let redirected = self.preferred.observe(topic, partition, &source, &fetched);
+            if redirected && fetched.records.is_empty() && hops < MAX_HOPS {
+                continue;
+            }
+            return Ok(fetched);
         }
-        Ok(fetched)
+    }
+
+    /// Where a partition's fetches go now: the replica its leader
+    /// preferred, if there is one and metadata knows its address, else
+    /// the leader.
+    async fn fetch_source(&self, topic: &str, partition: i32) -> Result<FetchSource, ClientError> {
+        let leader = self.leader(topic, partition).await?;
+        if let Some(replica) = self.preferred.get(topic, partition) {
+            let address = self.cache().brokers.get(&replica).map(|b| b.address());
+            match address {
+                Some(address) => {
+                    return Ok(FetchSource {
+                        target: PartitionLeader {
+                            broker_id: replica,
+                            address,
+                            ..leader
+                        },
+                        follower: true,
+                    })
+                }
+                None => self.preferred.forget(topic, partition),
+            }
+        }
+        Ok(FetchSource {
+            target: leader,
+            follower: false,
+        })
     }
 }
 

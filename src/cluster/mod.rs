@@ -30,6 +30,7 @@ mod bootstrap;
 mod create_topics;
 mod error;
 mod fetch;
+mod follower;
 mod list_offsets;
 mod metadata;
 mod pool;
@@ -115,8 +116,10 @@ pub struct ClusterConfig {
     /// what most Kafka clients open.
     pub connections_per_broker: usize,
     /// The rack this client runs in (librdkafka's `client.rack`), sent in
-    /// Fetch requests so a broker may point the client at a replica in the
-    /// same rack (KIP-392). `None` fetches from leaders only.
+    /// Fetch requests (v11+) so that a leader may point the client at a
+    /// replica in the same rack, which then serves the partition's
+    /// fetches until it fails one (KIP-392; see [`Cluster::fetch`]).
+    /// `None` fetches from leaders only.
     pub client_rack: Option<String>,
 }
 
@@ -159,6 +162,8 @@ pub struct Cluster {
     metadata: Mutex<ClusterMetadata>,
     /// Serializes metadata refreshes so that concurrent failures cause one.
     refresh: tokio::sync::Mutex<()>,
+    /// The replicas leaders pointed fetches at (KIP-392).
+    preferred: follower::PreferredReplicas,
 }
 
 impl Cluster {
@@ -386,6 +391,7 @@ mod tests {
             config,
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
+            preferred: Default::default(),
         }
     }
 

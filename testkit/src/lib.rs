@@ -47,6 +47,7 @@ pub struct ClusterBuilder {
     default_partitions: i32,
     habits: Habits,
     advertised: Vec<SocketAddr>,
+    racks: Vec<String>,
 }
 
 impl Default for ClusterBuilder {
@@ -58,6 +59,7 @@ impl Default for ClusterBuilder {
             default_partitions: 1,
             habits: Habits::KAFKA,
             advertised: Vec::new(),
+            racks: Vec::new(),
         }
     }
 }
@@ -105,6 +107,20 @@ impl ClusterBuilder {
         self
     }
 
+    /// The brokers' racks, in node order (default: none), advertised in
+    /// Metadata. Giving racks also turns on follower fetching (KIP-392), as
+    /// Kafka's `replica.selector.class = RackAwareReplicaSelector` does:
+    /// a leader answers a Fetch (v11+) whose `rack_id` names another rack
+    /// than its own, where a broker of that rack exists, with that broker
+    /// as `preferred_read_replica` and no records; every broker
+    /// replicates every partition, so any broker serves consumer fetches
+    /// (v11+) of a partition it does not lead, from the shared log, up to
+    /// the high watermark. Brokers past the list's end have no rack.
+    pub fn racks<S: Into<String>>(mut self, racks: impl IntoIterator<Item = S>) -> Self {
+        self.racks = racks.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Binds every broker's listener on a loopback ephemeral port and starts
     /// serving, on the current tokio runtime.
     pub async fn start(self) -> Result<ScriptedCluster, TestkitError> {
@@ -121,17 +137,17 @@ impl ClusterBuilder {
             if let Some(&advertised) = self.advertised.get(i) {
                 broker.advertised = advertised;
             }
+            broker.rack = self.racks.get(i).cloned();
             brokers.push(broker);
         }
         let counters: Vec<_> = brokers
             .iter()
             .map(|b| (b.node_id, b.counters.clone()))
             .collect();
-        let shared = Arc::new(Shared::new(ClusterState::new(
-            brokers,
-            self.auto_create_topics,
-            self.default_partitions,
-        )));
+        let mut state =
+            ClusterState::new(brokers, self.auto_create_topics, self.default_partitions);
+        state.follower_fetching = !self.racks.is_empty();
+        let shared = Arc::new(Shared::new(state));
         let tasks = listeners
             .into_iter()
             .zip(counters)
