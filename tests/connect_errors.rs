@@ -79,7 +79,8 @@ async fn a_closed_port_is_refused_within_seconds() {
 async fn malformed_addresses_fail_at_once_naming_the_address() {
     let port = closed_port().await;
     let good = format!("127.0.0.1:{port}");
-    let cases: Vec<(String, fn(&AddressError) -> bool)> = vec![
+    type Kind = fn(&AddressError) -> bool;
+    let cases: Vec<(String, Kind)> = vec![
         ("127.0.0.1:0".into(), |e| {
             matches!(e, AddressError::InvalidPort { .. })
         }),

@@ -114,7 +114,7 @@ async fn a_replay_waits_out_throttles_and_counts_them() {
     let elapsed = started.elapsed();
     assert!(scripted.pending_faults().is_empty(), "both throttles fired");
     // Entries exact.
-    for ((p, region), _) in &checkpoints {
+    for (p, region) in checkpoints.keys() {
         assert_eq!(
             got[p][region], written[p][region],
             "partition {p} region {region}"

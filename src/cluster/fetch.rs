@@ -704,7 +704,7 @@ impl Cluster {
                     self.preferred.forget(topic, partition);
                     continue;
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(error),
             };
             let result = fetch_from_rack(
                 &connection,
