@@ -16,7 +16,9 @@
 //! - KIP-74 (`max_bytes`, first batch returned whole), KIP-98
 //!   (`isolation_level`, `last_stable_offset`, aborted transactions),
 //!   KIP-227 (fetch sessions; not used), KIP-320 (`current_leader_epoch`),
-//!   KIP-516 (topic ids, Fetch v13+).
+//!   KIP-516 (topic ids, Fetch v13+), KIP-392 (`rack_id` and
+//!   `preferred_read_replica`, Fetch v11+; see `follower.rs`), KIP-219
+//!   (`throttle_time_ms` answered at once; see `throttle.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -627,6 +629,13 @@ impl Cluster {
     /// omission up to [`OMITTED_WAIT_CAP`]. After
     /// [`MAX_CONSECUTIVE_OMISSIONS`] omissions in a row it fails with
     /// [`ClientError::PartitionOmitted`].
+    ///
+    /// With [`super::ClusterConfig::client_rack`] set, the request carries
+    /// the rack (v11+), and a leader's `preferred_read_replica` makes that
+    /// replica the partition's source for this and later fetches until it
+    /// fails one, when the fetch goes back to the leader at once (KIP-392).
+    /// A broker's `throttle_time_ms` holds back the next request to it
+    /// (KIP-219).
     pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
         self.fetch_counting(params, 0).await.0
     }
