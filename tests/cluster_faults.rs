@@ -1459,9 +1459,9 @@ async fn bootstrap_against_a_broker_that_always_fails_gives_up_by_the_deadline()
         let scripted = ScriptedCluster::start(1).await.expect("scripted cluster");
         scripted.script(Fault::on(api).times(u32::MAX).then(action));
         let started = Instant::now();
-        let error = Cluster::connect(client_config(&scripted))
-            .await
-            .expect_err(&what);
+        let mut config = client_config(&scripted);
+        config.bootstrap_deadline = DEADLINE;
+        let error = Cluster::connect(config).await.expect_err(&what);
         exhausted(&what, &error, started.elapsed());
         let message = error.to_string();
         assert!(message.contains("gave up on bootstrap"), "{message}");

@@ -152,11 +152,9 @@ impl ClientError {
     pub fn is_retriable(&self, idempotent: bool) -> bool {
         match self {
             Self::Connection(e) => {
-                if idempotent {
-                    e.is_connection_lost()
-                } else {
-                    e.is_before_send()
-                }
+                // A malformed address or a peer that is not Kafka is
+                // before sending too, but not worth a retry.
+                e.is_connection_lost() && (idempotent || e.is_before_send())
             }
             Self::Kafka { api, code, .. } => {
                 code.is_retriable()
@@ -311,5 +309,62 @@ mod tests {
             err.to_string(),
             "connecting to broker b:9092 timed out after 1500 ms (--timeout / socket.timeout.ms)"
         );
+    }
+
+    /// Which connect failures are retried: at bootstrap, those that may
+    /// pass; for an operation (Produce included: none reached the broker),
+    /// all but a malformed address and a peer that is not Kafka.
+    #[test]
+    fn connect_failures_are_retried_by_kind() {
+        use crate::connection::BrokerAddress;
+        let b = || "b:1".to_owned();
+        let refused = ConnectionError::Refused {
+            broker: b(),
+            addresses: Vec::new(),
+        };
+        let unresolvable = ConnectionError::Unresolvable {
+            broker: b(),
+            host: "b".into(),
+            reason: "no such host".into(),
+        };
+        let not_kafka = ConnectionError::NotKafka {
+            broker: b(),
+            answered: "\"HTTP/1.1 400\"".into(),
+        };
+        let invalid = ConnectionError::InvalidAddress {
+            broker: "b:0".into(),
+            source: BrokerAddress::parse("b:0").expect_err("port 0"),
+        };
+        let silent = ConnectionError::HandshakeTimeout {
+            broker: b(),
+            timeout: Duration::from_secs(5),
+        };
+        let retried = |e: &ConnectionError| {
+            let e = ClientError::Connection(e.clone());
+            (
+                e.is_retriable_at_bootstrap(),
+                e.is_retriable(true),
+                e.is_retriable(false),
+            )
+        };
+        assert_eq!(retried(&refused), (true, true, true));
+        assert_eq!(retried(&silent), (true, true, true));
+        assert_eq!(retried(&unresolvable), (false, true, true));
+        assert_eq!(retried(&not_kafka), (false, false, false));
+        assert_eq!(retried(&invalid), (false, false, false));
+        // With several bootstrap brokers, one that may come up is enough.
+        let both = ClientError::NoBrokerAnswered {
+            addresses: vec![b(), b()],
+            earlier: vec![ClientError::Connection(unresolvable.clone())],
+            last: Box::new(ClientError::Connection(refused)),
+        };
+        assert!(both.is_retriable_at_bootstrap());
+        let neither = ClientError::NoBrokerAnswered {
+            addresses: vec![b(), b()],
+            earlier: vec![ClientError::Connection(unresolvable)],
+            last: Box::new(ClientError::Connection(not_kafka)),
+        };
+        assert!(!neither.is_retriable_at_bootstrap());
+        assert!(neither.to_string().contains("cannot resolve"), "{neither}");
     }
 }
