@@ -367,4 +367,31 @@ mod tests {
         assert!(!neither.is_retriable_at_bootstrap());
         assert!(neither.to_string().contains("cannot resolve"), "{neither}");
     }
+
+    /// A peer closing a new connection without a word may be a TLS
+    /// listener: the message says so.
+    #[test]
+    fn a_handshake_closed_at_once_hints_at_tls() {
+        let closed = ConnectionError::HandshakeLost {
+            broker: "b:1".into(),
+            source: Box::new(ConnectionError::ClosedByPeer {
+                broker: "b:1".into(),
+            }),
+        };
+        assert_eq!(
+            closed.to_string(),
+            "ApiVersions handshake with broker b:1 failed: broker b:1 closed the connection \
+             (a broker that closes a new connection without answering may expect TLS: \
+             ssl://host:port)"
+        );
+        let cut = ConnectionError::HandshakeLost {
+            broker: "b:1".into(),
+            source: Box::new(ConnectionError::TruncatedFrame {
+                broker: "b:1".into(),
+                received: 2,
+                expected: None,
+            }),
+        };
+        assert!(!cut.to_string().contains("TLS"), "{cut}");
+    }
 }

@@ -252,7 +252,10 @@ pub enum ConnectionError {
     /// The connection broke (or the answer timed out) during the
     /// `ApiVersions` handshake that opens it, so no request of the caller
     /// was sent on it.
-    #[error("ApiVersions handshake with broker {broker} failed: {source}")]
+    #[error(
+        "ApiVersions handshake with broker {broker} failed: {source}{}",
+        closed_at_once_hint(source)
+    )]
     HandshakeLost {
         /// The broker address.
         broker: String,
@@ -380,6 +383,17 @@ impl ConnectionError {
                     ..
                 }
         )
+    }
+}
+
+/// What a peer that closes a new connection without answering may be.
+fn closed_at_once_hint(source: &ConnectionError) -> &'static str {
+    match source {
+        ConnectionError::ClosedByPeer { .. } => {
+            " (a broker that closes a new connection without answering may expect TLS: \
+             ssl://host:port)"
+        }
+        _ => "",
     }
 }
 
