@@ -207,3 +207,47 @@ async fn a_failing_follower_sends_the_partition_back_to_the_leader() {
 fn batch_base(records: &Bytes) -> i64 {
     i64::from_be_bytes(records[..8].try_into().unwrap())
 }
+
+/// Partitions sharing a request follow the same rules: the leader's
+/// redirect sends both to the replica, where they share a request again;
+/// a partition the replica fails goes back to the leader, alone, and
+/// returns to the replica; the other is answered by the shared request.
+#[tokio::test]
+async fn shared_requests_follow_the_replica_and_fall_back_per_partition() {
+    let (scripted, cluster, _, _) = setup(Some("b")).await;
+    let metadata = cluster.cached_metadata();
+    assert_eq!(
+        metadata.brokers[&2].rack.as_deref(),
+        Some("b"),
+        "Metadata gives racks"
+    );
+    let params: Vec<FetchParams> = (0..PARTITIONS)
+        .map(|p| FetchParams::new(TOPIC, p, 0).with_max_bytes(1 << 10))
+        .collect();
+    let follower = scripted.addr(2).unwrap().to_string();
+    // One request to the leader: both redirected, each fetched alone.
+    let many = cluster.fetch_many(&params).await;
+    assert_eq!((fetches(&scripted, 1), fetches(&scripted, 2)), (1, 2));
+    for answer in &many.partitions {
+        let fetched = answer.as_ref().unwrap();
+        assert_eq!(fetched.broker, follower);
+        assert!(!fetched.records.is_empty());
+    }
+    // Now shared on the replica; partition 0 fails there.
+    scripted.reset_stats();
+    scripted.script(Fault::on(ApiKey::Fetch).broker(2).partition(0).then(
+        FaultAction::PartitionError(ErrorCode::OffsetOutOfRange.code()),
+    ));
+    let many = cluster.fetch_many(&params).await;
+    assert!(scripted.pending_faults().is_empty());
+    // Replica (shared, partition 0 failed), leader (partition 0 alone:
+    // redirected again), replica (partition 0 alone).
+    assert_eq!((fetches(&scripted, 2), fetches(&scripted, 1)), (2, 1));
+    for (p, answer) in many.partitions.iter().enumerate() {
+        let fetched = answer
+            .as_ref()
+            .unwrap_or_else(|e| panic!("partition {p}: {e}"));
+        assert_eq!(fetched.broker, follower, "partition {p}");
+        assert!(!fetched.records.is_empty(), "partition {p}");
+    }
+}
