@@ -65,6 +65,7 @@ fn fetched(records: Bytes) -> FetchedPartition {
         broker: "test:9092".to_owned(),
         version: 12,
         throttle_time_ms: 0,
+        preferred_read_replica: -1,
     }
 }
 

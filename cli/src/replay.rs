@@ -441,6 +441,7 @@ pub(crate) fn stats_json(
         "fetches": stats.fetches,
         "requests": stats.requests,
         "omitted": stats.omitted,
+        "throttle_time_ms": stats.throttle_time.as_secs_f64() * 1e3,
         "round_trips": stats.round_trips,
         "wire_bytes": stats.wire_bytes,
         "records_bytes": stats.records_bytes,

@@ -720,5 +720,6 @@ fn fetched(records: Bytes, log: &Log, fetch: i64, marks: Option<&Marks>) -> Fetc
         broker: "fuzz:9092".to_owned(),
         version: 12,
         throttle_time_ms: 0,
+        preferred_read_replica: -1,
     }
 }

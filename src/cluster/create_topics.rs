@@ -132,6 +132,8 @@ impl Cluster {
                 timeout: Some(connection.request_timeout().saturating_add(timeout)),
             };
             let response = connection.request_with(&request, options).await?;
+            self.pool
+                .throttled(connection.broker(), response.body.throttle_time_ms);
             read_create_topics_response(topics, connection.broker(), &response.body)
         }
         .await;

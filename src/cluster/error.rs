@@ -85,17 +85,24 @@ pub enum ClientError {
         last_wait: Duration,
     },
     /// No broker answered a Metadata request (bootstrap, or a refresh).
-    #[error("no broker answered Metadata (tried {}): {last}", addresses.join(", "))]
+    #[error(
+        "no broker answered Metadata (tried {}): {}{last}",
+        addresses.join(", "),
+        earlier.iter().map(|e| format!("{e}; ")).collect::<String>()
+    )]
     NoBrokerAnswered {
         /// The addresses tried, in order.
         addresses: Vec<String>,
+        /// The failures before the last, in order (each names its broker).
+        earlier: Vec<ClientError>,
         /// The last failure.
         #[source]
         last: Box<ClientError>,
     },
     /// A retriable failure persisted until the operation's deadline.
     #[error(
-        "gave up on {operation} after {attempts} attempt(s) in {:.3} s (deadline {:.3} s){}",
+        "gave up on {operation} after {attempts} attempt(s) in {:.3} s (deadline {:.3} s, \
+         --timeout / socket.timeout.ms){}",
         elapsed.as_secs_f64(),
         deadline.as_secs_f64(),
         last.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
@@ -145,11 +152,9 @@ impl ClientError {
     pub fn is_retriable(&self, idempotent: bool) -> bool {
         match self {
             Self::Connection(e) => {
-                if idempotent {
-                    e.is_connection_lost()
-                } else {
-                    e.is_before_send()
-                }
+                // A malformed address or a peer that is not Kafka is
+                // before sending too, but not worth a retry.
+                e.is_connection_lost() && (idempotent || e.is_before_send())
             }
             Self::Kafka { api, code, .. } => {
                 code.is_retriable()
@@ -157,8 +162,28 @@ impl ClientError {
             }
             Self::NoLeader { .. } => true,
             // Only Metadata requests, which are idempotent, end up here.
-            Self::NoBrokerAnswered { last, .. } => last.is_retriable(true),
+            Self::NoBrokerAnswered { earlier, last, .. } => {
+                earlier.iter().any(|e| e.is_retriable(true)) || last.is_retriable(true)
+            }
             _ => false,
+        }
+    }
+
+    /// Whether retrying a bootstrap may succeed: the failure is retriable
+    /// ([`ClientError::is_retriable`]) and does not say that the address
+    /// leads nowhere usable
+    /// ([`crate::connection::ConnectionError::is_wrong_peer`]: a malformed
+    /// address, a name that does not resolve, a peer that is not a Kafka
+    /// broker). With several bootstrap addresses, one that may pass is
+    /// enough to retry.
+    pub fn is_retriable_at_bootstrap(&self) -> bool {
+        match self {
+            Self::Connection(e) => e.is_connection_lost() && !e.is_wrong_peer(),
+            Self::NoBrokerAnswered { earlier, last, .. } => {
+                earlier.iter().any(Self::is_retriable_at_bootstrap)
+                    || last.is_retriable_at_bootstrap()
+            }
+            other => other.is_retriable(true),
         }
     }
 
@@ -273,7 +298,8 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "gave up on Fetch after 3 attempt(s) in 30.002 s (deadline 30.000 s)"
+            "gave up on Fetch after 3 attempt(s) in 30.002 s (deadline 30.000 s, \
+             --timeout / socket.timeout.ms)"
         );
         let err = ConnectionError::ConnectTimeout {
             broker: "b:9092".into(),
@@ -281,7 +307,91 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "connecting to broker b:9092 timed out after 1500 ms"
+            "connecting to broker b:9092 timed out after 1500 ms (--timeout / socket.timeout.ms)"
         );
+    }
+
+    /// Which connect failures are retried: at bootstrap, those that may
+    /// pass; for an operation (Produce included: none reached the broker),
+    /// all but a malformed address and a peer that is not Kafka.
+    #[test]
+    fn connect_failures_are_retried_by_kind() {
+        use crate::connection::BrokerAddress;
+        let b = || "b:1".to_owned();
+        let refused = ConnectionError::Refused {
+            broker: b(),
+            addresses: Vec::new(),
+        };
+        let unresolvable = ConnectionError::Unresolvable {
+            broker: b(),
+            host: "b".into(),
+            reason: "no such host".into(),
+        };
+        let not_kafka = ConnectionError::NotKafka {
+            broker: b(),
+            answered: "\"HTTP/1.1 400\"".into(),
+        };
+        let invalid = ConnectionError::InvalidAddress {
+            broker: "b:0".into(),
+            source: BrokerAddress::parse("b:0").expect_err("port 0"),
+        };
+        let silent = ConnectionError::HandshakeTimeout {
+            broker: b(),
+            timeout: Duration::from_secs(5),
+        };
+        let retried = |e: &ConnectionError| {
+            let e = ClientError::Connection(e.clone());
+            (
+                e.is_retriable_at_bootstrap(),
+                e.is_retriable(true),
+                e.is_retriable(false),
+            )
+        };
+        assert_eq!(retried(&refused), (true, true, true));
+        assert_eq!(retried(&silent), (true, true, true));
+        assert_eq!(retried(&unresolvable), (false, true, true));
+        assert_eq!(retried(&not_kafka), (false, false, false));
+        assert_eq!(retried(&invalid), (false, false, false));
+        // With several bootstrap brokers, one that may come up is enough.
+        let both = ClientError::NoBrokerAnswered {
+            addresses: vec![b(), b()],
+            earlier: vec![ClientError::Connection(unresolvable.clone())],
+            last: Box::new(ClientError::Connection(refused)),
+        };
+        assert!(both.is_retriable_at_bootstrap());
+        let neither = ClientError::NoBrokerAnswered {
+            addresses: vec![b(), b()],
+            earlier: vec![ClientError::Connection(unresolvable)],
+            last: Box::new(ClientError::Connection(not_kafka)),
+        };
+        assert!(!neither.is_retriable_at_bootstrap());
+        assert!(neither.to_string().contains("cannot resolve"), "{neither}");
+    }
+
+    /// A peer closing a new connection without a word may be a TLS
+    /// listener: the message says so.
+    #[test]
+    fn a_handshake_closed_at_once_hints_at_tls() {
+        let closed = ConnectionError::HandshakeLost {
+            broker: "b:1".into(),
+            source: Box::new(ConnectionError::ClosedByPeer {
+                broker: "b:1".into(),
+            }),
+        };
+        assert_eq!(
+            closed.to_string(),
+            "ApiVersions handshake with broker b:1 failed: broker b:1 closed the connection \
+             (a broker that closes a new connection without answering may expect TLS: \
+             -X security.protocol=SSL)"
+        );
+        let cut = ConnectionError::HandshakeLost {
+            broker: "b:1".into(),
+            source: Box::new(ConnectionError::TruncatedFrame {
+                broker: "b:1".into(),
+                received: 2,
+                expected: None,
+            }),
+        };
+        assert!(!cut.to_string().contains("TLS"), "{cut}");
     }
 }

@@ -16,7 +16,9 @@
 //! - KIP-74 (`max_bytes`, first batch returned whole), KIP-98
 //!   (`isolation_level`, `last_stable_offset`, aborted transactions),
 //!   KIP-227 (fetch sessions; not used), KIP-320 (`current_leader_epoch`),
-//!   KIP-516 (topic ids, Fetch v13+).
+//!   KIP-516 (topic ids, Fetch v13+), KIP-392 (`rack_id` and
+//!   `preferred_read_replica`, Fetch v11+; see `follower.rs`), KIP-219
+//!   (`throttle_time_ms` answered at once; see `throttle.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +32,7 @@ use uuid::Uuid;
 use walfetch_codec::AbortedTransaction;
 
 use super::error::Asked;
+use super::follower::FetchSource;
 use super::{ClientError, Cluster, PartitionLeader};
 use crate::connection::{Connection, RequestOptions, Response};
 use crate::error_code::ErrorCode;
@@ -145,8 +148,12 @@ pub struct FetchedPartition {
     pub broker: String,
     /// The Fetch version used.
     pub version: i16,
-    /// The broker's throttle time.
+    /// The broker's throttle time (KIP-219).
     pub throttle_time_ms: i32,
+    /// The replica the leader prefers the client to fetch this partition
+    /// from (KIP-392, Fetch v11+), -1 for none. [`Cluster::fetch`] follows
+    /// it.
+    pub preferred_read_replica: i32,
 }
 
 /// One partition of a Fetch request: what to fetch, and what metadata says
@@ -327,6 +334,7 @@ pub fn read_fetch_response_for(
                 broker: broker.to_owned(),
                 version,
                 throttle_time_ms: body.throttle_time_ms,
+                preferred_read_replica: partition.preferred_read_replica.0,
             })
         })
         .collect())
@@ -343,6 +351,18 @@ pub async fn fetch_on(
     topic_id: Uuid,
     version: Option<i16>,
 ) -> Result<FetchedPartition, ClientError> {
+    fetch_from_rack(connection, params, leader_epoch, topic_id, version, None).await
+}
+
+/// [`fetch_on`], the request carrying the client's `rack` (v11+).
+async fn fetch_from_rack(
+    connection: &Connection,
+    params: &FetchParams,
+    leader_epoch: i32,
+    topic_id: Uuid,
+    version: Option<i16>,
+    rack: Option<&str>,
+) -> Result<FetchedPartition, ClientError> {
     let version = match version {
         Some(v) => v,
         None => connection.version(ApiKey::Fetch)?,
@@ -353,13 +373,21 @@ pub async fn fetch_on(
             params.topic
         )));
     }
-    let request = fetch_request(params, leader_epoch, topic_id, version);
+    let mut request = fetch_request(params, leader_epoch, topic_id, version);
+    set_rack(&mut request, version, rack);
     let options = RequestOptions {
         version: Some(version),
         timeout: Some(connection.request_timeout().saturating_add(params.max_wait)),
     };
     let response = connection.request_with(&request, options).await?;
     read_fetch_response(params, topic_id, connection.broker(), response)
+}
+
+/// Sets a Fetch request's `rack_id` (v11+, KIP-392) to the client's rack.
+fn set_rack(request: &mut FetchRequest, version: i16, rack: Option<&str>) {
+    if let Some(rack) = rack.filter(|_| version >= 11) {
+        request.rack_id = StrBytes::from_string(rack.to_owned());
+    }
 }
 
 /// What a Fetch of `params` asked, for its errors.
@@ -385,6 +413,10 @@ pub struct FetchedMany {
     /// each followed by a fetch of the partition with a longer wait (see
     /// [`Cluster::fetch`]).
     pub omitted: usize,
+    /// The throttle times of the responses, summed (each response once):
+    /// how long brokers asked the client to hold back its next request
+    /// (KIP-219), which the cluster client waits out before it.
+    pub throttle_time: Duration,
 }
 
 /// Consecutive responses omitting a partition after which
@@ -426,23 +458,23 @@ impl Cluster {
     /// what `fetch` would have returned; so is a partition the response
     /// left out, with a wait (see `fetch`).
     pub async fn fetch_many(&self, params: &[FetchParams]) -> FetchedMany {
-        let mut by_leader: BTreeMap<String, Vec<(usize, PartitionLeader)>> = BTreeMap::new();
+        let mut by_leader: BTreeMap<String, Vec<(usize, FetchSource)>> = BTreeMap::new();
         let mut alone = Vec::new();
         for (i, p) in params.iter().enumerate() {
-            let Ok(leader) = self.leader(&p.topic, p.partition).await else {
+            let Ok(source) = self.fetch_source(&p.topic, p.partition).await else {
                 alone.push(i);
                 continue;
             };
-            let group = by_leader.entry(leader.address.clone()).or_default();
+            let group = by_leader.entry(source.target.address.clone()).or_default();
             // A request names a partition once; a second fetch of it goes
             // on its own.
-            let named = |&(j, _): &(usize, PartitionLeader)| {
+            let named = |&(j, _): &(usize, FetchSource)| {
                 params[j].topic == p.topic && params[j].partition == p.partition
             };
             if group.iter().any(named) {
                 alone.push(i);
             } else {
-                group.push((i, leader));
+                group.push((i, source));
             }
         }
         let shared = futures::future::join_all(
@@ -455,8 +487,12 @@ impl Cluster {
             params.iter().map(|_| None).collect();
         let mut requests = shared.len();
         let mut omitted = 0;
+        let mut throttle_ms: u64 = shared
+            .iter()
+            .map(|(_, ms)| u64::try_from(*ms).unwrap_or(0))
+            .sum();
         let mut alone: Vec<(usize, u32)> = alone.into_iter().map(|i| (i, 0)).collect();
-        for (i, answer) in shared.into_iter().flatten() {
+        for (i, answer) in shared.into_iter().flat_map(|(answers, _)| answers) {
             match answer {
                 SharedAnswer::Clean(fetched) => out[i] = Some(Ok(fetched)),
                 SharedAnswer::Omitted => alone.push((i, 1)),
@@ -473,10 +509,14 @@ impl Cluster {
         for ((i, before), (result, omissions)) in alone.into_iter().zip(retried) {
             omitted += omissions as usize;
             requests += omissions.saturating_sub(before) as usize;
+            if let Ok(fetched) = &result {
+                throttle_ms += u64::try_from(fetched.throttle_time_ms).unwrap_or(0);
+            }
             out[i] = Some(result);
         }
         FetchedMany {
             omitted,
+            throttle_time: Duration::from_millis(throttle_ms),
             partitions: out
                 .into_iter()
                 .map(|r| {
@@ -489,18 +529,26 @@ impl Cluster {
 
     /// One request for `group` (indexes into `params`, with their leader)
     /// to `address`: each partition's clean answer, or what to do about
-    /// it.
+    /// it; and the response's throttle time.
     async fn fetch_shared(
         &self,
         address: String,
-        group: Vec<(usize, PartitionLeader)>,
+        group: Vec<(usize, FetchSource)>,
         params: &[FetchParams],
-    ) -> Vec<(usize, SharedAnswer)> {
-        let retry_all = |group: &[(usize, PartitionLeader)]| {
-            group
+    ) -> (Vec<(usize, SharedAnswer)>, i32) {
+        // Every failure of a replica sends its partition back to the leader.
+        let retry_all = |group: &[(usize, FetchSource)]| {
+            let answers = group
                 .iter()
-                .map(|(i, _)| (*i, SharedAnswer::Retry))
-                .collect()
+                .map(|(i, source)| {
+                    if source.follower {
+                        self.preferred
+                            .forget(&params[*i].topic, params[*i].partition);
+                    }
+                    (*i, SharedAnswer::Retry)
+                })
+                .collect();
+            (answers, 0)
         };
         let Ok(connection) = self.fetch_connection(&address).await else {
             return retry_all(&group);
@@ -510,10 +558,10 @@ impl Cluster {
         };
         let targets: Vec<FetchTarget<'_>> = group
             .iter()
-            .map(|(i, leader)| FetchTarget {
+            .map(|(i, source)| FetchTarget {
                 params: &params[*i],
-                leader_epoch: leader.leader_epoch,
-                topic_id: leader.topic_id,
+                leader_epoch: source.target.leader_epoch,
+                topic_id: source.target.topic_id,
             })
             .collect();
         if version >= 13 && targets.iter().any(|t| t.topic_id.is_nil()) {
@@ -528,29 +576,46 @@ impl Cluster {
             version: Some(version),
             timeout: Some(connection.request_timeout().saturating_add(max_wait)),
         };
-        let request = fetch_request_for(&targets, version);
+        let mut request = fetch_request_for(&targets, version);
+        set_rack(&mut request, version, self.config.client_rack.as_deref());
         let result = connection
             .request_with(&request, options)
             .await
             .map_err(ClientError::from);
         self.evict_if_lost(&connection, &result);
+        let throttle_ms = result.as_ref().map_or(0, |r| r.body.throttle_time_ms);
+        self.pool.throttled(connection.broker(), throttle_ms);
         let picked = result
             .and_then(|response| read_fetch_response_for(&targets, connection.broker(), response));
         let Ok(picked) = picked else {
-            return retry_all(&group);
+            return (retry_all(&group).0, throttle_ms);
         };
-        group
+        let answers = group
             .iter()
             .zip(picked)
-            .map(|((i, _), answer)| {
+            .map(|((i, source), answer)| {
+                let p = &params[*i];
                 let answer = match answer {
-                    Ok(f) if f.error_code.is_ok() => SharedAnswer::Clean(f),
+                    Ok(f) if f.error_code.is_ok() => {
+                        let redirected = self.preferred.observe(&p.topic, p.partition, source, &f);
+                        if redirected && f.records.is_empty() {
+                            // Fetched again from the replica, on its own.
+                            SharedAnswer::Retry
+                        } else {
+                            SharedAnswer::Clean(f)
+                        }
+                    }
+                    _ if source.follower => {
+                        self.preferred.forget(&p.topic, p.partition);
+                        SharedAnswer::Retry
+                    }
                     Err(ClientError::MissingInResponse { .. }) => SharedAnswer::Omitted,
                     _ => SharedAnswer::Retry,
                 };
                 (*i, answer)
             })
-            .collect()
+            .collect();
+        (answers, throttle_ms)
     }
 
     /// Fetches one partition from its leader. Every partition error code
@@ -564,6 +629,13 @@ impl Cluster {
     /// omission up to [`OMITTED_WAIT_CAP`]. After
     /// [`MAX_CONSECUTIVE_OMISSIONS`] omissions in a row it fails with
     /// [`ClientError::PartitionOmitted`].
+    ///
+    /// With [`super::ClusterConfig::client_rack`] set, the request carries
+    /// the rack (v11+), and a leader's `preferred_read_replica` makes that
+    /// replica the partition's source for this and later fetches until it
+    /// fails one, when the fetch goes back to the leader at once (KIP-392).
+    /// A broker's `throttle_time_ms` holds back the next request to it
+    /// (KIP-219).
     pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
         self.fetch_counting(params, 0).await.0
     }
@@ -622,23 +694,94 @@ impl Cluster {
         .await
     }
 
+    /// One fetch of a partition from its source (see [`Cluster::fetch`]):
+    /// the leader, or the replica the leader preferred. A leader naming a
+    /// replica without sending records is followed at once, and a replica
+    /// that fails is left for the leader at once: at most three requests.
     async fn fetch_once(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
-        let leader = self.leader(&params.topic, params.partition).await?;
-        let connection = self.fetch_connection(&leader.address).await?;
-        let result = fetch_on(
-            &connection,
-            params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None,
-        )
-        .await;
-        self.evict_if_lost(&connection, &result);
-        let fetched = result?;
-        if !fetched.error_code.is_ok() {
-            return Err(failed(params, &fetched));
+        const MAX_HOPS: u32 = 3;
+        let (topic, partition) = (params.topic.as_str(), params.partition);
+        let mut hops = 0;
+        loop {
+            hops += 1;
+            let source = self.fetch_source(topic, partition).await?;
+            let retry_on_leader = source.follower && hops < MAX_HOPS;
+            let connection = match self.fetch_connection(&source.target.address).await {
+                Ok(connection) => connection,
+                Err(error) if retry_on_leader => {
+                    tracing::debug!(topic, partition, %error, "the preferred replica is unreachable");
+                    self.preferred.forget(topic, partition);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let result = fetch_from_rack(
+                &connection,
+                params,
+                source.target.leader_epoch,
+                source.target.topic_id,
+                None,
+                self.config.client_rack.as_deref(),
+            )
+            .await;
+            self.evict_if_lost(&connection, &result);
+            if let Ok(fetched) = &result {
+                self.pool
+                    .throttled(connection.broker(), fetched.throttle_time_ms);
+            }
+            let failed_here = result.as_ref().map_or(true, |f| !f.error_code.is_ok());
+            if retry_on_leader && failed_here {
+                match &result {
+                    Ok(f) => {
+                        tracing::debug!(topic, partition, code = %f.error_code, "the preferred replica failed the fetch")
+                    }
+                    Err(error) => {
+                        tracing::debug!(topic, partition, %error, "the preferred replica failed the fetch")
+                    }
+                }
+                self.preferred.forget(topic, partition);
+                continue;
+            }
+            if source.follower && failed_here {
+                self.preferred.forget(topic, partition);
+            }
+            let fetched = result?;
+            if !fetched.error_code.is_ok() {
+                return Err(failed(params, &fetched));
+            }
+            let redirected = self.preferred.observe(topic, partition, &source, &fetched);
+            if redirected && fetched.records.is_empty() && hops < MAX_HOPS {
+                continue;
+            }
+            return Ok(fetched);
         }
-        Ok(fetched)
+    }
+
+    /// Where a partition's fetches go now: the replica its leader
+    /// preferred, if there is one and metadata knows its address, else
+    /// the leader.
+    async fn fetch_source(&self, topic: &str, partition: i32) -> Result<FetchSource, ClientError> {
+        let leader = self.leader(topic, partition).await?;
+        if let Some(replica) = self.preferred.get(topic, partition) {
+            let address = self.cache().brokers.get(&replica).map(|b| b.address());
+            match address {
+                Some(address) => {
+                    return Ok(FetchSource {
+                        target: PartitionLeader {
+                            broker_id: replica,
+                            address,
+                            ..leader
+                        },
+                        follower: true,
+                    })
+                }
+                None => self.preferred.forget(topic, partition),
+            }
+        }
+        Ok(FetchSource {
+            target: leader,
+            follower: false,
+        })
     }
 }
 

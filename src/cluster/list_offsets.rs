@@ -142,6 +142,8 @@ impl Cluster {
                 version,
             );
             let response = connection.request(&request).await?;
+            self.pool
+                .throttled(connection.broker(), response.body.throttle_time_ms);
             read_list_offsets_response(topic, partition, connection.broker(), &response.body)
         }
         .await;

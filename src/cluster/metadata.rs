@@ -231,7 +231,7 @@ impl Cluster {
         candidates.extend(self.config.bootstrap.iter().cloned());
         let mut seen = HashSet::new();
         candidates.retain(|a| seen.insert(a.clone()));
-        let mut last = None;
+        let mut failures = Vec::new();
         for address in &candidates {
             match self.read_metadata_from(address, topics).await {
                 Ok(metadata) => {
@@ -240,19 +240,23 @@ impl Cluster {
                 }
                 Err(e) => {
                     tracing::debug!(%address, error = %e, "metadata request failed");
-                    let retriable = e.is_retriable(true);
-                    last = Some(e);
-                    if !retriable {
+                    // A Kafka error code is the cluster's answer; a
+                    // connection failure is one broker's, and the next may
+                    // answer.
+                    let next = matches!(&e, ClientError::Connection(_)) || e.is_retriable(true);
+                    failures.push(e);
+                    if !next {
                         break;
                     }
                 }
             }
         }
-        let last = last.unwrap_or_else(|| {
+        let last = failures.pop().unwrap_or_else(|| {
             ClientError::InvalidArgument("no broker to ask for metadata".to_owned())
         });
         Err(ClientError::NoBrokerAnswered {
             addresses: candidates,
+            earlier: failures,
             last: Box::new(last),
         })
     }
@@ -267,6 +271,7 @@ impl Cluster {
         let request: MetadataRequest = metadata_request(topics, version);
         match connection.request(&request).await {
             Ok(response) => {
+                self.pool.throttled(address, response.body.throttle_time_ms);
                 let code = ErrorCode::from(response.body.error_code);
                 if !code.is_ok() {
                     return Err(ClientError::Kafka {

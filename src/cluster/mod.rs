@@ -26,14 +26,17 @@
 //! - KIP-320 (leader epochs and fencing), KIP-580 (exponential backoff with
 //!   jitter for client retries).
 
+mod bootstrap;
 mod create_topics;
 mod error;
 mod fetch;
+mod follower;
 mod list_offsets;
 mod metadata;
 mod pool;
 mod produce;
 mod retry;
+mod throttle;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +45,7 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiKey;
 use tokio::time::Instant;
 
+pub use bootstrap::DEFAULT_BOOTSTRAP_DEADLINE;
 pub use create_topics::NewTopic;
 #[doc(hidden)]
 pub use create_topics::{create_topics_request, read_create_topics_response};
@@ -74,14 +78,33 @@ use crate::connection::{Connection, ConnectionConfig, ConnectionStats};
 use crate::error_code::ErrorCode;
 
 /// Settings of a [`Cluster`].
+///
+/// The defaults fail fast on a dead or wrong address and are patient with
+/// a live cluster: connecting (name resolution and TCP) and the
+/// `ApiVersions` answer that opens a connection each have 5 s
+/// ([`crate::connection::DEFAULT_CONNECT_TIMEOUT`]); a bootstrap retries
+/// refused or lost connections for 3 s ([`DEFAULT_BOOTSTRAP_DEADLINE`]) and
+/// fails at once on a malformed address, a name that does not resolve or a
+/// peer that is not a Kafka broker; a request may take 30 s and an
+/// operation, retries included, 30 s. [`ClusterConfig::with_timeout`] sets
+/// them all to one value.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
-    /// `host:port` of brokers to bootstrap from, tried in order.
+    /// Brokers to bootstrap from, tried in order: `host:port`, `host`
+    /// (port 9092), `[v6]:port`, optionally after a scheme such as
+    /// `tcp://` or `SASL_SSL://` (see [`crate::connection::BrokerAddress`]).
+    /// [`Cluster::connect`] checks them all before connecting, and keeps
+    /// them as `host:port`.
     pub bootstrap: Vec<String>,
     /// Settings of every broker connection.
     pub connection: ConnectionConfig,
     /// Retry timing and the overall deadline of each operation.
     pub retry: RetryPolicy,
+    /// How long a bootstrap retries retriable failures (refused or lost
+    /// connections, timeouts, retriable error codes) before it gives up;
+    /// an attempt under way when it passes is finished (each is bounded by
+    /// the connect timeout). Default [`DEFAULT_BOOTSTRAP_DEADLINE`].
+    pub bootstrap_deadline: Duration,
     /// How long the broker may wait for in-sync replicas on Produce.
     pub produce_timeout: Duration,
     /// How long the broker may take to create topics.
@@ -93,8 +116,10 @@ pub struct ClusterConfig {
     /// what most Kafka clients open.
     pub connections_per_broker: usize,
     /// The rack this client runs in (librdkafka's `client.rack`), sent in
-    /// Fetch requests so a broker may point the client at a replica in the
-    /// same rack (KIP-392). `None` fetches from leaders only.
+    /// Fetch requests (v11+) so that a leader may point the client at a
+    /// replica in the same rack, which then serves the partition's
+    /// fetches until it fails one (KIP-392; see [`Cluster::fetch`]).
+    /// `None` fetches from leaders only.
     pub client_rack: Option<String>,
 }
 
@@ -105,6 +130,7 @@ impl ClusterConfig {
             bootstrap: bootstrap.into_iter().map(Into::into).collect(),
             connection: ConnectionConfig::default(),
             retry: RetryPolicy::default(),
+            bootstrap_deadline: DEFAULT_BOOTSTRAP_DEADLINE,
             produce_timeout: Duration::from_secs(30),
             admin_timeout: Duration::from_secs(30),
             connections_per_broker: 4,
@@ -112,13 +138,17 @@ impl ClusterConfig {
         }
     }
 
-    /// Sets how long connecting, one request and one whole operation (all
-    /// retries included) may take: the CLI's `--timeout` and librdkafka's
-    /// `socket.timeout.ms`.
+    /// Sets every time limit to `timeout`: connecting (and the
+    /// `ApiVersions` answer), the bootstrap's retries, one request, and one
+    /// whole operation (all retries included). The CLI's `--timeout` and
+    /// librdkafka's `socket.timeout.ms`, which the error messages about
+    /// timeouts name. A shorter limit fails faster on a dead address; a
+    /// longer one waits longer for a broker that is starting.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.connection.connect_timeout = self.connection.connect_timeout.min(timeout);
+        self.connection.connect_timeout = timeout;
         self.connection.request_timeout = timeout;
         self.retry.deadline = timeout;
+        self.bootstrap_deadline = timeout;
         self
     }
 }
@@ -132,34 +162,11 @@ pub struct Cluster {
     metadata: Mutex<ClusterMetadata>,
     /// Serializes metadata refreshes so that concurrent failures cause one.
     refresh: tokio::sync::Mutex<()>,
+    /// The replicas leaders pointed fetches at (KIP-392).
+    preferred: follower::PreferredReplicas,
 }
 
 impl Cluster {
-    /// Bootstraps: reads `Metadata` (brokers only) from the first bootstrap
-    /// broker that answers, retrying under the deadline.
-    pub async fn connect(config: ClusterConfig) -> Result<Self, ClientError> {
-        if config.bootstrap.is_empty() {
-            return Err(ClientError::InvalidArgument(
-                "no bootstrap broker given".to_owned(),
-            ));
-        }
-        let cluster = Self {
-            pool: Pool::new(config.connection.clone(), config.connections_per_broker),
-            config,
-            metadata: Mutex::new(ClusterMetadata::default()),
-            refresh: tokio::sync::Mutex::new(()),
-        };
-        cluster
-            .retrying(
-                || format!("bootstrap from {}", cluster.config.bootstrap.join(", ")),
-                true,
-                None,
-                || cluster.read_metadata(Some(&[])),
-            )
-            .await?;
-        Ok(cluster)
-    }
-
     /// The settings.
     pub fn config(&self) -> &ClusterConfig {
         &self.config
@@ -274,23 +281,47 @@ impl Cluster {
         describe: impl Fn() -> String,
         idempotent: bool,
         topic: Option<&str>,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<T, ClientError>
     where
         F: FnMut() -> A,
         A: Future<Output = Result<T, ClientError>>,
     {
         let policy = self.config.retry;
+        let retry = Retry {
+            policy,
+            cut: policy.deadline,
+            retriable: &|e: &ClientError| e.is_retriable(idempotent),
+        };
+        self.retrying_with(retry, describe, topic, attempt).await
+    }
+
+    /// [`Cluster::retrying`] with its own rules: retries stop being started
+    /// after `retry.policy.deadline`, an attempt under way is cut at
+    /// `retry.cut` after the start, and `retry.retriable` picks the errors
+    /// to retry.
+    async fn retrying_with<T, F, A>(
+        &self,
+        retry: Retry<'_>,
+        describe: impl Fn() -> String,
+        topic: Option<&str>,
+        mut attempt: F,
+    ) -> Result<T, ClientError>
+    where
+        F: FnMut() -> A,
+        A: Future<Output = Result<T, ClientError>>,
+    {
+        let policy = retry.policy;
         let started = Instant::now();
         // A deadline too far to represent is no deadline at all.
         let far = Duration::from_secs(100 * 365 * 24 * 3600);
-        let deadline = started
-            .checked_add(policy.deadline)
-            .unwrap_or_else(|| started + far);
+        let at = |after: Duration| started.checked_add(after).unwrap_or_else(|| started + far);
+        let deadline = at(policy.deadline);
+        let cut = at(retry.cut.max(policy.deadline));
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let error = match tokio::time::timeout_at(deadline, attempt()).await {
+            let error = match tokio::time::timeout_at(cut, attempt()).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(error)) => error,
                 Err(_) => {
@@ -303,7 +334,7 @@ impl Cluster {
                     })
                 }
             };
-            if !error.is_retriable(idempotent) {
+            if !(retry.retriable)(&error) {
                 return Err(error);
             }
             if error.invalidates_metadata() {
@@ -330,6 +361,18 @@ impl Cluster {
     }
 }
 
+/// How [`Cluster::retrying_with`] retries.
+#[derive(Clone, Copy)]
+struct Retry<'a> {
+    /// Backoff, and the deadline after which no retry starts.
+    policy: RetryPolicy,
+    /// When an attempt under way is cut, after the start (at least the
+    /// policy's deadline).
+    cut: Duration,
+    /// Which errors are retried.
+    retriable: &'a (dyn Fn(&ClientError) -> bool + Sync),
+}
+
 #[cfg(test)]
 mod tests {
     use std::pin::Pin;
@@ -348,6 +391,7 @@ mod tests {
             config,
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
+            preferred: Default::default(),
         }
     }
 

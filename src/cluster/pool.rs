@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::throttle::Throttles;
 use crate::connection::{Connection, ConnectionConfig, ConnectionError, ConnectionStats};
 
 /// The connections to one address, and how many are being opened.
@@ -43,6 +44,9 @@ pub(crate) struct Pool {
     config: ConnectionConfig,
     per_broker: usize,
     brokers: Mutex<HashMap<String, Broker>>,
+    /// Brokers' throttles (KIP-219): handing out a connection to a
+    /// throttled broker waits for the throttle to end.
+    throttles: Throttles,
 }
 
 /// A slot reserved for a connection being opened; given back when the
@@ -68,6 +72,7 @@ impl Pool {
             config,
             per_broker: per_broker.max(1),
             brokers: Mutex::new(HashMap::new()),
+            throttles: Throttles::default(),
         }
     }
 
@@ -77,8 +82,17 @@ impl Pool {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The primary connection to `address`, connecting if there is none.
+    /// Notes that the broker at `address` answered with
+    /// `throttle_time_ms`: connections to it are handed out once that time
+    /// has passed.
+    pub(crate) fn throttled(&self, address: &str, throttle_time_ms: i32) {
+        self.throttles.record(address, throttle_time_ms);
+    }
+
+    /// The primary connection to `address`, connecting if there is none,
+    /// once the broker's throttle (if any) has ended.
     pub(crate) async fn get(&self, address: &str) -> Result<Arc<Connection>, ConnectionError> {
+        self.throttles.wait(address).await;
         if let Some(connection) = self.open(address) {
             return Ok(connection);
         }
@@ -93,6 +107,7 @@ impl Pool {
         &self,
         address: &str,
     ) -> Result<Arc<Connection>, ConnectionError> {
+        self.throttles.wait(address).await;
         let reserved = {
             let mut brokers = self.lock();
             let broker = brokers.entry(address.to_owned()).or_default();

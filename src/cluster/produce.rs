@@ -117,6 +117,8 @@ impl Cluster {
                 timeout: Some(connection.request_timeout().saturating_add(timeout)),
             };
             let response = connection.request_with(&request, options).await?;
+            self.pool
+                .throttled(connection.broker(), response.body.throttle_time_ms);
             read_produce_response(topic, partition, connection.broker(), &response.body)
         }
         .await;

@@ -1,11 +1,13 @@
 //! The connection layer's one error type.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 
+use super::address::AddressError;
 use super::versions::VersionRange;
 use crate::error_code::ErrorCode;
 
@@ -14,10 +16,52 @@ use crate::error_code::ErrorCode;
 /// Every variant names the broker address. The type is `Clone` because one
 /// broken connection fails every request in flight on it with the same
 /// error (I/O errors are shared behind an [`Arc`]).
+///
+/// Connecting fails in kinds that call for different answers, told apart
+/// here: a malformed address ([`ConnectionError::InvalidAddress`]), a name
+/// that does not resolve ([`ConnectionError::Unresolvable`]), a port
+/// nothing listens on ([`ConnectionError::Refused`]), no TCP connection in
+/// time ([`ConnectionError::ConnectTimeout`]), a peer that accepts but
+/// never answers ([`ConnectionError::HandshakeTimeout`]) and one that
+/// answers but is not a Kafka broker ([`ConnectionError::NotKafka`]).
+/// [`ConnectionError::is_connection_lost`] says which are worth retrying,
+/// [`ConnectionError::is_wrong_peer`] which never are at bootstrap.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectionError {
-    /// The TCP connection could not be established.
+    /// The broker address is malformed; nothing was attempted.
+    #[error("invalid broker address: {source}")]
+    InvalidAddress {
+        /// The address as given.
+        broker: String,
+        /// What is wrong with it.
+        #[source]
+        source: AddressError,
+    },
+    /// The broker's host name does not resolve (DNS).
+    #[error("cannot resolve the host {host:?} of broker {broker}: {reason}")]
+    Unresolvable {
+        /// The broker address.
+        broker: String,
+        /// The host name.
+        host: String,
+        /// The resolver's answer.
+        reason: String,
+    },
+    /// Every address of the broker refused the connection: nothing listens
+    /// on that port.
+    #[error(
+        "broker {broker} refused the connection{}: nothing listens on that port \
+         (is the broker running, and is the port right?)",
+        at_addresses(broker, addresses)
+    )]
+    Refused {
+        /// The broker address.
+        broker: String,
+        /// The socket addresses tried, as resolved.
+        addresses: Vec<SocketAddr>,
+    },
+    /// The TCP connection could not be established (other than refused).
     #[error("cannot connect to broker {broker}: {source}")]
     Connect {
         /// The broker address.
@@ -26,8 +70,36 @@ pub enum ConnectionError {
         #[source]
         source: Arc<io::Error>,
     },
-    /// The TCP connection was not established within the connect timeout.
-    #[error("connecting to broker {broker} timed out after {} ms", timeout.as_millis())]
+    /// The peer accepted the connection but did not answer the
+    /// `ApiVersions` request that opens it within the connect timeout.
+    #[error(
+        "broker {broker} accepted the connection but did not answer ApiVersions within {} ms: \
+         not a Kafka broker, or one too busy to answer (the limit is the connect timeout, \
+         --timeout / socket.timeout.ms)",
+        timeout.as_millis()
+    )]
+    HandshakeTimeout {
+        /// The broker address.
+        broker: String,
+        /// The connect timeout.
+        timeout: Duration,
+    },
+    /// The first answer on the connection is not a Kafka response frame:
+    /// the peer speaks another protocol (HTTP, TLS, ...).
+    #[error("{broker} is not a Kafka broker: it answered ApiVersions with {answered}")]
+    NotKafka {
+        /// The broker address.
+        broker: String,
+        /// What it answered, as far as it can be shown (text, or bytes in
+        /// hex).
+        answered: String,
+    },
+    /// The TCP connection (name resolution included) was not established
+    /// within the connect timeout.
+    #[error(
+        "connecting to broker {broker} timed out after {} ms (--timeout / socket.timeout.ms)",
+        timeout.as_millis()
+    )]
     ConnectTimeout {
         /// The broker address.
         broker: String,
@@ -75,7 +147,7 @@ pub enum ConnectionError {
     /// A response frame's length prefix is over the configured maximum.
     #[error(
         "broker {broker} sent a {length}-byte response frame, over the {max}-byte limit \
-         (ConnectionConfig::max_frame_bytes)"
+         (receive.message.max.bytes)"
     )]
     FrameTooLarge {
         /// The broker address.
@@ -110,7 +182,7 @@ pub enum ConnectionError {
     /// No response arrived within the request timeout.
     #[error(
         "{api:?} v{version} request to broker {broker} timed out after {} ms \
-         (correlation id {correlation_id})",
+         (correlation id {correlation_id}; --timeout / socket.timeout.ms)",
         timeout.as_millis()
     )]
     RequestTimeout {
@@ -180,7 +252,10 @@ pub enum ConnectionError {
     /// The connection broke (or the answer timed out) during the
     /// `ApiVersions` handshake that opens it, so no request of the caller
     /// was sent on it.
-    #[error("ApiVersions handshake with broker {broker} failed: {source}")]
+    #[error(
+        "ApiVersions handshake with broker {broker} failed: {source}{}",
+        closed_at_once_hint(source)
+    )]
     HandshakeLost {
         /// The broker address.
         broker: String,
@@ -261,7 +336,12 @@ impl ConnectionError {
     /// The broker address the error is about.
     pub fn broker(&self) -> &str {
         match self {
-            Self::Connect { broker, .. }
+            Self::InvalidAddress { broker, .. }
+            | Self::Unresolvable { broker, .. }
+            | Self::Refused { broker, .. }
+            | Self::HandshakeTimeout { broker, .. }
+            | Self::NotKafka { broker, .. }
+            | Self::Connect { broker, .. }
             | Self::ConnectTimeout { broker, .. }
             | Self::Io { broker, .. }
             | Self::ClosedByPeer { broker }
@@ -287,15 +367,21 @@ impl ConnectionError {
     }
 
     /// Whether the error means the connection is gone or unusable, so the
-    /// same request may succeed on a new connection: connect failures, I/O
-    /// errors, the peer closing, timeouts and a corrupted stream. Decode,
-    /// encode and version errors are deterministic and are not, nor are TLS
-    /// and SASL failures (a certificate that does not verify, a wrong
-    /// password): retrying cannot fix them.
+    /// same request may succeed on a new connection: connect failures
+    /// (refused, timed out, a name that did not resolve, which may be a
+    /// passing DNS failure for a broker the cluster named), I/O errors, the
+    /// peer closing, timeouts and a corrupted stream. A malformed address,
+    /// a peer that is not a Kafka broker, decode, encode and version errors
+    /// are deterministic and are not, nor are TLS and SASL failures (a
+    /// certificate that does not verify, a wrong password): retrying cannot
+    /// fix them.
     pub fn is_connection_lost(&self) -> bool {
         matches!(
             self,
             Self::Connect { .. }
+                | Self::Refused { .. }
+                | Self::Unresolvable { .. }
+                | Self::HandshakeTimeout { .. }
                 | Self::ConnectTimeout { .. }
                 | Self::Io { .. }
                 | Self::ClosedByPeer { .. }
@@ -317,7 +403,55 @@ impl ConnectionError {
     pub fn is_before_send(&self) -> bool {
         matches!(
             self,
-            Self::Connect { .. } | Self::ConnectTimeout { .. } | Self::HandshakeLost { .. }
+            Self::InvalidAddress { .. }
+                | Self::Unresolvable { .. }
+                | Self::Refused { .. }
+                | Self::Connect { .. }
+                | Self::ConnectTimeout { .. }
+                | Self::HandshakeTimeout { .. }
+                | Self::NotKafka { .. }
+                | Self::HandshakeLost { .. }
         )
+    }
+
+    /// Whether the address leads nowhere walfetch can use, whatever the
+    /// timing: it is malformed, its name does not resolve, the peer is not
+    /// a Kafka broker, or the broker refused the handshake (an error code,
+    /// no common `ApiVersions` version). A bootstrap fails at once on these
+    /// rather than retrying them until its deadline.
+    pub fn is_wrong_peer(&self) -> bool {
+        matches!(
+            self,
+            Self::InvalidAddress { .. }
+                | Self::Unresolvable { .. }
+                | Self::NotKafka { .. }
+                | Self::Handshake { .. }
+                | Self::NoCommonVersion {
+                    api: ApiKey::ApiVersions,
+                    ..
+                }
+        )
+    }
+}
+
+/// What a peer that closes a new connection without answering may be.
+fn closed_at_once_hint(source: &ConnectionError) -> &'static str {
+    match source {
+        ConnectionError::ClosedByPeer { .. } => {
+            " (a broker that closes a new connection without answering may expect TLS: \
+             -X security.protocol=SSL)"
+        }
+        _ => "",
+    }
+}
+
+/// ` at 127.0.0.1:9092, [::1]:9092` when the resolved addresses say more
+/// than the broker address itself.
+fn at_addresses(broker: &str, addresses: &[SocketAddr]) -> String {
+    let listed: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+    if listed.is_empty() || (listed.len() == 1 && listed[0] == broker) {
+        String::new()
+    } else {
+        format!(" at {}", listed.join(", "))
     }
 }

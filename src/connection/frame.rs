@@ -143,6 +143,22 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// The bytes read but not yet handed out as a frame (what a peer sent
+    /// when its frame was refused).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buffer
+    }
+
+    /// Changes the largest frame accepted from the next frame on.
+    pub fn set_max_frame_bytes(&mut self, max_frame_bytes: usize) {
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
+    /// The largest frame accepted.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
+    }
+
     /// The underlying reader.
     pub fn get_ref(&self) -> &R {
         &self.reader

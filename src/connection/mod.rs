@@ -30,11 +30,14 @@
 //!   versions of flexible messages).
 //! - KIP-152 and KIP-368 (SASL authentication and re-authentication).
 
+mod address;
+mod dial;
 mod error;
 #[doc(hidden)]
 pub mod frame;
 #[doc(hidden)]
 pub mod guard;
+mod not_kafka;
 pub mod sasl;
 mod security;
 pub mod tls;
@@ -49,10 +52,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+pub use address::{AddressError, BrokerAddress, Scheme, DEFAULT_PORT};
 pub use error::ConnectionError;
 use frame::FrameReader;
 use guard::GuardError;
@@ -69,7 +72,9 @@ use crate::error_code::ErrorCode;
 pub struct ConnectionConfig {
     /// The client id sent in every request header.
     pub client_id: String,
-    /// How long establishing the TCP connection may take.
+    /// How long opening a connection may take, twice: resolving the name
+    /// and establishing TCP, then the `ApiVersions` answer that opens the
+    /// connection. Default 5 s.
     pub connect_timeout: Duration,
     /// How long a request may wait for its response (Fetch adds its
     /// `max_wait` to this).
@@ -87,7 +92,7 @@ impl Default for ConnectionConfig {
     fn default() -> Self {
         Self {
             client_id: "walfetch".to_owned(),
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: Duration::from_secs(30),
             max_frame_bytes: frame::DEFAULT_MAX_FRAME_BYTES,
             versions: VersionPolicy::default(),
@@ -95,6 +100,11 @@ impl Default for ConnectionConfig {
         }
     }
 }
+
+/// The default [`ConnectionConfig::connect_timeout`]: 5 s, long enough for
+/// a broker across a slow link, short enough that a dead address is
+/// reported within seconds.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Per-request settings that differ from the connection's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -153,38 +163,18 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `broker` (`host:port`), sets `TCP_NODELAY`, performs the
-    /// TLS handshake if configured, starts the reader and writer tasks,
-    /// negotiates API versions and authenticates with SASL if configured.
+    /// Connects to `broker` (`host:port`, see [`BrokerAddress`] for the
+    /// forms accepted), sets `TCP_NODELAY`, performs the TLS handshake if
+    /// configured, starts the reader and writer tasks, negotiates API
+    /// versions and authenticates with SASL if configured. Connecting (with
+    /// the TLS handshake) and the `ApiVersions` answer each have
+    /// [`ConnectionConfig::connect_timeout`].
     pub async fn connect(
         broker: impl Into<String>,
         config: ConnectionConfig,
     ) -> Result<Self, ConnectionError> {
         let broker = broker.into();
-        let stream =
-            match tokio::time::timeout(config.connect_timeout, TcpStream::connect(broker.as_str()))
-                .await
-            {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
-                    return Err(ConnectionError::Connect {
-                        broker,
-                        source: e.into(),
-                    })
-                }
-                Err(_) => {
-                    return Err(ConnectionError::ConnectTimeout {
-                        broker,
-                        timeout: config.connect_timeout,
-                    })
-                }
-            };
-        stream
-            .set_nodelay(true)
-            .map_err(|e| ConnectionError::Connect {
-                broker: broker.clone(),
-                source: e.into(),
-            })?;
+        let stream = dial::dial(&broker, config.connect_timeout).await?;
         let stream = tls::wrap(
             stream,
             &broker,
@@ -196,10 +186,13 @@ impl Connection {
         // A connection lost here took no request of the caller's with it:
         // say so, so that even a Produce may be retried.
         let versions = connection
-            .handshake(&config.versions)
+            .handshake(&config.versions, config.connect_timeout)
             .await
             .map_err(tls::refine_first_error)
             .map_err(|e| match e {
+                ConnectionError::RequestTimeout {
+                    broker, timeout, ..
+                } => ConnectionError::HandshakeTimeout { broker, timeout },
                 e if e.is_connection_lost() => ConnectionError::HandshakeLost {
                     broker: e.broker().to_owned(),
                     source: Box::new(e),
@@ -298,13 +291,14 @@ impl Connection {
     async fn handshake(
         &self,
         policy: &VersionPolicy,
+        timeout: Duration,
     ) -> Result<NegotiatedVersions, ConnectionError> {
         let ours = policy
             .range(ApiKey::ApiVersions)
             .unwrap_or_else(|| VersionRange::of_message_types(ApiKey::ApiVersions));
         let mut version = ours.max;
         for _ in 0..2 {
-            let response = self.api_versions(version).await?;
+            let response = self.api_versions(version, timeout).await?;
             let code = ErrorCode::from(response.error_code);
             if code == ErrorCode::UnsupportedVersion {
                 let theirs = response
@@ -346,25 +340,30 @@ impl Connection {
 
     /// One `ApiVersions` round trip; a body that does not decode in
     /// `version` is tried as v0 (the KIP-511 fallback answer).
-    async fn api_versions(&self, version: i16) -> Result<ApiVersionsResponse, ConnectionError> {
+    async fn api_versions(
+        &self,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<ApiVersionsResponse, ConnectionError> {
         let mut request = ApiVersionsRequest::default();
         if version >= 3 {
             request.client_software_name = StrBytes::from_static_str("walfetch");
             request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
         }
         let raw = self
-            .round_trip(ApiKey::ApiVersions, version, &request, self.request_timeout)
+            .round_trip(ApiKey::ApiVersions, version, &request, timeout)
             .await?;
         match decode_response_frame::<ApiVersionsRequest>(version, raw.payload.clone()) {
             Ok(response) => Ok(response),
-            Err(first) => decode_response_frame::<ApiVersionsRequest>(0, raw.payload)
+            Err(first) => decode_response_frame::<ApiVersionsRequest>(0, raw.payload.clone())
                 .ok()
                 .filter(|r| r.error_code == ErrorCode::UnsupportedVersion.code())
-                .ok_or_else(|| ConnectionError::Decode {
+                .ok_or_else(|| ConnectionError::NotKafka {
                     broker: self.shared.broker.clone(),
-                    api: ApiKey::ApiVersions,
-                    version,
-                    message: first.to_string(),
+                    answered: format!(
+                        "a frame that is no ApiVersions v{version} response ({first}): {}",
+                        not_kafka::describe(&raw.payload)
+                    ),
                 }),
         }
     }
@@ -685,13 +684,27 @@ impl Drop for PendingEntry<'_> {
 }
 
 async fn read_loop(mut frames: FrameReader<ReadStream>, shared: Arc<Shared>) {
+    // The first frame answers ApiVersions: one that does not frame is a
+    // peer that is not a Kafka broker (see `not_kafka`).
+    let max_frame_bytes = frames.max_frame_bytes();
+    frames.set_max_frame_bytes(max_frame_bytes.min(not_kafka::FIRST_FRAME_MAX_BYTES));
+    let mut first = true;
     let error = loop {
         match frames.read_frame().await {
             Ok(Some(payload)) => {
+                let shown = first.then(|| payload.clone());
+                if first {
+                    first = false;
+                    frames.set_max_frame_bytes(max_frame_bytes);
+                }
                 if let Err(error) = shared.dispatch(payload) {
-                    break error;
+                    break match shown {
+                        Some(payload) => not_kafka::first_frame_error(error, &payload),
+                        None => error,
+                    };
                 }
             }
+            Err(error) if first => break not_kafka::first_frame_error(error, frames.buffered()),
             Ok(None) => {
                 break ConnectionError::ClosedByPeer {
                     broker: shared.broker.clone(),

@@ -44,6 +44,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::address::BrokerAddress;
 use super::ConnectionError;
 
 /// Where PEM data comes from.
@@ -409,9 +410,10 @@ impl AsyncWrite for WriteStream {
 }
 
 /// The host of `host:port` (`[v6]:port` too), for the server name.
-fn host_of(broker: &str) -> &str {
-    let host = broker.rsplit_once(':').map_or(broker, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
+/// The host of `broker` as written (`ssl://host:port`, `[v6]:port` and the
+/// rest: see [`BrokerAddress`]): the TLS server name unless one is set.
+fn host_of(broker: &str) -> String {
+    BrokerAddress::parse(broker).map_or_else(|_| broker.to_owned(), |a| a.host().to_owned())
 }
 
 /// Wraps `tcp` in TLS when `tls` is set: the handshake, within `timeout`.
@@ -433,12 +435,9 @@ pub(crate) async fn wrap(
             broker: broker.to_owned(),
             message,
         })?;
-    let name = tls
-        .server_name
-        .as_deref()
-        .unwrap_or_else(|| host_of(broker));
+    let name = tls.server_name.clone().unwrap_or_else(|| host_of(broker));
     let server_name =
-        ServerName::try_from(name.to_owned()).map_err(|e| ConnectionError::TlsConfig {
+        ServerName::try_from(name.clone()).map_err(|e| ConnectionError::TlsConfig {
             broker: broker.to_owned(),
             message: format!("{name:?} is not a valid TLS server name: {e}"),
         })?;
@@ -505,6 +504,7 @@ mod tests {
         assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
         assert_eq!(host_of("[::1]:9093"), "::1");
         assert_eq!(host_of("plain"), "plain");
+        assert_eq!(host_of("SSL://broker-1.example:9093"), "broker-1.example");
     }
 
     #[test]

@@ -28,8 +28,9 @@ type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
 type Outgoing = (usize, FetchId, FetchParams);
 
 /// A request in flight: when answered, the Fetch requests it took, the
-/// responses that omitted a partition, and the answers of its fetches.
-type InFlight = BoxFuture<'static, (usize, usize, Vec<Answered>)>;
+/// responses that omitted a partition, their throttle time, and the
+/// answers of its fetches.
+type InFlight = BoxFuture<'static, (usize, usize, Duration, Vec<Answered>)>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
 /// under one in-flight limit (bytes asked for, and a bound on fetches) and
@@ -47,6 +48,8 @@ pub(super) struct Driver {
     max_buffered_bytes: u64,
     /// Responses that omitted a partition (see [`ReplayStats::omitted`]).
     omitted: u64,
+    /// Throttle time of the responses (see [`ReplayStats::throttle_time`]).
+    throttle_time: Duration,
     /// The highest round trip answered so far (see
     /// [`ReplayStats::round_trips`]), over every partition.
     answered: u64,
@@ -83,6 +86,7 @@ impl Driver {
             max_in_flight_bytes: options.max_in_flight_bytes,
             max_buffered_bytes: options.max_buffered_bytes,
             omitted: 0,
+            throttle_time: Duration::ZERO,
             answered: setup_round_trips,
             peak_held: 0,
             links: HashMap::new(),
@@ -107,6 +111,8 @@ impl Driver {
         total.round_trips = self.answered;
         total.requests = self.requests;
         total.omitted = self.omitted;
+        // The cores counted the fetches confirming the log's end.
+        total.throttle_time += self.throttle_time;
         total.peak_buffered_bytes = self.peak_held;
         total
     }
@@ -133,9 +139,10 @@ impl Driver {
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some((requests, omitted, answers))) => {
+                Poll::Ready(Some((requests, omitted, throttled, answers))) => {
                     self.requests += requests as u64;
                     self.omitted += omitted as u64;
+                    self.throttle_time += throttled;
                     self.fetches_in_flight -= answers.len();
                     for answered in answers {
                         self.settle(answered);
@@ -269,7 +276,7 @@ impl Driver {
             for ((i, id, params), result) in fetches.into_iter().zip(many.partitions) {
                 answers.push((i, id, at, out_of_range(&cluster, &params, result).await));
             }
-            (many.requests, many.omitted, answers)
+            (many.requests, many.omitted, many.throttle_time, answers)
         }));
     }
 }

@@ -589,6 +589,8 @@ impl ReplayCore {
         self.stats.round_trips += 1;
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
+        self.stats.throttle_time +=
+            std::time::Duration::from_millis(u64::try_from(fetched.throttle_time_ms).unwrap_or(0));
     }
 
     /// The next entry in offset order, if it is here; or the error that

@@ -32,6 +32,12 @@ pub struct ReplayStats {
     /// wait (see [`crate::cluster::Cluster::fetch`]). Counted over a whole
     /// replay, like `requests`.
     pub omitted: u64,
+    /// The throttle times of the Fetch responses (KIP-219), summed: how
+    /// long quota-throttling brokers asked the client to hold back its
+    /// next request to them, which it waited out (per broker; fetches to
+    /// other brokers go on meanwhile). Counted over a whole replay, like
+    /// `requests`.
+    pub throttle_time: Duration,
     /// Bytes of Fetch responses on the wire (frames, length prefixes included).
     pub wire_bytes: u64,
     /// Bytes of the `records` fields of those responses.
@@ -123,6 +129,7 @@ impl ReplayStats {
         self.fetches += other.fetches;
         self.requests += other.requests;
         self.omitted += other.omitted;
+        self.throttle_time += other.throttle_time;
         self.round_trips += other.round_trips;
         self.wire_bytes += other.wire_bytes;
         self.records_bytes += other.records_bytes;

@@ -62,6 +62,13 @@ pub enum FaultAction {
     /// v1+, Metadata v3+, ListOffsets v2+): a quota-throttled answer as
     /// Kafka sent it before KIP-219 (the delay first).
     Throttle(Duration),
+    /// Answer at once with the response's `throttle_time_ms` set to this
+    /// where the field leads the body (Fetch v1+, Metadata v3+, ListOffsets
+    /// v2+), as a quota-throttled answer since KIP-219: the broker answers
+    /// first and the client must hold back its next request to it for
+    /// that long. The connection is not muted meanwhile, so a test sees
+    /// whether the client waits.
+    ThrottleTime(Duration),
     /// Fetch: the records of the first matched partition that returns any
     /// get one byte flipped inside the first whole batch's CRC-covered
     /// part (its last byte), as a broker reading a corrupt segment would

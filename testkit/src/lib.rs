@@ -53,6 +53,7 @@ pub struct ClusterBuilder {
     advertised: Vec<SocketAddr>,
     tls: Option<ServerTls>,
     sasl: Option<SaslServer>,
+    racks: Vec<String>,
 }
 
 impl Default for ClusterBuilder {
@@ -66,6 +67,7 @@ impl Default for ClusterBuilder {
             advertised: Vec::new(),
             tls: None,
             sasl: None,
+            racks: Vec::new(),
         }
     }
 }
@@ -129,6 +131,20 @@ impl ClusterBuilder {
         self
     }
 
+    /// The brokers' racks, in node order (default: none), advertised in
+    /// Metadata. Giving racks also turns on follower fetching (KIP-392), as
+    /// Kafka's `replica.selector.class = RackAwareReplicaSelector` does:
+    /// a leader answers a Fetch (v11+) whose `rack_id` names another rack
+    /// than its own, where a broker of that rack exists, with that broker
+    /// as `preferred_read_replica` and no records; every broker
+    /// replicates every partition, so any broker serves consumer fetches
+    /// (v11+) of a partition it does not lead, from the shared log, up to
+    /// the high watermark. Brokers past the list's end have no rack.
+    pub fn racks<S: Into<String>>(mut self, racks: impl IntoIterator<Item = S>) -> Self {
+        self.racks = racks.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Binds every broker's listener on a loopback ephemeral port and starts
     /// serving, on the current tokio runtime.
     pub async fn start(self) -> Result<ScriptedCluster, TestkitError> {
@@ -153,21 +169,21 @@ impl ClusterBuilder {
                     .versions
                     .insert(ApiKey::SaslAuthenticate as i16, sasl::AUTHENTICATE_VERSIONS);
             }
+            broker.rack = self.racks.get(i).cloned();
             brokers.push(broker);
         }
         let counters: Vec<_> = brokers
             .iter()
             .map(|b| (b.node_id, b.counters.clone()))
             .collect();
-        let shared = Arc::new(Shared::new(ClusterState::new(
-            brokers,
-            self.auto_create_topics,
-            self.default_partitions,
-        )));
         let security = server::ListenerSecurity {
             tls: self.tls.as_ref().map(ServerTls::acceptor).transpose()?,
             sasl: self.sasl.map(Arc::new),
         };
+        let mut state =
+            ClusterState::new(brokers, self.auto_create_topics, self.default_partitions);
+        state.follower_fetching = !self.racks.is_empty();
+        let shared = Arc::new(Shared::new(state));
         let tasks = listeners
             .into_iter()
             .zip(counters)

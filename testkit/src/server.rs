@@ -331,26 +331,10 @@ async fn process(
         }
         FaultAction::Throttle(delay) => {
             tokio::time::sleep(delay).await;
-            let leads = match api_key {
-                ApiKey::Fetch => version >= 1,
-                ApiKey::Metadata => version >= 3,
-                ApiKey::ListOffsets => version >= 2,
-                _ => false,
-            };
-            Outcome::Reply(reply.map(|mut frame| {
-                if leads {
-                    let at = 4 + if api_key.response_header_version(version) >= 1 {
-                        5
-                    } else {
-                        4
-                    };
-                    let ms = i32::try_from(delay.as_millis()).unwrap_or(i32::MAX);
-                    if let Some(field) = frame.get_mut(at..at + 4) {
-                        field.copy_from_slice(&ms.to_be_bytes());
-                    }
-                }
-                frame
-            }))
+            Outcome::Reply(reply.map(|frame| set_throttle_time(frame, api_key, version, delay)))
+        }
+        FaultAction::ThrottleTime(time) => {
+            Outcome::Reply(reply.map(|frame| set_throttle_time(frame, api_key, version, time)))
         }
         FaultAction::PatchFrame { at, ref bytes } => Outcome::Reply(reply.map(|mut frame| {
             let end = at.saturating_add(bytes.len()).min(frame.len());
@@ -381,4 +365,35 @@ async fn process(
         }
         _ => Outcome::Reply(reply),
     }
+}
+
+/// `frame` (a whole response frame of `api_key` in `version`) with its
+/// `throttle_time_ms` set to `time`, where the field leads the body
+/// (Fetch v1+, Metadata v3+, ListOffsets v2+); as it is elsewhere.
+fn set_throttle_time(
+    mut frame: BytesMut,
+    api_key: ApiKey,
+    version: i16,
+    time: Duration,
+) -> BytesMut {
+    let leads = match api_key {
+        ApiKey::Fetch => version >= 1,
+        ApiKey::Metadata => version >= 3,
+        ApiKey::ListOffsets => version >= 2,
+        _ => false,
+    };
+    if leads {
+        // Length prefix, then the correlation id and (header v1) an empty
+        // tagged-field section.
+        let at = 4 + if api_key.response_header_version(version) >= 1 {
+            5
+        } else {
+            4
+        };
+        let ms = i32::try_from(time.as_millis()).unwrap_or(i32::MAX);
+        if let Some(field) = frame.get_mut(at..at + 4) {
+            field.copy_from_slice(&ms.to_be_bytes());
+        }
+    }
+    frame
 }

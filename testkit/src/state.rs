@@ -38,6 +38,8 @@ pub(crate) struct BrokerState {
     /// unless the builder set another (e.g. a proxy in front of the broker).
     pub(crate) advertised: SocketAddr,
     pub(crate) habits: Habits,
+    /// The broker's rack (`broker.rack`), if any.
+    pub(crate) rack: Option<String>,
     /// API key → versions served, narrowed from [`versions::SERVED`]; a
     /// missing key is not served.
     pub(crate) versions: BTreeMap<i16, VersionRange>,
@@ -51,6 +53,7 @@ impl BrokerState {
             addr,
             advertised: addr,
             habits,
+            rack: None,
             versions: versions::SERVED
                 .iter()
                 .map(|(k, r)| (*k as i16, *r))
@@ -72,6 +75,9 @@ pub(crate) struct ClusterState {
     pub(crate) faults: FaultQueue,
     pub(crate) auto_create_topics: bool,
     pub(crate) default_partitions: i32,
+    /// Whether leaders point consumers in other racks at a replica of
+    /// theirs and followers serve consumer fetches (KIP-392).
+    pub(crate) follower_fetching: bool,
     next_topic_id: u64,
 }
 
@@ -91,6 +97,7 @@ impl ClusterState {
             faults: FaultQueue::default(),
             auto_create_topics,
             default_partitions,
+            follower_fetching: false,
             next_topic_id: 1,
         }
     }

@@ -483,6 +483,32 @@ async fn throttle_delays_and_sets_throttle_time() {
     s.works().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn throttle_time_answers_at_once_with_the_throttle_time_set() {
+    let s = setup().await;
+    s.cluster.script(
+        Fault::on(ApiKey::Fetch).then(FaultAction::ThrottleTime(Duration::from_millis(400))),
+    );
+    let mut client = s.client(1).await;
+    let started = tokio::time::Instant::now();
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "answered at once (KIP-219)"
+    );
+    assert_eq!(response.throttle_time_ms, 400);
+    assert_eq!(
+        decode_records(&only_partition(&response).records.clone().unwrap()).batches,
+        vec![0, 3]
+    );
+    // The connection is not muted: the next request is answered at once.
+    let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
+    assert_eq!(response.throttle_time_ms, 0);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    s.works().await;
+}
+
 #[tokio::test]
 async fn corrupt_records_fail_their_crc_and_truncated_records_end_early() {
     let s = setup().await;

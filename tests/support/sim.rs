@@ -613,6 +613,7 @@ impl Sim {
             broker: "sim:9092".to_owned(),
             version: 12,
             throttle_time_ms: 0,
+            preferred_read_replica: -1,
         };
         core.handle_response(fetch.id, FetchAnswer::Fetched(fetched));
     }

@@ -13,6 +13,14 @@
 //! `min_bytes` are ready or `max_wait_ms` has passed, as Kafka's delayed
 //! fetch does; a partition error answers at once.
 //!
+//! With follower fetching on (brokers given racks, see
+//! `ClusterBuilder::racks`), a leader answers a consumer in another rack
+//! (v11+ `rack_id`) that has a broker of its own with that broker as
+//! `preferred_read_replica` and no records, as Kafka's
+//! `RackAwareReplicaSelector` does; a broker that does not lead the
+//! partition serves a consumer fetch (v11+) as a follower instead of
+//! answering `NOT_LEADER_OR_FOLLOWER`.
+//!
 //! Fetch sessions (KIP-227) are not kept: a full fetch (session epoch 0 or
 //! -1) is answered in full with session id 0 ("no session created"), an
 //! incremental one gets `FETCH_SESSION_ID_NOT_FOUND`.
@@ -20,7 +28,8 @@
 //! # References
 //! - Kafka protocol guide, Fetch API; KIP-74 (response size limit); KIP-98
 //!   (isolation level, aborted transactions); KIP-227 (fetch sessions);
-//!   KIP-320 (leader epoch check); KIP-516 (topic ids, v13); KIP-951
+//!   KIP-320 (leader epoch check); KIP-392 (fetch from the closest
+//!   replica, v11); KIP-516 (topic ids, v13); KIP-951
 //!   (current leader and node endpoints on `NOT_LEADER_OR_FOLLOWER`, v16).
 
 use std::collections::BTreeSet;
@@ -112,6 +121,26 @@ fn records_fault(ctx: &Ctx<'_>, topic: &str, partition: i32, records: Bytes) -> 
     }
 }
 
+/// The replica a leader points a consumer at (KIP-392): with follower
+/// fetching on, a consumer's `rack_id` (v11+) naming a rack other than
+/// the leader's, and a broker in that rack (the lowest node id of them).
+fn preferred_replica(state: &ClusterState, ctx: &Ctx<'_>, request: &FetchRequest) -> Option<i32> {
+    if !state.follower_fetching || ctx.version < 11 || request.rack_id.is_empty() {
+        return None;
+    }
+    let rack = request.rack_id.as_str();
+    let leader_rack = state.broker(ctx.node_id).and_then(|b| b.rack.as_deref());
+    if leader_rack == Some(rack) {
+        return None;
+    }
+    state
+        .brokers
+        .iter()
+        .filter(|b| b.node_id != ctx.node_id && b.rack.as_deref() == Some(rack))
+        .map(|b| b.node_id)
+        .min()
+}
+
 fn error_partition(index: i32, code: i16) -> PartitionData {
     let mut data = PartitionData::default();
     data.partition_index = index;
@@ -173,7 +202,8 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
             } else {
                 None
             };
-            let error = if part.leader != ctx.node_id {
+            let follower_serves = state.follower_fetching && version >= 11;
+            let error = if part.leader != ctx.node_id && !follower_serves {
                 Some(ResponseError::NotLeaderOrFollower.code())
             } else {
                 epoch_error
@@ -197,6 +227,18 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
                 any_error = true;
                 out.partitions.push(error_partition(index, code));
                 continue;
+            }
+            if part.leader == ctx.node_id {
+                if let Some(replica) = preferred_replica(state, ctx, request) {
+                    // Kafka answers with the replica and no records.
+                    let mut data = error_partition(index, 0);
+                    data.high_watermark = part.log.high_watermark();
+                    data.last_stable_offset = part.log.last_stable_offset();
+                    data.log_start_offset = part.log.log_start_offset();
+                    data.preferred_read_replica = BrokerId(replica);
+                    out.partitions.push(data);
+                    continue;
+                }
             }
             let wait_ms = u32::try_from(request.max_wait_ms).unwrap_or(0);
             if wait_ms < habits.omit_below_wait_ms {

@@ -48,6 +48,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: &MetadataRequest) -> Result<BytesMu
                 broker.node_id = BrokerId(b.node_id);
                 broker.host = StrBytes::from_string(b.advertised.ip().to_string());
                 broker.port = i32::from(b.advertised.port());
+                broker.rack = b.rack.clone().map(StrBytes::from_string);
                 broker
             })
             .collect();

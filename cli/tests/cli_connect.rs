@@ -1,0 +1,71 @@
+//! The CLI against brokers it cannot reach (issue #11): a closed port
+//! written as Tansu writes it (`tcp://host:port`) and a malformed address
+//! end the command quickly with a message that says which, not after the
+//! 30 s deadline.
+#![allow(clippy::unwrap_used)]
+
+mod run;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use run::{stderr, walfetch};
+
+/// A loopback port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn replay_from_a_closed_port_fails_quickly_saying_refused() {
+    let port = closed_port();
+    let brokers = format!("tcp://127.0.0.1:{port}");
+    let started = Instant::now();
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &brokers,
+        "-t",
+        "wal:0",
+        "--strategy",
+        "scan",
+        "--region",
+        "1",
+    ]);
+    let elapsed = started.elapsed();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    // Before: 28.6 s (23 retries of a name lookup of "tcp").
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}: {err}");
+    assert!(
+        err.contains(&format!("broker 127.0.0.1:{port} refused the connection")),
+        "{err}"
+    );
+    assert!(err.contains("nothing listens on that port"), "{err}");
+}
+
+#[test]
+fn replay_with_a_malformed_address_fails_at_once_naming_it() {
+    let started = Instant::now();
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        "127.0.0.1:99999",
+        "-t",
+        "wal:0",
+        "--strategy",
+        "scan",
+        "--region",
+        "1",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+    assert!(
+        err.contains(
+            "broker address \"127.0.0.1:99999\": port \"99999\" is not a number from 1 to 65535"
+        ),
+        "{err}"
+    );
+}
