@@ -111,6 +111,9 @@ impl Default for VersionPolicy {
             // topics by id only.
             (ApiKey::Produce, VersionRange::new(3, 12)),
             (ApiKey::CreateTopics, VersionRange::new(2, 7)),
+            // The idempotent WAL writer's producer id (KIP-98); v6 adds
+            // two-phase-commit fields (KIP-939) walfetch does not use.
+            (ApiKey::InitProducerId, VersionRange::new(0, 5)),
         ];
         let apis = apis
             .into_iter()

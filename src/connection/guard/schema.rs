@@ -277,6 +277,16 @@ const CREATE_TOPICS: &[Field] = &[
     f("topics", Structs(CREATE_TOPICS_RESULT)),
 ];
 
+// InitProducerId (flexible from v2).
+const INIT_PRODUCER_ID: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("error_code", I16),
+    f("producer_id", I64),
+    f("producer_epoch", I16),
+    f("ongoing_txn_producer_id", I64).since(6),
+    f("ongoing_txn_producer_epoch", I16).since(6),
+];
+
 /// One API's response body: its top-level fields, and the first version
 /// that is flexible (compact lengths and tagged fields, KIP-482).
 #[derive(Debug, Clone, Copy)]
@@ -294,6 +304,7 @@ pub(super) fn schema(api: ApiKey) -> Option<Schema> {
         ApiKey::Fetch => (FETCH, 12),
         ApiKey::Produce => (PRODUCE, 9),
         ApiKey::CreateTopics => (CREATE_TOPICS, 5),
+        ApiKey::InitProducerId => (INIT_PRODUCER_ID, 2),
         _ => return None,
     };
     Some(Schema {
@@ -325,7 +336,7 @@ mod tests {
         BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
     };
     use kafka_protocol::messages::{
-        produce_response, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse,
+        produce_response, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse, InitProducerIdResponse,
         ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId,
     };
 
@@ -504,6 +515,18 @@ mod tests {
             }
             let m = CreateTopicsResponse::default().with_topics(vec![result]);
             assert_exact(ApiKey::CreateTopics, v, &encode(&m, v));
+        }
+    }
+
+    #[test]
+    fn init_producer_id_schema_matches_every_version() {
+        for v in 0..=6 {
+            let m = InitProducerIdResponse::default()
+                .with_throttle_time_ms(3)
+                .with_error_code(0)
+                .with_producer_id(ProducerId(7000))
+                .with_producer_epoch(2);
+            assert_exact(ApiKey::InitProducerId, v, &encode(&m, v));
         }
     }
 }
