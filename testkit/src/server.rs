@@ -291,6 +291,7 @@ async fn process(shared: &Shared, node_id: i32, counters: &Counters, mut frame: 
             frame
         })),
         FaultAction::CutBeforeResponse => Outcome::Close(None),
+        FaultAction::LoseResponse => Outcome::Reply(None),
         FaultAction::CutDuringResponse { bytes } => Outcome::Close(reply.map(|frame| {
             let len = frame.len();
             let cut = bytes.unwrap_or(len / 2).min(len.saturating_sub(1));
