@@ -90,6 +90,11 @@ use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionId, RegionRule, WalIndex};
 
+/// Bytes of entries the writer buffers before `append` waits (the Java
+/// producer's `buffer.memory` default), unless the pipeline needs more
+/// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]).
+pub const BUFFER_BYTES: usize = 32 << 20;
+
 /// The most Produce requests an idempotent producer may have in flight on
 /// one partition: the broker remembers the last five batches of each
 /// producer, so only those can be recognised when sent again.
@@ -449,6 +454,9 @@ struct Batch {
     first_try: Option<Instant>,
     /// Whether a request with it ever left: if so, the broker may have it.
     sent: bool,
+    /// Its entries' bytes, while counted in the writer's buffered bytes
+    /// (until first sent or failed).
+    buffered: usize,
     attempts: u32,
 }
 
@@ -501,6 +509,8 @@ struct Task {
     /// Where the writer's next batch can be in the log, at the earliest:
     /// past its last acknowledged batch.
     search_from: i64,
+    /// Bytes of the entries in the window and the ready batches.
+    buffered: usize,
 }
 
 impl Task {
@@ -519,7 +529,15 @@ impl Task {
             reset_producer: false,
             resume_at: None,
             search_from: 0,
+            buffered: 0,
         }
+    }
+
+    /// How many bytes of entries may wait for a request (in the window or
+    /// in formed batches): a full pipeline's worth beyond what is in
+    /// flight, at least [`BUFFER_BYTES`].
+    fn buffer_cap(&self) -> usize {
+        (self.config.max_in_flight.saturating_mul(self.config.max_batch_bytes)).max(BUFFER_BYTES)
     }
 
     async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
@@ -534,10 +552,24 @@ impl Task {
             {
                 return;
             }
-            // Take more entries only while the pipeline has room: a full
-            // queue then makes `append` wait.
-            let accepting = !closed && self.ready.len() < self.config.max_in_flight;
-            let deadline = self.window.deadline;
+            // A window whose linger ran out closes once a request can go:
+            // while the pipeline is full, it keeps growing, so that under
+            // load batches fill up instead of queueing small (the Java
+            // producer's accumulator does the same).
+            let room = self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight;
+            if room
+                && self
+                    .window
+                    .deadline
+                    .is_some_and(|d| d <= Instant::now())
+            {
+                self.close_window();
+                continue;
+            }
+            // Take more entries while the buffered ones stay under the
+            // cap: past it, a full queue makes `append` wait.
+            let accepting = !closed && self.buffered < self.buffer_cap();
+            let deadline = self.window.deadline.filter(|_| room);
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
@@ -580,6 +612,7 @@ impl Task {
     /// fills becomes a batch at once.
     fn add(&mut self, pending: Pending) {
         let size = self.entry_bytes(&pending.entry);
+        self.buffered += size;
         let key = match self.config.mode {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
@@ -622,7 +655,9 @@ impl Task {
     }
 
     fn form(&mut self, entries: Vec<Pending>) {
+        let buffered = entries.iter().map(|p| self.entry_bytes(&p.entry)).sum();
         self.ready.push_back(Batch {
+            buffered,
             number: self.next_number,
             entries,
             encoded: None,
@@ -651,7 +686,13 @@ impl Task {
         }
     }
 
-    fn fail(&self, batch: Batch, error: &Error) {
+    /// Stops counting a batch's entries as buffered.
+    fn unbuffer(&mut self, batch: &mut Batch) {
+        self.buffered = self.buffered.saturating_sub(std::mem::take(&mut batch.buffered));
+    }
+
+    fn fail(&mut self, mut batch: Batch, error: &Error) {
+        self.unbuffer(&mut batch);
         let make = |e: &Error| match e {
             Error::Client(c) => Error::Client(c.clone()),
             Error::Encode {
@@ -733,6 +774,7 @@ impl Task {
             let Some(mut batch) = self.ready.pop_front() else {
                 return;
             };
+            self.unbuffer(&mut batch);
             if batch.encoded.is_none() {
                 match self.encode(&batch) {
                     Ok(encoded) => batch.encoded = Some(encoded),
