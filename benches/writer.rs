@@ -218,7 +218,11 @@ impl Args {
             entries: self.entries,
             rate: self.rate,
             linger: self.linger,
-            max_batch_bytes: if region_pure { 1 << 20 } else { self.batch_bytes },
+            max_batch_bytes: if region_pure {
+                1 << 20
+            } else {
+                self.batch_bytes
+            },
             writers: 1,
             compression: self.compression,
             region_pure,
@@ -710,7 +714,9 @@ fn markdown(
             row.round_trips
         );
     }
-    md.push_str("\n### Targets (same run)\n\n| broker | target | measured | met |\n|---|---|---|---|\n");
+    md.push_str(
+        "\n### Targets (same run)\n\n| broker | target | measured | met |\n|---|---|---|---|\n",
+    );
     let yes = |ok: bool| if ok { "yes" } else { "**no**" };
     for (broker, rt) in round_trips {
         let find = |mode: &str, in_flight: usize, pace: &str| {

@@ -537,7 +537,11 @@ impl Task {
     /// in formed batches): a full pipeline's worth beyond what is in
     /// flight, at least [`BUFFER_BYTES`].
     fn buffer_cap(&self) -> usize {
-        (self.config.max_in_flight.saturating_mul(self.config.max_batch_bytes)).max(BUFFER_BYTES)
+        (self
+            .config
+            .max_in_flight
+            .saturating_mul(self.config.max_batch_bytes))
+        .max(BUFFER_BYTES)
     }
 
     async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
@@ -557,12 +561,7 @@ impl Task {
             // load batches fill up instead of queueing small (the Java
             // producer's accumulator does the same).
             let room = self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight;
-            if room
-                && self
-                    .window
-                    .deadline
-                    .is_some_and(|d| d <= Instant::now())
-            {
+            if room && self.window.deadline.is_some_and(|d| d <= Instant::now()) {
                 self.close_window();
                 continue;
             }
@@ -688,7 +687,9 @@ impl Task {
 
     /// Stops counting a batch's entries as buffered.
     fn unbuffer(&mut self, batch: &mut Batch) {
-        self.buffered = self.buffered.saturating_sub(std::mem::take(&mut batch.buffered));
+        self.buffered = self
+            .buffered
+            .saturating_sub(std::mem::take(&mut batch.buffered));
     }
 
     fn fail(&mut self, mut batch: Batch, error: &Error) {
@@ -738,7 +739,11 @@ impl Task {
                     .await
                 {
                     Ok(id) => {
-                        tracing::debug!(producer_id = id.id, epoch = id.epoch, "WAL writer producer id");
+                        tracing::debug!(
+                            producer_id = id.id,
+                            epoch = id.epoch,
+                            "WAL writer producer id"
+                        );
                         self.producer = Some(id);
                         self.next_sequence = 0;
                     }
@@ -980,7 +985,6 @@ impl Task {
             }
         }
     }
-
 }
 
 /// Finds where the broker put a batch it acknowledged as a duplicate
@@ -1025,7 +1029,6 @@ async fn locate(
 }
 
 impl Task {
-
     /// Indexes a written batch and answers its entries.
     async fn written(&mut self, batch: Batch, base: i64) {
         let Some(encoded) = batch.encoded else {

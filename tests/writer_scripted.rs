@@ -115,9 +115,15 @@ async fn clustered_batches_hold_one_region_interleaved_mix_them() {
             WriterMode::Clustered => assert_eq!(layout.mixed_batches, 0, "{layout:?}"),
             _ => assert!(layout.mixed_batches > 0, "{layout:?}"),
         }
-        assert!(layout.pure_batches + layout.mixed_batches > 20, "{layout:?}");
+        assert!(
+            layout.pure_batches + layout.mixed_batches > 20,
+            "{layout:?}"
+        );
         assert_eq!(layout.producer_ids.len(), 1, "one producer id: {layout:?}");
-        assert!(layout.producer_ids.iter().all(|id| *id >= 1000), "{layout:?}");
+        assert!(
+            layout.producer_ids.iter().all(|id| *id >= 1000),
+            "{layout:?}"
+        );
     }
 }
 
@@ -246,10 +252,9 @@ async fn a_refused_batch_fails_alone_and_the_rest_follow_under_a_new_producer_id
     let (scripted, cluster) = scripted().await;
     let writer = WalWriter::new(Arc::clone(&cluster), config(WriterMode::Clustered));
     let mut appended = written(append_all(&writer, &entries(0, 300)).await);
-    scripted.script(
-        Fault::on(ApiKey::Produce)
-            .then(FaultAction::PartitionError(ResponseError::MessageTooLarge.code())),
-    );
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PartitionError(
+        ResponseError::MessageTooLarge.code(),
+    )));
     let results = append_all(&writer, &entries(300, 600)).await;
     let mut failed = 0;
     for (region, payload, result) in results {
@@ -265,5 +270,9 @@ async fn a_refused_batch_fails_alone_and_the_rest_follow_under_a_new_producer_id
     assert!(failed > 0, "the refused batch's entries fail");
     // The refused batch is not in the log; everything else is, once.
     let layout = check(&cluster, &appended, &index).await;
-    assert_eq!(layout.producer_ids.len(), 2, "a new producer id: {layout:?}");
+    assert_eq!(
+        layout.producer_ids.len(),
+        2,
+        "a new producer id: {layout:?}"
+    );
 }

@@ -123,7 +123,13 @@ async fn tansu_refuses_duplicates_with_duplicate_sequence_number() {
     let log = read_log(&cluster, "p", 0).await;
     let batches: Vec<(i64, i32, usize)> = log
         .iter()
-        .map(|b| (b.header.base_offset, b.header.base_sequence, b.records.len()))
+        .map(|b| {
+            (
+                b.header.base_offset,
+                b.header.base_sequence,
+                b.records.len(),
+            )
+        })
         .collect();
     assert_eq!(batches, [(0, 0, 3), (3, 3, 2), (5, 5, 1)]);
 }

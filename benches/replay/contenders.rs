@@ -527,7 +527,12 @@ async fn replay_rskafka(
 
 /// Copies the entries of `index` in `from..=last` (every region), with or
 /// without hints, and sets `last_index` to `last`.
-pub(crate) fn restrict(index: &WalIndex, from: i64, last: i64, hints: bool) -> Result<WalIndex, String> {
+pub(crate) fn restrict(
+    index: &WalIndex,
+    from: i64,
+    last: i64,
+    hints: bool,
+) -> Result<WalIndex, String> {
     let mut out = WalIndex::new();
     for (region, entries) in index.regions() {
         for e in entries.range(from, last + 1) {
@@ -545,7 +550,11 @@ pub(crate) fn restrict(index: &WalIndex, from: i64, last: i64, hints: bool) -> R
 
 /// The hottest, a median and a cold region, each with a complete index and
 /// with one that stops halfway through the range.
-pub(crate) fn scenarios(topic: &str, written: &Written, checkpoint: f64) -> Result<Vec<Scenario>, String> {
+pub(crate) fn scenarios(
+    topic: &str,
+    written: &Written,
+    checkpoint: f64,
+) -> Result<Vec<Scenario>, String> {
     let end = written.end;
     let from = (end as f64 * checkpoint) as i64;
     let mut counts: BTreeMap<u64, usize> = BTreeMap::new();

@@ -57,13 +57,13 @@ pub use fetch::{
     fetch_on, fetch_request, fetch_request_for, read_fetch_response, read_fetch_response_for,
     FetchTarget,
 };
-#[doc(hidden)]
-pub use init_producer_id::{init_producer_id_request, read_init_producer_id_response};
-pub use init_producer_id::ProducerIdentity;
 pub use fetch::{
     FetchParams, FetchedMany, FetchedPartition, IsolationLevel, MAX_CONSECUTIVE_OMISSIONS,
     OMITTED_FIRST_WAIT, OMITTED_WAIT_CAP,
 };
+pub use init_producer_id::ProducerIdentity;
+#[doc(hidden)]
+pub use init_producer_id::{init_producer_id_request, read_init_producer_id_response};
 #[doc(hidden)]
 pub use list_offsets::{list_offsets_request, read_list_offsets_response};
 pub use list_offsets::{ListedOffset, OffsetSpec};
@@ -71,9 +71,9 @@ pub use list_offsets::{ListedOffset, OffsetSpec};
 pub use metadata::metadata_request;
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
 use pool::Pool;
-pub use produce::{ProduceAnswer, ACKS_ALL};
 #[doc(hidden)]
 pub use produce::{produce_request, read_produce_response};
+pub use produce::{ProduceAnswer, ACKS_ALL};
 pub use retry::RetryPolicy;
 
 use crate::connection::{Connection, ConnectionConfig, ConnectionStats};

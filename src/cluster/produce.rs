@@ -124,7 +124,10 @@ impl Cluster {
                 }
                 Err(e) => Err(e.into()),
             };
-            if result.as_ref().is_err_and(ClientError::invalidates_metadata) {
+            if result
+                .as_ref()
+                .is_err_and(ClientError::invalidates_metadata)
+            {
                 cluster.invalidate(&topic);
             }
             cluster.evict_if_lost(&connection, &result);

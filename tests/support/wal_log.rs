@@ -186,8 +186,14 @@ pub(crate) fn check_written(
             .find(|e| e.offset == *offset)
             .unwrap_or_else(|| panic!("entry {n} at {offset} not indexed"));
         let hint = e.hint.expect("the writer's hints");
-        assert_eq!(hint.batch_base, batch.header.base_offset, "entry {n}: batch base");
-        assert_eq!(hint.batch_len as usize, batch.len, "entry {n}: batch length");
+        assert_eq!(
+            hint.batch_base, batch.header.base_offset,
+            "entry {n}: batch base"
+        );
+        assert_eq!(
+            hint.batch_len as usize, batch.len,
+            "entry {n}: batch length"
+        );
         let compressed = batch.header.attributes.compression_id() != Compression::None.id();
         let want_end = match compressed {
             true => batch.len,

@@ -336,8 +336,8 @@ mod tests {
         BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
     };
     use kafka_protocol::messages::{
-        produce_response, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse, InitProducerIdResponse,
-        ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId,
+        produce_response, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse,
+        InitProducerIdResponse, ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId,
     };
 
     use super::super::tests::{encode, name, s};

@@ -111,7 +111,10 @@ fn append(
                     DuplicateAnswer::NoOffset => Ok((-1, log_start)),
                     DuplicateAnswer::DuplicateSequenceNumber => Err((
                         ResponseError::DuplicateSequenceNumber.code(),
-                        format!("the batch of sequence {} is a duplicate", header.base_sequence),
+                        format!(
+                            "the batch of sequence {} is a duplicate",
+                            header.base_sequence
+                        ),
                     )),
                 };
             }
