@@ -669,6 +669,9 @@ impl Task {
 
     /// Answers the flushes whose batches are all written or failed.
     fn answer_flushes(&mut self) {
+        if self.flushes.is_empty() {
+            return;
+        }
         let unresolved = self
             .in_flight
             .iter()
