@@ -2,10 +2,14 @@
 //! builds the index while it writes.
 //!
 //! # Batches
-//! Entries are collected for a *linger window* ([`WriterConfig::linger`]
-//! after the window's first entry), then encoded by the codec (any
-//! compression) into record batches, one Produce request per batch, with
-//! `acks = all`. How a window becomes batches is the [`WriterMode`]:
+//! Entries are collected for a *linger window* (up to
+//! [`WriterConfig::linger`] after the window's first entry: the timer is
+//! armed up to 1 ms early, at most a quarter of `linger`, as tokio's timers
+//! fire on millisecond ticks), then encoded by the codec (any compression)
+//! into record batches, one Produce request per batch, with `acks = all`.
+//! While the pipeline is full, a window whose linger ran out keeps filling
+//! until a request can go, so that under load batches grow instead of
+//! queueing small. How a window becomes batches is the [`WriterMode`]:
 //!
 //! - [`WriterMode::Clustered`] (the default): the window's entries are
 //!   grouped by region and each region's group becomes its own batch (split
@@ -561,14 +565,21 @@ impl Task {
             // load batches fill up instead of queueing small (the Java
             // producer's accumulator does the same).
             let room = self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight;
-            if room && self.window.deadline.is_some_and(|d| d <= Instant::now()) {
+            // Armed a little early: tokio's timers fire on millisecond
+            // ticks, up to one late, and an entry may wait `linger` at most.
+            let slack = (self.config.linger / 4).min(Duration::from_millis(1));
+            let due = self
+                .window
+                .deadline
+                .map(|d| d.checked_sub(slack).unwrap_or(d));
+            if room && due.is_some_and(|d| d <= Instant::now()) {
                 self.close_window();
                 continue;
             }
             // Take more entries while the buffered ones stay under the
             // cap: past it, a full queue makes `append` wait.
             let accepting = !closed && self.buffered < self.buffer_cap();
-            let deadline = self.window.deadline.filter(|_| room);
+            let deadline = due.filter(|_| room);
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
