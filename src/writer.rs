@@ -9,7 +9,10 @@
 //! into record batches, one Produce request per batch, with `acks = all`.
 //! While the pipeline is full, a window whose linger ran out keeps filling
 //! until a request can go, so that under load batches grow instead of
-//! queueing small. How a window becomes batches is the [`WriterMode`]:
+//! queueing small, or until one of its batches fills: the whole window then
+//! closes, so that a quiet region's entries never wait behind batches of
+//! busier regions formed after them. How a window becomes batches is the
+//! [`WriterMode`]:
 //!
 //! - [`WriterMode::Clustered`] (the default): the window's entries are
 //!   grouped by region and each region's group becomes its own batch (split
@@ -627,6 +630,20 @@ impl Task {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
         };
+        // A window past its linger (kept open while the pipeline is full)
+        // closes whole as soon as one of its groups fills: its other
+        // groups then queue before the batches formed after them, so no
+        // region's entries wait behind busier regions for long.
+        let max = self.config.max_batch_bytes;
+        let overdue = self.window.deadline.is_some_and(|d| d <= Instant::now());
+        let fills = |w: &Window| {
+            w.by_key
+                .get(&key)
+                .is_some_and(|&g| !w.groups[g].entries.is_empty() && w.groups[g].bytes + size > max)
+        };
+        if overdue && fills(&self.window) {
+            self.close_window();
+        }
         if self.window.deadline.is_none() {
             self.window.deadline = Some(Instant::now() + self.config.linger);
         }
@@ -639,7 +656,6 @@ impl Task {
                 slot
             }
         };
-        let max = self.config.max_batch_bytes;
         let group = &mut self.window.groups[slot];
         if !group.entries.is_empty() && group.bytes + size > max {
             let full = std::mem::take(group);
@@ -649,8 +665,12 @@ impl Task {
         group.bytes += size;
         group.entries.push(pending);
         if group.bytes >= max {
-            let full = std::mem::take(group);
-            self.form(full.entries);
+            if overdue {
+                self.close_window();
+            } else {
+                let full = std::mem::take(group);
+                self.form(full.entries);
+            }
         }
     }
 
