@@ -9,9 +9,9 @@
 //! into record batches, one Produce request per batch, with `acks = all`.
 //! While the pipeline is full, a window whose linger ran out keeps filling
 //! until a request can go, so that under load batches grow instead of
-//! queueing small, or until one of its batches fills: the whole window then
-//! closes, so that a quiet region's entries never wait behind batches of
-//! busier regions formed after them. How a window becomes batches is the
+//! queueing small, but for one more linger at most: a quiet region's
+//! entries then wait behind busier regions' full batches (sent as they
+//! fill) for one linger at most. How a window becomes batches is the
 //! [`WriterMode`]:
 //!
 //! - [`WriterMode::Clustered`] (the default): the window's entries are
@@ -575,14 +575,23 @@ impl Task {
                 .window
                 .deadline
                 .map(|d| d.checked_sub(slack).unwrap_or(d));
-            if room && due.is_some_and(|d| d <= Instant::now()) {
+            // Kept open past its linger, a window closes at twice its
+            // linger whatever the pipeline: a quiet region's entries wait
+            // behind busier regions' full batches for one linger at most.
+            let forced = self.window.deadline.map(|d| d + self.config.linger);
+            let now = Instant::now();
+            let close = match room {
+                true => due.is_some_and(|d| d <= now),
+                false => forced.is_some_and(|d| d <= now),
+            };
+            if close {
                 self.close_window();
                 continue;
             }
             // Take more entries while the buffered ones stay under the
             // cap: past it, a full queue makes `append` wait.
             let accepting = !closed && self.buffered < self.buffer_cap();
-            let deadline = due.filter(|_| room);
+            let deadline = if room { due } else { forced };
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
@@ -630,20 +639,7 @@ impl Task {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
         };
-        // A window past its linger (kept open while the pipeline is full)
-        // closes whole as soon as one of its groups fills: its other
-        // groups then queue before the batches formed after them, so no
-        // region's entries wait behind busier regions for long.
         let max = self.config.max_batch_bytes;
-        let overdue = self.window.deadline.is_some_and(|d| d <= Instant::now());
-        let fills = |w: &Window| {
-            w.by_key
-                .get(&key)
-                .is_some_and(|&g| !w.groups[g].entries.is_empty() && w.groups[g].bytes + size > max)
-        };
-        if overdue && fills(&self.window) {
-            self.close_window();
-        }
         if self.window.deadline.is_none() {
             self.window.deadline = Some(Instant::now() + self.config.linger);
         }
@@ -665,12 +661,8 @@ impl Task {
         group.bytes += size;
         group.entries.push(pending);
         if group.bytes >= max {
-            if overdue {
-                self.close_window();
-            } else {
-                let full = std::mem::take(group);
-                self.form(full.entries);
-            }
+            let full = std::mem::take(group);
+            self.form(full.entries);
         }
     }
 
