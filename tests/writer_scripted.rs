@@ -276,3 +276,38 @@ async fn a_refused_batch_fails_alone_and_the_rest_follow_under_a_new_producer_id
         "a new producer id: {layout:?}"
     );
 }
+
+#[tokio::test]
+async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_again() {
+    let (scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Interleaved)
+        .with_idempotent(false)
+        .with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = written(append_all(&writer, &entries(0, 100)).await);
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
+    let results = append_all(&writer, &entries(100, 200)).await;
+    let index = writer.close().await.expect("closed");
+    let failed: Vec<_> = results.iter().filter(|r| r.2.is_err()).collect();
+    assert!(!failed.is_empty(), "the batch whose answer was lost fails");
+    for (_, _, e) in &failed {
+        let e = e.as_ref().unwrap_err();
+        assert!(matches!(e, Error::Client(_)), "{e}");
+    }
+    // The broker appended the batch once; the writer did not send it again
+    // and did not index it.
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let records: usize = log.iter().map(|b| b.records.len()).sum();
+    assert_eq!(records, 300, "every entry once, the lost batch included");
+    let ok = results.iter().filter(|r| r.2.is_ok()).count();
+    assert_eq!(
+        index.len(),
+        first.len() + ok,
+        "failed entries are not indexed"
+    );
+    assert_eq!(
+        scripted.stats(1).unwrap().requests_of(ApiKey::Produce),
+        log.len() as u64,
+        "one Produce per batch"
+    );
+}
