@@ -70,15 +70,14 @@ use rskafka::client::ClientBuilder;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
-use walfetch::index::{IndexEntry, WalIndex};
 use walfetch::local_broker::{find_tansu, LocalBroker};
 use walfetch::plan::PlanConfig;
 use walfetch_testkit::ScriptedCluster;
 
-use contenders::{Clients, Contender, RunResult, Scenario};
+use contenders::{Clients, Contender, RunResult};
 use proxy::Proxy;
 use report::Row;
-use workload::{WorkloadSpec, Written};
+use workload::WorkloadSpec;
 
 const USAGE: &str = "\
 replay benchmark: walfetch vs scan, estimate (walfetch and rskafka), offsets-only
@@ -548,7 +547,7 @@ async fn bench_broker(
         };
 
         let picked = if args.runs_scenario("replay") {
-            scenarios(&topic, &written, args.checkpoint)?
+            contenders::scenarios(&topic, &written, args.checkpoint)?
         } else {
             Vec::new()
         };
@@ -640,67 +639,4 @@ async fn bench_broker(
         }
     }
     Ok(datasets)
-}
-
-/// Copies the entries of `index` in `from..=last` (every region), with or
-/// without hints, and sets `last_index` to `last`.
-fn restrict(index: &WalIndex, from: i64, last: i64, hints: bool) -> Result<WalIndex, String> {
-    let mut out = WalIndex::new();
-    for (region, entries) in index.regions() {
-        for e in entries.range(from, last + 1) {
-            let entry = if hints {
-                *e
-            } else {
-                IndexEntry::offset_only(e.offset)
-            };
-            out.push(region, entry).map_err(|e| e.to_string())?;
-        }
-    }
-    out.set_last_index(last);
-    Ok(out)
-}
-
-/// The hottest, a median and a cold region, each with a complete index and
-/// with one that stops halfway through the range.
-fn scenarios(topic: &str, written: &Written, checkpoint: f64) -> Result<Vec<Scenario>, String> {
-    let end = written.end;
-    let from = (end as f64 * checkpoint) as i64;
-    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
-    for e in written.entries.iter().filter(|e| e.offset >= from) {
-        *counts.entry(e.region).or_default() += 1;
-    }
-    let mut by_activity: Vec<(usize, u64)> = counts.into_iter().map(|(r, n)| (n, r)).collect();
-    by_activity.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let Some(&hot) = by_activity.first() else {
-        return Ok(Vec::new());
-    };
-    let median = by_activity[by_activity.len() / 2];
-    let cold = by_activity[by_activity.len() - 1];
-    let mut picks = vec![("hot", hot.1), ("median", median.1), ("cold", cold.1)];
-    picks.dedup_by_key(|p| p.1);
-    let mut out = Vec::new();
-    for (class, region) in picks {
-        for (mode, last) in [("complete", end - 1), ("tail", from + (end - from) / 2)] {
-            let expected = written
-                .entries
-                .iter()
-                .filter(|e| e.region == region && e.offset >= from)
-                .cloned()
-                .collect();
-            let hinted = restrict(&written.index, from, last, true)?;
-            let offsets_only = restrict(&written.index, from, last, false)?;
-            out.push(Scenario {
-                topic: topic.to_string(),
-                region,
-                class,
-                index_mode: mode,
-                range: from..end,
-                last_index: last,
-                hinted,
-                offsets_only,
-                expected,
-            });
-        }
-    }
-    Ok(out)
 }

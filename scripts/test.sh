@@ -26,8 +26,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 step "tests"
 cargo test --locked --workspace --all-features
 
-step "benchmarks, quick: every replay contender checked against the written entries; codec bench smoke"
+step "benchmarks, quick: every replay contender checked against the written entries; writer bench smoke; codec bench smoke"
 cargo bench --locked --bench replay -- --quick
+cargo bench --locked --bench writer -- --quick
 cargo bench --locked -p walfetch-codec --bench decode -- --test
 
 step "fuzz smoke (${FUZZ_SECONDS:-10} s per target)"

@@ -152,6 +152,8 @@ error_codes! {
     KafkaStorageError = 56, "KAFKA_STORAGE_ERROR", true;
     /// SASL authentication failed (wrong credentials, unknown user).
     SaslAuthenticationFailed = 58, "SASL_AUTHENTICATION_FAILED", false;
+    /// The broker has no state for the producer id (expired, or never seen).
+    UnknownProducerId = 59, "UNKNOWN_PRODUCER_ID", false;
     /// The fetch session ID was not found.
     FetchSessionIdNotFound = 70, "FETCH_SESSION_ID_NOT_FOUND", true;
     /// The fetch session epoch is invalid.
@@ -172,6 +174,8 @@ error_codes! {
     EligibleLeadersNotAvailable = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true;
     /// A record failed validation on the broker.
     InvalidRecord = 87, "INVALID_RECORD", false;
+    /// A newer producer with the same id has fenced this one.
+    ProducerFenced = 90, "PRODUCER_FENCED", false;
     /// The throttling quota has been exceeded.
     ThrottlingQuotaExceeded = 89, "THROTTLING_QUOTA_EXCEEDED", true;
     /// The broker does not host this topic id.

@@ -1,32 +1,137 @@
 //! The WAL writer: appends entries of many regions to one partition and
 //! builds the index while it writes.
 //!
-//! Entries are grouped into batches by size and a linger time, encoded by
-//! the codec (any compression) and produced with `acks = all`, one batch in
-//! flight at a time so offsets follow append order. Each entry's record has
-//! the region id as its key (8 bytes, big-endian) — the rule `walfetch index
-//! build --key` reads back — the payload as its value, and the caller's
-//! headers. For every entry the index records its offset and the hints the
-//! writer knows exactly: the batch's base offset and encoded length, and
-//! where the entry's record ends inside the batch.
+//! # Batches
+//! Entries are collected for a *linger window* (up to
+//! [`WriterConfig::linger`] after the window's first entry: the timer is
+//! armed up to 1 ms early, at most a quarter of `linger`, as tokio's timers
+//! fire on millisecond ticks), then encoded by the codec (any compression)
+//! into record batches, one Produce request per batch, with `acks = all`.
+//! While the pipeline is full, a window whose linger ran out keeps filling
+//! until a request can go, so that under load batches grow instead of
+//! queueing small, but for one more linger at most: a quiet region's
+//! entries then wait behind busier regions' full batches (sent as they
+//! fill) for one linger at most. How a window becomes batches is the
+//! [`WriterMode`]:
+//!
+//! - [`WriterMode::Clustered`] (the default): the window's entries are
+//!   grouped by region and each region's group becomes its own batch (split
+//!   at [`WriterConfig::max_batch_bytes`]; a group that reaches it is sent
+//!   at once). A batch then holds one region, so a replay of a region skips
+//!   the other regions' batches whole: the layout GreptimeDB writes, one
+//!   batch per region write.
+//! - [`WriterMode::Interleaved`]: the window's entries, in append order,
+//!   make batches of up to `max_batch_bytes`: many regions per batch, fewer
+//!   and larger batches.
+//!
+//! Within a region, entries keep their append order in both modes; across
+//! regions, a clustered window orders its regions by their first entry.
+//!
+//! # In flight, and the idempotent producer
+//! Up to [`WriterConfig::max_in_flight`] Produce requests (1 to 5, default
+//! 5) are in flight at once, pipelined on the leader's primary connection,
+//! which keeps them in order. With [`WriterConfig::idempotent`] (the
+//! default; required for more than one in flight, as Kafka requires) the
+//! writer first asks for a producer id (InitProducerId) and stamps each
+//! batch with it, its epoch and the partition's next sequence number
+//! (KIP-98). A batch whose answer is lost (the connection breaks, the
+//! request times out) or refused with a retriable error is sent again,
+//! with every batch after it, with the same sequence numbers and in the
+//! same order, after a backoff and until the cluster's retry deadline: the
+//! broker appends each batch once and answers a batch it already has with
+//! its original offset. A broker may instead answer a duplicate with
+//! `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka); the
+//! writer then finds the batch in the log by its producer id and sequence.
+//!
+//! A batch the broker refuses for good (`MESSAGE_TOO_LARGE`,
+//! `OUT_OF_ORDER_SEQUENCE_NUMBER`, `UNKNOWN_PRODUCER_ID`, ...) fails its
+//! entries; the batches behind it are then, under Kafka's sequence rules,
+//! refused too (their sequence no longer follows). The writer waits for
+//! their answers, takes a new producer id (sequences start again at 0, as
+//! the Java producer does when it resets its producer id) and sends again
+//! those that were refused for their sequence. A batch that runs out of
+//! retries fails with every batch sent after it whose fate is unknown, and
+//! the writer takes a new producer id for what follows. Without
+//! idempotence (one in flight), a Produce whose answer is lost is not sent
+//! again (it may have been appended): its entries fail.
+//!
+//! # Records and the index
+//! Each entry's record has the region id as its key (8 bytes, big-endian)
+//! — the rule `walfetch index build --key` reads back — the payload as its
+//! value, and the caller's headers, preceded (with
+//! [`WriterConfig::record_checksums`], the default) by the per-record
+//! checksum header [`walfetch_codec::RECORD_CHECKSUM_HEADER`]: a CRC32C of
+//! key and value that lets a reader check a record it read without the
+//! rest of its batch. For every entry the index records its offset and the
+//! hints the writer knows exactly: the base offset the broker gave the
+//! batch, the batch's encoded length, and where the entry's record ends
+//! inside the batch. Batches are indexed in the order they were sent, once
+//! acknowledged, so a region's offsets only grow, and `last_index` covers
+//! every batch acknowledged.
 //!
 //! Several writers may share a partition: their batches interleave, and
-//! each writer's index covers its own batches; [`WalIndex::merge`] joins them.
+//! each writer's index covers its own batches; [`WalIndex::merge`] joins
+//! them.
+//!
+//! # References
+//! - KIP-98 (idempotent producer: producer ids, epochs, sequence numbers,
+//!   the broker's five cached batches per producer); the Java producer's
+//!   `max.in.flight.requests.per.connection` (at most 5 with idempotence).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use walfetch_codec::{BatchBuilder, Compression, NewRecord};
+use tokio::time::Instant;
+use walfetch_codec::{
+    record_checksum_header, BatchBuilder, Batches, Compression, DecodeOptions, NewRecord,
+    RECORD_CHECKSUM_HEADER,
+};
 
-use crate::cluster::Cluster;
+use crate::cluster::{ClientError, Cluster, FetchParams, ProduceAnswer, ProducerIdentity};
+use crate::connection::Connection;
 use crate::error::Error;
+use crate::error_code::ErrorCode;
 use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionId, RegionRule, WalIndex};
 
-/// Settings of a [`WalWriter`].
+/// Bytes of entries the writer buffers before `append` waits (the Java
+/// producer's `buffer.memory` default), unless the pipeline needs more
+/// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]).
+pub const BUFFER_BYTES: usize = 32 << 20;
+
+/// The most Produce requests an idempotent producer may have in flight on
+/// one partition: the broker remembers the last five batches of each
+/// producer, so only those can be recognised when sent again.
+pub const MAX_IN_FLIGHT: usize = 5;
+
+/// How a linger window's entries become batches; see the module docs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WriterMode {
+    /// One batch per region per window (split at `max_batch_bytes`).
+    #[default]
+    Clustered,
+    /// Batches of entries in append order, regions mixed.
+    Interleaved,
+}
+
+impl WriterMode {
+    /// `clustered` or `interleaved`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriterMode::Clustered => "clustered",
+            WriterMode::Interleaved => "interleaved",
+        }
+    }
+}
+
+/// Settings of a [`WalWriter`]. Build with [`WriterConfig::new`] and the
+/// `with_*` setters (or assign the fields).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WriterConfig {
     /// The topic.
     pub topic: String,
@@ -37,15 +142,29 @@ pub struct WriterConfig {
     /// A batch is sent once its records reach this many bytes (before
     /// compression). Keep it under the broker's `message.max.bytes`.
     pub max_batch_bytes: usize,
-    /// How long the first entry of a batch may wait for more.
+    /// How long the first entry of a window may wait for more.
     pub linger: Duration,
     /// Entries queued before `append` waits.
     pub queue: usize,
+    /// How a window's entries become batches (default clustered).
+    pub mode: WriterMode,
+    /// Produce requests in flight at once, 1 to [`MAX_IN_FLIGHT`] (default
+    /// 5); more than 1 requires [`WriterConfig::idempotent`].
+    pub max_in_flight: usize,
+    /// Whether the writer is an idempotent producer (default true): batches
+    /// carry a producer id and sequence numbers, and a batch whose answer
+    /// was lost is sent again without being appended twice.
+    pub idempotent: bool,
+    /// Whether every record carries the per-record checksum header
+    /// [`walfetch_codec::RECORD_CHECKSUM_HEADER`] (default true; 23 bytes
+    /// a record before compression). Turn it off only for readers that
+    /// cannot skip an unknown header.
+    pub record_checksums: bool,
 }
 
 impl WriterConfig {
     /// Defaults for `topic`/`partition`: uncompressed, 256 KiB batches,
-    /// 5 ms linger.
+    /// 5 ms linger, clustered, 5 in flight, idempotent, record checksums.
     pub fn new(topic: impl Into<String>, partition: i32) -> Self {
         Self {
             topic: topic.into(),
@@ -54,7 +173,80 @@ impl WriterConfig {
             max_batch_bytes: 256 << 10,
             linger: Duration::from_millis(5),
             queue: 16_384,
+            mode: WriterMode::Clustered,
+            max_in_flight: MAX_IN_FLIGHT,
+            idempotent: true,
+            record_checksums: true,
         }
+    }
+
+    /// Sets [`WriterConfig::compression`].
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets [`WriterConfig::max_batch_bytes`].
+    pub fn with_max_batch_bytes(mut self, bytes: usize) -> Self {
+        self.max_batch_bytes = bytes;
+        self
+    }
+
+    /// Sets [`WriterConfig::linger`].
+    pub fn with_linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Sets [`WriterConfig::queue`].
+    pub fn with_queue(mut self, entries: usize) -> Self {
+        self.queue = entries;
+        self
+    }
+
+    /// Sets [`WriterConfig::mode`].
+    pub fn with_mode(mut self, mode: WriterMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`WriterConfig::max_in_flight`].
+    pub fn with_max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests;
+        self
+    }
+
+    /// Sets [`WriterConfig::idempotent`].
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Sets [`WriterConfig::record_checksums`].
+    pub fn with_record_checksums(mut self, on: bool) -> Self {
+        self.record_checksums = on;
+        self
+    }
+
+    /// Checks the settings: `max_in_flight` in `1..=5`, and idempotence
+    /// when more than one request may be in flight (without it, a batch
+    /// sent again after an error could land behind the batches sent after
+    /// it, or twice).
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(1..=MAX_IN_FLIGHT).contains(&self.max_in_flight) {
+            return Err(Error::InvalidArgument(format!(
+                "WAL writer max_in_flight must be 1 to {MAX_IN_FLIGHT}, not {}",
+                self.max_in_flight
+            )));
+        }
+        if self.max_in_flight > 1 && !self.idempotent {
+            return Err(Error::InvalidArgument(format!(
+                "WAL writer: {} requests in flight need an idempotent producer \
+                 (idempotent = true), as Kafka requires; or set max_in_flight = 1",
+                self.max_in_flight
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -69,6 +261,10 @@ pub struct WalEntry {
     pub headers: Vec<(Bytes, Option<Bytes>)>,
 }
 
+/// The bytes the checksum header adds to a record: key, value and their
+/// lengths (varints of one byte each).
+const CHECKSUM_HEADER_BYTES: usize = RECORD_CHECKSUM_HEADER.len() + 4 + 2;
+
 impl WalEntry {
     /// An entry with no headers.
     pub fn new(region: RegionId, payload: impl Into<Bytes>) -> Self {
@@ -81,7 +277,8 @@ impl WalEntry {
 
     /// The bytes this entry counts against [`WriterConfig::max_batch_bytes`]:
     /// its payload and headers plus a fixed allowance for the record's
-    /// framing.
+    /// framing (the checksum header, when the writer adds it, counts on
+    /// top).
     pub fn batch_bytes(&self) -> usize {
         32 + self.payload.len()
             + self
@@ -130,13 +327,17 @@ impl std::future::Future for Appended {
 pub struct WalWriter {
     commands: mpsc::Sender<Command>,
     index: Arc<Mutex<WalIndex>>,
-    task: JoinHandle<()>,
+    task: Option<JoinHandle<()>>,
+    /// Why the writer never started: its settings are invalid.
+    invalid: Option<String>,
     topic: String,
     partition: i32,
 }
 
 impl WalWriter {
-    /// Starts a writer on `cluster`.
+    /// Starts a writer on `cluster`. With settings
+    /// [`WriterConfig::validate`] refuses, the writer does not start and
+    /// every call returns that error.
     pub fn new(cluster: Arc<Cluster>, config: WriterConfig) -> Self {
         let (commands, queue) = mpsc::channel(config.queue.max(1));
         let mut fresh = WalIndex::new();
@@ -148,20 +349,31 @@ impl WalWriter {
         );
         let index = Arc::new(Mutex::new(fresh));
         let (topic, partition) = (config.topic.clone(), config.partition);
-        let task = tokio::spawn(run(cluster, config, queue, Arc::clone(&index)));
+        let (task, invalid) = match config.validate() {
+            Ok(()) => {
+                let task = Task::new(cluster, config, Arc::clone(&index));
+                (Some(tokio::spawn(task.run(queue))), None)
+            }
+            Err(Error::InvalidArgument(why)) => (None, Some(why)),
+            Err(other) => (None, Some(other.to_string())),
+        };
         Self {
             commands,
             index,
             task,
+            invalid,
             topic,
             partition,
         }
     }
 
     fn closed(&self) -> Error {
-        Error::WriterClosed {
-            topic: self.topic.clone(),
-            partition: self.partition,
+        match &self.invalid {
+            Some(why) => Error::InvalidArgument(why.clone()),
+            None => Error::WriterClosed {
+                topic: self.topic.clone(),
+                partition: self.partition,
+            },
         }
     }
 
@@ -174,6 +386,9 @@ impl WalWriter {
                 entry.payload.len()
             )));
         }
+        if self.invalid.is_some() {
+            return Err(self.closed());
+        }
         let (ack, offset) = oneshot::channel();
         self.commands
             .send(Command::Append(Pending { entry, ack }))
@@ -184,6 +399,9 @@ impl WalWriter {
 
     /// Waits until every entry queued so far is written (or failed).
     pub async fn flush(&self) -> Result<(), Error> {
+        if self.invalid.is_some() {
+            return Err(self.closed());
+        }
         let (done, wait) = oneshot::channel();
         self.commands
             .send(Command::Flush(done))
@@ -198,10 +416,13 @@ impl WalWriter {
     }
 
     /// Writes what is queued, stops the writer and returns the index.
-    pub async fn close(self) -> Result<WalIndex, Error> {
+    pub async fn close(mut self) -> Result<WalIndex, Error> {
         let flushed = self.flush().await;
-        drop(self.commands);
-        let _ = self.task.await;
+        let (commands, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.commands, commands));
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
         flushed?;
         let index = lock(&self.index).clone();
         Ok(index)
@@ -214,149 +435,687 @@ fn lock(index: &Mutex<WalIndex>) -> MutexGuard<'_, WalIndex> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The writer task: collect a batch, write it, repeat.
-async fn run(
-    cluster: Arc<Cluster>,
-    config: WriterConfig,
-    mut queue: mpsc::Receiver<Command>,
-    index: Arc<Mutex<WalIndex>>,
-) {
-    let mut carry: Option<Pending> = None;
-    loop {
-        let first = match carry.take() {
-            Some(p) => p,
-            None => match queue.recv().await {
-                Some(Command::Append(p)) => p,
-                Some(Command::Flush(done)) => {
-                    let _ = done.send(());
-                    continue;
-                }
-                None => return,
-            },
-        };
-        let deadline = tokio::time::Instant::now() + config.linger;
-        let mut size = first.entry.batch_bytes();
-        let mut batch = vec![first];
-        let mut flushes = Vec::new();
-        while size < config.max_batch_bytes {
-            tokio::select! {
-                command = queue.recv() => match command {
-                    Some(Command::Append(p)) => {
-                        if size + p.entry.batch_bytes() > config.max_batch_bytes {
-                            carry = Some(p);
-                            break;
-                        }
-                        size += p.entry.batch_bytes();
-                        batch.push(p);
-                    }
-                    Some(Command::Flush(done)) => {
-                        flushes.push(done);
-                        break;
-                    }
-                    None => break,
-                },
-                () = tokio::time::sleep_until(deadline) => break,
-            }
-        }
-        write_batch(&cluster, &config, batch, &index).await;
-        for done in flushes {
-            let _ = done.send(());
-        }
-    }
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Encodes, produces and indexes one batch, then answers its entries.
-async fn write_batch(
-    cluster: &Cluster,
-    config: &WriterConfig,
-    batch: Vec<Pending>,
-    index: &Mutex<WalIndex>,
-) {
-    let timestamp = now_ms();
-    let records: Vec<NewRecord> = batch
-        .iter()
-        .enumerate()
-        .map(|(i, p)| NewRecord {
-            offset_delta: i as i32,
-            timestamp,
-            key: Some(Bytes::copy_from_slice(&p.entry.region.to_be_bytes())),
-            value: Some(p.entry.payload.clone()),
-            headers: p.entry.headers.clone(),
-        })
-        .collect();
-    let encoded = match BatchBuilder::new(0)
-        .compression(config.compression)
-        .encode(&records)
-    {
-        Ok(encoded) => encoded,
-        Err(e) => {
-            let what = e.to_string();
-            for p in batch {
-                let _ = p.ack.send(Err(Error::Encode {
-                    topic: config.topic.clone(),
-                    partition: config.partition,
-                    source: walfetch_codec::Error::InvalidInput { what: what.clone() },
-                }));
+/// A batch as encoded for one producer stamp.
+struct Encoded {
+    bytes: Bytes,
+    /// Where each record ends in the batch (the batch length when
+    /// compressed).
+    record_ends: Vec<u32>,
+    /// The producer and base sequence it carries (idempotent writers).
+    stamp: Option<(ProducerIdentity, i32)>,
+}
+
+/// One batch: its entries, in order, and its state.
+struct Batch {
+    /// The writer's own count of batches, in the order they were formed.
+    number: u64,
+    entries: Vec<Pending>,
+    encoded: Option<Encoded>,
+    /// When it was first tried (the retry deadline runs from there).
+    first_try: Option<Instant>,
+    /// Whether a request with it ever left: if so, the broker may have it.
+    sent: bool,
+    /// Its entries' bytes, while counted in the writer's buffered bytes
+    /// (until first sent or failed).
+    buffered: usize,
+    attempts: u32,
+}
+
+/// A batch whose Produce request is in flight.
+struct InFlight {
+    batch: Batch,
+    answer: ProduceAnswer,
+    connection: Arc<Connection>,
+    /// Sent while the writer waits out the batches behind a refused one:
+    /// a sequence error then means "send again under a new producer id".
+    behind_refused: bool,
+}
+
+/// The entries of a window of one region (clustered) or of all
+/// (interleaved).
+#[derive(Default)]
+struct Group {
+    bytes: usize,
+    entries: Vec<Pending>,
+}
+
+/// The open linger window.
+#[derive(Default)]
+struct Window {
+    deadline: Option<Instant>,
+    /// Groups in the order of their first entry.
+    groups: Vec<Group>,
+    by_key: HashMap<RegionId, usize>,
+}
+
+/// The writer task's state.
+struct Task {
+    cluster: Arc<Cluster>,
+    config: WriterConfig,
+    index: Arc<Mutex<WalIndex>>,
+    window: Window,
+    /// Formed batches not in flight, in the order they must be sent.
+    ready: VecDeque<Batch>,
+    in_flight: VecDeque<InFlight>,
+    next_number: u64,
+    /// Flushes waiting for every batch numbered below theirs.
+    flushes: Vec<(u64, oneshot::Sender<()>)>,
+    producer: Option<ProducerIdentity>,
+    next_sequence: i32,
+    /// A refused batch ended the producer's sequence: take a new producer
+    /// id once the requests in flight are answered.
+    reset_producer: bool,
+    /// No sends before this (backoff after a retriable failure).
+    resume_at: Option<Instant>,
+    /// Where the writer's next batch can be in the log, at the earliest:
+    /// past its last acknowledged batch.
+    search_from: i64,
+    /// Bytes of the entries in the window and the ready batches.
+    buffered: usize,
+}
+
+impl Task {
+    fn new(cluster: Arc<Cluster>, config: WriterConfig, index: Arc<Mutex<WalIndex>>) -> Self {
+        Self {
+            cluster,
+            config,
+            index,
+            window: Window::default(),
+            ready: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            next_number: 0,
+            flushes: Vec::new(),
+            producer: None,
+            next_sequence: 0,
+            reset_producer: false,
+            resume_at: None,
+            search_from: 0,
+            buffered: 0,
+        }
+    }
+
+    /// How many bytes of entries may wait for a request (in the window or
+    /// in formed batches): a full pipeline's worth beyond what is in
+    /// flight, at least [`BUFFER_BYTES`].
+    fn buffer_cap(&self) -> usize {
+        (self
+            .config
+            .max_in_flight
+            .saturating_mul(self.config.max_batch_bytes))
+        .max(BUFFER_BYTES)
+    }
+
+    async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
+        let mut closed = false;
+        loop {
+            self.send_ready().await;
+            self.answer_flushes();
+            if closed
+                && self.window.groups.is_empty()
+                && self.ready.is_empty()
+                && self.in_flight.is_empty()
+            {
+                return;
             }
+            // A window whose linger ran out closes once a request can go:
+            // while the pipeline is full, it keeps growing, so that under
+            // load batches fill up instead of queueing small (the Java
+            // producer's accumulator does the same).
+            let room = self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight;
+            // Armed a little early: tokio's timers fire on millisecond
+            // ticks, up to one late, and an entry may wait `linger` at most.
+            let slack = (self.config.linger / 4).min(Duration::from_millis(1));
+            let due = self
+                .window
+                .deadline
+                .map(|d| d.checked_sub(slack).unwrap_or(d));
+            // Kept open past its linger, a window closes at twice its
+            // linger whatever the pipeline: a quiet region's entries wait
+            // behind busier regions' full batches for one linger at most.
+            let forced = self.window.deadline.map(|d| d + self.config.linger);
+            let now = Instant::now();
+            let close = match room {
+                true => due.is_some_and(|d| d <= now),
+                false => forced.is_some_and(|d| d <= now),
+            };
+            if close {
+                self.close_window();
+                continue;
+            }
+            // Take more entries while the buffered ones stay under the
+            // cap: past it, a full queue makes `append` wait.
+            let accepting = !closed && self.buffered < self.buffer_cap();
+            let deadline = if room { due } else { forced };
+            let resume = self.resume_at;
+            let head = async {
+                match self.in_flight.front_mut() {
+                    Some(f) => f.answer.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                answer = head => self.on_answer(answer).await,
+                () = sleep_until(deadline) => self.close_window(),
+                () = sleep_until(resume) => self.resume_at = None,
+                command = queue.recv(), if accepting => match command {
+                    Some(Command::Append(p)) => self.add(p),
+                    Some(Command::Flush(done)) => {
+                        self.close_window();
+                        self.flushes.push((self.next_number, done));
+                    }
+                    None => {
+                        closed = true;
+                        self.close_window();
+                    }
+                },
+            }
+        }
+    }
+
+    /// The bytes an entry counts against `max_batch_bytes`.
+    fn entry_bytes(&self, entry: &WalEntry) -> usize {
+        entry.batch_bytes()
+            + if self.config.record_checksums {
+                CHECKSUM_HEADER_BYTES
+            } else {
+                0
+            }
+    }
+
+    /// Adds an entry to the window (opening one if needed); a group it
+    /// would push past `max_batch_bytes` becomes a batch first, and one it
+    /// fills becomes a batch at once.
+    fn add(&mut self, pending: Pending) {
+        let size = self.entry_bytes(&pending.entry);
+        self.buffered += size;
+        let key = match self.config.mode {
+            WriterMode::Clustered => pending.entry.region,
+            WriterMode::Interleaved => 0,
+        };
+        let max = self.config.max_batch_bytes;
+        if self.window.deadline.is_none() {
+            self.window.deadline = Some(Instant::now() + self.config.linger);
+        }
+        let slot = match self.window.by_key.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                self.window.groups.push(Group::default());
+                let slot = self.window.groups.len() - 1;
+                self.window.by_key.insert(key, slot);
+                slot
+            }
+        };
+        let group = &mut self.window.groups[slot];
+        if !group.entries.is_empty() && group.bytes + size > max {
+            let full = std::mem::take(group);
+            self.form(full.entries);
+        }
+        let group = &mut self.window.groups[slot];
+        group.bytes += size;
+        group.entries.push(pending);
+        if group.bytes >= max {
+            let full = std::mem::take(group);
+            self.form(full.entries);
+        }
+    }
+
+    /// Turns every group of the window into batches, in window order.
+    fn close_window(&mut self) {
+        let window = std::mem::take(&mut self.window);
+        for group in window.groups {
+            if !group.entries.is_empty() {
+                self.form(group.entries);
+            }
+        }
+    }
+
+    fn form(&mut self, entries: Vec<Pending>) {
+        let buffered = entries.iter().map(|p| self.entry_bytes(&p.entry)).sum();
+        self.ready.push_back(Batch {
+            buffered,
+            number: self.next_number,
+            entries,
+            encoded: None,
+            first_try: None,
+            sent: false,
+            attempts: 0,
+        });
+        self.next_number += 1;
+    }
+
+    /// Answers the flushes whose batches are all written or failed.
+    fn answer_flushes(&mut self) {
+        if self.flushes.is_empty() {
             return;
         }
-    };
-    let batch_len = encoded.bytes.len() as u32;
-    match cluster
-        .produce(&config.topic, config.partition, encoded.bytes.clone())
-        .await
-    {
-        Ok(base) => {
-            let known = lock(index).source().topic_id.is_some();
-            let topic_id = match known {
-                true => None,
-                false => cluster
-                    .leader(&config.topic, config.partition)
-                    .await
-                    .ok()
-                    .map(|l| l.topic_id),
-            };
-            {
-                let mut index = lock(index);
-                if let Some(id) = topic_id {
-                    let source = index.source().clone().with_topic_id(id);
-                    index.set_source(source);
+        let unresolved = self
+            .in_flight
+            .iter()
+            .map(|f| f.batch.number)
+            .chain(self.ready.iter().map(|b| b.number))
+            .min()
+            .unwrap_or(self.next_number);
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flushes)
+            .into_iter()
+            .partition(|(upto, _)| *upto <= unresolved);
+        self.flushes = waiting;
+        for (_, done) in done {
+            let _ = done.send(());
+        }
+    }
+
+    /// Stops counting a batch's entries as buffered.
+    fn unbuffer(&mut self, batch: &mut Batch) {
+        self.buffered = self
+            .buffered
+            .saturating_sub(std::mem::take(&mut batch.buffered));
+    }
+
+    fn fail(&mut self, mut batch: Batch, error: &Error) {
+        self.unbuffer(&mut batch);
+        let make = |e: &Error| match e {
+            Error::Client(c) => Error::Client(c.clone()),
+            Error::Encode {
+                topic,
+                partition,
+                source,
+            } => Error::Encode {
+                topic: topic.clone(),
+                partition: *partition,
+                source: walfetch_codec::Error::InvalidInput {
+                    what: source.to_string(),
+                },
+            },
+            other => Error::InvalidArgument(other.to_string()),
+        };
+        tracing::warn!(error = %error, topic = %self.config.topic, partition = self.config.partition,
+            entries = batch.entries.len(), "WAL batch not written");
+        for p in batch.entries {
+            let _ = p.ack.send(Err(make(error)));
+        }
+    }
+
+    /// Sends ready batches while the pipeline has room.
+    async fn send_ready(&mut self) {
+        while self.in_flight.len() < self.config.max_in_flight
+            && !self.ready.is_empty()
+            && self.resume_at.is_none()
+        {
+            if self.reset_producer {
+                if !self.in_flight.is_empty() {
+                    return;
                 }
-                for (i, p) in batch.iter().enumerate() {
-                    let record_end = encoded
-                        .record_end_in_batch(i)
-                        .map_or(batch_len, |e| e as u32);
-                    let entry = IndexEntry {
-                        offset: base + i as i64,
-                        hint: Some(Hint {
-                            batch_base: base,
-                            batch_len,
-                            record_end,
-                        }),
-                    };
-                    // Offsets from the broker only grow; a failure here means
-                    // a broker reused offsets, which the index must not hide.
-                    if let Err(e) = index.push(p.entry.region, entry) {
-                        tracing::error!(error = %e, "WAL index rejected an entry");
+                self.producer = None;
+                self.reset_producer = false;
+                for batch in &mut self.ready {
+                    batch.encoded = None;
+                }
+            }
+            if self.config.idempotent && self.producer.is_none() {
+                match self
+                    .cluster
+                    .init_producer_id(&self.config.topic, self.config.partition)
+                    .await
+                {
+                    Ok(id) => {
+                        tracing::debug!(
+                            producer_id = id.id,
+                            epoch = id.epoch,
+                            "WAL writer producer id"
+                        );
+                        self.producer = Some(id);
+                        self.next_sequence = 0;
+                    }
+                    Err(e) => {
+                        let error = Error::Client(e);
+                        while let Some(batch) = self.ready.pop_front() {
+                            self.fail(batch, &error);
+                        }
+                        return;
                     }
                 }
-                index.set_last_index(base + batch.len() as i64 - 1);
             }
-            for (i, p) in batch.into_iter().enumerate() {
-                let _ = p.ack.send(Ok(base + i as i64));
+            let connection = match self
+                .cluster
+                .leader_connection(&self.config.topic, self.config.partition)
+                .await
+            {
+                Ok((connection, _)) => connection,
+                Err(e) => {
+                    self.retry_later(None, e);
+                    return;
+                }
+            };
+            // Requests in flight stay on one connection, so they stay in
+            // order; a new leader waits for them.
+            if self
+                .in_flight
+                .back()
+                .is_some_and(|f| !Arc::ptr_eq(&f.connection, &connection))
+            {
+                return;
+            }
+            let Some(mut batch) = self.ready.pop_front() else {
+                return;
+            };
+            self.unbuffer(&mut batch);
+            if batch.encoded.is_none() {
+                match self.encode(&batch) {
+                    Ok(encoded) => batch.encoded = Some(encoded),
+                    Err(e) => {
+                        let error = Error::Encode {
+                            topic: self.config.topic.clone(),
+                            partition: self.config.partition,
+                            source: e,
+                        };
+                        self.fail(batch, &error);
+                        continue;
+                    }
+                }
+            }
+            let Some(bytes) = batch.encoded.as_ref().map(|e| e.bytes.clone()) else {
+                continue;
+            };
+            batch.first_try.get_or_insert_with(Instant::now);
+            batch.sent = true;
+            batch.attempts += 1;
+            let answer = self
+                .cluster
+                .produce_queued(
+                    Arc::clone(&connection),
+                    &self.config.topic,
+                    self.config.partition,
+                    bytes,
+                )
+                .await;
+            self.in_flight.push_back(InFlight {
+                batch,
+                answer,
+                connection,
+                behind_refused: false,
+            });
+        }
+    }
+
+    /// Encodes a batch, stamped with the producer and its next sequence
+    /// numbers when idempotent.
+    fn encode(&mut self, batch: &Batch) -> Result<Encoded, walfetch_codec::Error> {
+        let timestamp = now_ms();
+        let checksums = self.config.record_checksums;
+        let records: Vec<NewRecord> = batch
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let key = Bytes::copy_from_slice(&p.entry.region.to_be_bytes());
+                let mut headers = Vec::with_capacity(p.entry.headers.len() + 1);
+                if checksums {
+                    let sum = record_checksum_header(Some(&key), Some(&p.entry.payload));
+                    headers.push((
+                        Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+                        Some(Bytes::copy_from_slice(&sum)),
+                    ));
+                }
+                headers.extend(p.entry.headers.iter().cloned());
+                NewRecord {
+                    offset_delta: i32::try_from(i).unwrap_or(i32::MAX),
+                    timestamp,
+                    key: Some(key),
+                    value: Some(p.entry.payload.clone()),
+                    headers,
+                }
+            })
+            .collect();
+        let mut builder = BatchBuilder::new(0).compression(self.config.compression);
+        let stamp = self.producer.map(|id| (id, self.next_sequence));
+        if let Some((id, sequence)) = stamp {
+            builder = builder.producer(id.id, id.epoch, sequence);
+        }
+        let encoded = builder.encode(&records)?;
+        if stamp.is_some() {
+            // Sequences wrap at i32::MAX, as Kafka's do.
+            let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
+            self.next_sequence = match self.next_sequence.checked_add(count) {
+                Some(next) => next,
+                None => count - (i32::MAX - self.next_sequence) - 1,
+            };
+        }
+        let batch_len = u32::try_from(encoded.bytes.len()).unwrap_or(u32::MAX);
+        let record_ends = (0..records.len())
+            .map(|i| {
+                encoded
+                    .record_end_in_batch(i)
+                    .map_or(batch_len, |e| u32::try_from(e).unwrap_or(batch_len))
+            })
+            .collect();
+        Ok(Encoded {
+            bytes: encoded.bytes,
+            record_ends,
+            stamp,
+        })
+    }
+
+    /// After a failure before or at the head of the pipeline that may be
+    /// retried: every request in flight is dropped and its batch goes back,
+    /// in order, in front of the ready ones (same encoding, same sequence
+    /// numbers), to be sent again after a backoff. `head` is the batch
+    /// whose answer failed, if one did.
+    fn retry_later(&mut self, head: Option<Batch>, error: ClientError) {
+        let mut again: Vec<Batch> = head.into_iter().collect();
+        again.extend(self.in_flight.drain(..).map(|f| f.batch));
+        for batch in again.into_iter().rev() {
+            self.ready.push_front(batch);
+        }
+        let policy = self.cluster.config().retry;
+        let Some(front) = self.ready.front_mut() else {
+            return;
+        };
+        let since = *front.first_try.get_or_insert_with(Instant::now);
+        let attempts = front.attempts.max(1);
+        let delay = policy.random_backoff(attempts);
+        if since.elapsed() + delay < policy.deadline {
+            tracing::debug!(%error, attempts, ?delay, "WAL writer retries");
+            self.resume_at = Some(Instant::now() + delay);
+            return;
+        }
+        // Out of retries: the head fails, and so does every batch sent
+        // after it (its fate is unknown: sending it under a new producer
+        // id could append it twice). The rest go under a new producer id.
+        let error = Error::Client(ClientError::RetriesExhausted {
+            operation: format!(
+                "Produce to topic {:?} partition {}",
+                self.config.topic, self.config.partition
+            ),
+            attempts,
+            elapsed: since.elapsed(),
+            deadline: policy.deadline,
+            last: Some(Box::new(error)),
+        });
+        let mut sent = false;
+        if let Some(head) = self.ready.pop_front() {
+            sent |= head.sent;
+            self.fail(head, &error);
+        }
+        while self.ready.front().is_some_and(|b| b.sent) {
+            if let Some(batch) = self.ready.pop_front() {
+                sent = true;
+                self.fail(batch, &error);
             }
         }
-        Err(e) => {
-            tracing::warn!(error = %e, topic = %config.topic, partition = config.partition, "WAL batch not written");
-            for p in batch {
-                let _ = p.ack.send(Err(Error::Client(e.clone())));
+        self.reset_producer |= sent && self.config.idempotent;
+    }
+
+    /// Handles the answer to the request at the head of the pipeline.
+    async fn on_answer(&mut self, answer: Result<i64, ClientError>) {
+        let Some(InFlight {
+            batch,
+            behind_refused,
+            ..
+        }) = self.in_flight.pop_front()
+        else {
+            return;
+        };
+        let stamp = batch.encoded.as_ref().and_then(|e| e.stamp);
+        let duplicate = match &answer {
+            Ok(base) if *base >= 0 => return self.written(batch, *base).await,
+            Ok(_) => true,
+            Err(e) => e.code() == Some(ErrorCode::DuplicateSequenceNumber),
+        };
+        if let (true, Some(stamp)) = (duplicate, stamp) {
+            // The broker has the batch but did not say where.
+            let (cluster, topic) = (Arc::clone(&self.cluster), self.config.topic.clone());
+            let found = locate(
+                &cluster,
+                &topic,
+                self.config.partition,
+                self.search_from,
+                stamp,
+            );
+            match found.await {
+                Ok(base) => return self.written(batch, base).await,
+                Err(e) => return self.fail(batch, &Error::Client(e)),
             }
         }
+        let error = match answer {
+            Ok(base) => ClientError::InvalidArgument(format!(
+                "the broker acknowledged a batch with base offset {base}"
+            )),
+            Err(e) => e,
+        };
+        let sequence_refused = matches!(
+            error.code(),
+            Some(ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId)
+        );
+        if behind_refused && sequence_refused {
+            // Refused because a batch before it was: not written, so it
+            // can go again under the new producer id.
+            batch_requeue(&mut self.ready, batch);
+            return;
+        }
+        if !behind_refused && error.is_retriable(self.config.idempotent) {
+            return self.retry_later(Some(batch), error);
+        }
+        // Refused for good (or, behind a refused batch, of unknown fate).
+        self.fail(batch, &Error::Client(error));
+        if self.config.idempotent {
+            self.reset_producer = true;
+            for f in &mut self.in_flight {
+                f.behind_refused = true;
+            }
+        }
+    }
+}
+
+/// Finds where the broker put a batch it acknowledged as a duplicate
+/// without an offset: the first batch from `from` (past the writer's last
+/// acknowledged batch) with the same producer id, epoch and base sequence.
+async fn locate(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    (id, sequence): (ProducerIdentity, i32),
+) -> Result<i64, ClientError> {
+    {
+        let mut offset = from;
+        loop {
+            let params = FetchParams::new(topic, partition, offset).with_max_bytes(4 << 20);
+            let fetched = cluster.fetch(&params).await?;
+            let mut next = offset;
+            for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
+                let Ok(batch) = batch else { break };
+                let h = batch.header();
+                if h.producer_id == id.id
+                    && h.producer_epoch == id.epoch
+                    && h.base_sequence == sequence
+                    && batch.last_offset() >= offset
+                {
+                    return Ok(batch.base_offset());
+                }
+                next = next.max(batch.last_offset() + 1);
+            }
+            if next == offset || next >= fetched.high_watermark {
+                return Err(ClientError::InvalidArgument(format!(
+                    "topic {topic:?} partition {partition}: the broker acknowledged a duplicate of \
+                     producer {} epoch {} sequence {sequence} without its offset, and no such \
+                     batch is in the log from offset {} to {}",
+                    id.id, id.epoch, from, fetched.high_watermark
+                )));
+            }
+            offset = next;
+        }
+    }
+}
+
+impl Task {
+    /// Indexes a written batch and answers its entries.
+    async fn written(&mut self, batch: Batch, base: i64) {
+        let Some(encoded) = batch.encoded else {
+            return;
+        };
+        let batch_len = u32::try_from(encoded.bytes.len()).unwrap_or(u32::MAX);
+        let known = lock(&self.index).source().topic_id.is_some();
+        let topic_id = match known {
+            true => None,
+            false => self
+                .cluster
+                .leader(&self.config.topic, self.config.partition)
+                .await
+                .ok()
+                .map(|l| l.topic_id),
+        };
+        let count = batch.entries.len() as i64;
+        {
+            let mut index = lock(&self.index);
+            if let Some(id) = topic_id {
+                let source = index.source().clone().with_topic_id(id);
+                index.set_source(source);
+            }
+            for (i, p) in batch.entries.iter().enumerate() {
+                let entry = IndexEntry {
+                    offset: base + i as i64,
+                    hint: Some(Hint {
+                        batch_base: base,
+                        batch_len,
+                        record_end: encoded.record_ends.get(i).copied().unwrap_or(batch_len),
+                    }),
+                };
+                // Offsets from the broker only grow; a failure here means
+                // a broker reused offsets, which the index must not hide.
+                if let Err(e) = index.push(p.entry.region, entry) {
+                    tracing::error!(error = %e, "WAL index rejected an entry");
+                }
+            }
+            index.set_last_index(base + count - 1);
+        }
+        self.search_from = self.search_from.max(base + count);
+        for (i, p) in batch.entries.into_iter().enumerate() {
+            let _ = p.ack.send(Ok(base + i as i64));
+        }
+    }
+}
+
+/// Puts a batch back among the ready ones by its number (it was formed
+/// before any batch still to be sent for the first time).
+fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
+    batch.encoded = None;
+    batch.first_try = None;
+    batch.sent = false;
+    batch.attempts = 0;
+    let at = ready.partition_point(|b| b.number < batch.number);
+    ready.insert(at, batch);
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -126,10 +126,23 @@ async fn replay(
     out
 }
 
+/// What replay yields for the entries: the writer puts the per-record
+/// checksum header before the entry's own headers.
 fn expected(entries: &[(i64, WalEntry)]) -> Vec<Row> {
     entries
         .iter()
-        .map(|(o, e)| (*o, e.payload.clone(), e.headers.clone()))
+        .map(|(o, e)| {
+            let sum = walfetch::codec::record_checksum_header(
+                Some(&e.region.to_be_bytes()),
+                Some(&e.payload),
+            );
+            let mut headers = vec![(
+                Bytes::from_static(walfetch::codec::RECORD_CHECKSUM_HEADER.as_bytes()),
+                Some(Bytes::copy_from_slice(&sum)),
+            )];
+            headers.extend(e.headers.iter().cloned());
+            (*o, e.payload.clone(), headers)
+        })
         .collect()
 }
 

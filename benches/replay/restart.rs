@@ -230,7 +230,7 @@ fn split(batches: &[PlannedBatch], partitions: usize) -> Vec<Vec<PlannedBatch>> 
 
 /// A partition as written, with its complete index and its layout.
 fn part(topic: &str, partition: i32, written: &Written, layout: LogLayout) -> Result<Part, String> {
-    let hinted = crate::restrict(&written.index, 0, written.end - 1, true)?;
+    let hinted = crate::contenders::restrict(&written.index, 0, written.end - 1, true)?;
     Ok(Part {
         topic: topic.to_owned(),
         partition,

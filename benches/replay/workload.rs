@@ -39,7 +39,7 @@ use rand::{Rng as _, RngExt as _, SeedableRng};
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
 /// Log-uniform in `[lo, hi)`.
 fn log_uniform(rng: &mut StdRng, lo: f64, hi: f64) -> f64 {
@@ -135,45 +135,25 @@ fn zipf_cdf(regions: u64, exponent: f64) -> Vec<f64> {
     cdf
 }
 
-/// The batches of the workload, in the order they are produced.
-pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
-    struct Open {
-        writer: usize,
-        deadline: u64,
-        size: usize,
-        entries: Vec<WalEntry>,
-    }
+/// One entry as it arrives: when (µs on the virtual clock), from which
+/// writer, and what.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    pub(crate) at_micros: u64,
+    pub(crate) writer: usize,
+    pub(crate) entry: WalEntry,
+}
+
+/// The workload's entries in arrival order (the writer bench appends them
+/// at these times; [`generate`] batches them as the simulated writers do).
+pub(crate) fn arrivals(spec: &WorkloadSpec) -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let cdf = zipf_cdf(spec.regions.max(1), spec.zipf);
     let writers = spec.writers.max(1);
-    let linger = spec.linger.as_micros() as u64;
-    // Open batches by key: the writer, or the region when region-pure.
-    let mut open: BTreeMap<u64, Open> = BTreeMap::new();
-    let mut out = Vec::new();
     let mut now = 0u64;
-    let close = |open: &mut BTreeMap<u64, Open>, key: u64, out: &mut Vec<PlannedBatch>| {
-        if let Some(o) = open.remove(&key) {
-            out.push(PlannedBatch {
-                writer: o.writer,
-                entries: o.entries,
-            });
-        }
-    };
+    let mut out = Vec::with_capacity(spec.entries);
     for seq in 0..spec.entries {
         now += (-rng.random::<f64>().max(1e-12).ln() / spec.rate * 1e6) as u64;
-        // Batches whose linger ran out before this arrival close first, in
-        // deadline order.
-        loop {
-            let due = open
-                .iter()
-                .map(|(&k, o)| (o.deadline, k))
-                .filter(|&(d, _)| d <= now)
-                .min();
-            match due {
-                Some((_, k)) => close(&mut open, k, &mut out),
-                None => break,
-            }
-        }
         let u = rng.random::<f64>();
         let rank = cdf.partition_point(|&c| c < u) as u64 + 1;
         let region = rank.min(spec.regions.max(1));
@@ -198,9 +178,57 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
             payload: payload(&mut rng, region, seq, now, size),
             headers,
         };
+        out.push(Arrival {
+            at_micros: now,
+            writer,
+            entry,
+        });
+    }
+    out
+}
+
+/// The batches of the workload, in the order they are produced.
+pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
+    struct Open {
+        writer: usize,
+        deadline: u64,
+        size: usize,
+        entries: Vec<WalEntry>,
+    }
+    let linger = spec.linger.as_micros() as u64;
+    // Open batches by key: the writer, or the region when region-pure.
+    let mut open: BTreeMap<u64, Open> = BTreeMap::new();
+    let mut out = Vec::new();
+    let close = |open: &mut BTreeMap<u64, Open>, key: u64, out: &mut Vec<PlannedBatch>| {
+        if let Some(o) = open.remove(&key) {
+            out.push(PlannedBatch {
+                writer: o.writer,
+                entries: o.entries,
+            });
+        }
+    };
+    for Arrival {
+        at_micros: now,
+        writer,
+        entry,
+    } in arrivals(spec)
+    {
+        // Batches whose linger ran out before this arrival close first, in
+        // deadline order.
+        loop {
+            let due = open
+                .iter()
+                .map(|(&k, o)| (o.deadline, k))
+                .filter(|&(d, _)| d <= now)
+                .min();
+            match due {
+                Some((_, k)) => close(&mut open, k, &mut out),
+                None => break,
+            }
+        }
         let esize = entry.batch_bytes();
         let key = if spec.region_pure {
-            region
+            entry.region
         } else {
             writer as u64
         };
@@ -251,12 +279,18 @@ pub(crate) async fn write_partition(
 ) -> Result<Written, String> {
     let writers: Vec<WalWriter> = (0..spec.writers.max(1))
         .map(|_| {
-            let mut config = WriterConfig::new(topic, partition);
-            config.compression = spec.compression;
             // Batches are closed by the flushes below, at the simulated
-            // boundaries: the writer's own triggers must never fire.
-            config.max_batch_bytes = usize::MAX / 4;
-            config.linger = Duration::from_secs(3600);
+            // boundaries: the writer's own triggers must never fire, and
+            // a flushed batch stays one batch (interleaved mode). Records
+            // without the checksum header, as this bench has always
+            // measured them (the writer bench measures the writer's own
+            // layouts, checksums included).
+            let config = WriterConfig::new(topic, partition)
+                .with_compression(spec.compression)
+                .with_mode(WriterMode::Interleaved)
+                .with_record_checksums(false)
+                .with_max_batch_bytes(usize::MAX / 4)
+                .with_linger(Duration::from_secs(3600));
             WalWriter::new(Arc::clone(cluster), config)
         })
         .collect();

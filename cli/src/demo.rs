@@ -29,7 +29,7 @@ use walfetch::consumer::{
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
 use walfetch::plan::PlanConfig;
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
 use crate::connect::connect;
 use crate::output::outln;
@@ -524,10 +524,10 @@ async fn write_wal(
 ) -> anyhow::Result<(Written, WalIndex)> {
     let mut config = WriterConfig::new(topic, 0);
     config.compression = args.compression;
-    config.max_batch_bytes = match args.layout {
-        // GreptimeDB's default cap.
-        Layout::RegionPure => 1 << 20,
-        Layout::Interleaved => 64 << 10,
+    (config.max_batch_bytes, config.mode) = match args.layout {
+        // GreptimeDB's default cap; each request is flushed on its own.
+        Layout::RegionPure => (1 << 20, WriterMode::Clustered),
+        Layout::Interleaved => (64 << 10, WriterMode::Interleaved),
     };
     let writer = WalWriter::new(Arc::clone(cluster), config);
     let cdf = zipf_cdf(args.regions);

@@ -20,7 +20,7 @@ use run::{path, stderr, temp_dir, walfetch};
 use support::recovery::{write_partition, Written};
 use support::tansu::Tansu;
 use walfetch::codec::{BatchBuilder, NewRecord};
-use walfetch::writer::WriterConfig;
+use walfetch::writer::{WriterConfig, WriterMode};
 
 /// Runs walfetch expecting success; its stdout and stderr.
 fn ok(args: &[&str]) -> (String, String) {
@@ -59,7 +59,8 @@ async fn the_index_binds_to_what_it_indexed() {
     let cluster = Arc::new(broker.cluster_with_topic("wal", 2).await);
     // Partition 0: regions 1 to 3 by the WAL writer (8-byte big-endian
     // keys), in batches of about ten entries.
-    let mut config = WriterConfig::new("wal", 0);
+    // Interleaved: entry n at offset n, which the checks below name.
+    let mut config = WriterConfig::new("wal", 0).with_mode(WriterMode::Interleaved);
     config.max_batch_bytes = 400;
     let entries = (0..120u64).map(|n| (n % 3 + 1, Bytes::from(format!("entry {n:04}"))));
     let mut written = Written::new();

@@ -1,5 +1,6 @@
 //! The cluster client: metadata, leaders, a connection per broker, and the
-//! operations walfetch needs (ListOffsets, Fetch, Produce, CreateTopics),
+//! operations walfetch needs (ListOffsets, Fetch, Produce, CreateTopics,
+//! InitProducerId),
 //! each retried under a deadline.
 //!
 //! A partition operation asks the cached metadata for the partition's
@@ -17,7 +18,8 @@
 //! its `Cluster` method and the single attempt that method retries
 //! (`metadata.rs`, `list_offsets.rs`, `fetch.rs`, `produce.rs`,
 //! `create_topics.rs`). This file holds the client itself, leader lookup
-//! and the retry driver.
+//! and the retry driver. `init_producer_id.rs` gives the idempotent WAL
+//! writer its producer id.
 //!
 //! # References
 //! - Kafka protocol guide: <https://kafka.apache.org/protocol> ("Partitioning
@@ -31,6 +33,7 @@ mod create_topics;
 mod error;
 mod fetch;
 mod follower;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod pool;
@@ -62,6 +65,9 @@ pub use fetch::{
     FetchParams, FetchedMany, FetchedPartition, IsolationLevel, MAX_CONSECUTIVE_OMISSIONS,
     OMITTED_FIRST_WAIT, OMITTED_WAIT_CAP,
 };
+pub use init_producer_id::ProducerIdentity;
+#[doc(hidden)]
+pub use init_producer_id::{init_producer_id_request, read_init_producer_id_response};
 #[doc(hidden)]
 pub use list_offsets::{list_offsets_request, read_list_offsets_response};
 pub use list_offsets::{ListedOffset, OffsetSpec};
@@ -69,9 +75,9 @@ pub use list_offsets::{ListedOffset, OffsetSpec};
 pub use metadata::metadata_request;
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
 use pool::Pool;
-pub use produce::ACKS_ALL;
 #[doc(hidden)]
 pub use produce::{produce_request, read_produce_response};
+pub use produce::{ProduceAnswer, ACKS_ALL};
 pub use retry::RetryPolicy;
 
 use crate::connection::{Connection, ConnectionConfig, ConnectionStats};

@@ -9,6 +9,10 @@
 //!   <https://kafka.apache.org/protocol#The_Messages_Produce>
 //! - KIP-98 (record batches, Produce v3+), KIP-467 (per-record errors, v8+).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error::Asked;
 use super::{ClientError, Cluster};
-use crate::connection::RequestOptions;
+use crate::connection::{Connection, RequestOptions};
 
 /// `acks = all`: the leader answers once every in-sync replica has the batch.
 pub const ACKS_ALL: i16 = -1;
@@ -78,7 +82,65 @@ fn broker_messages(p: &PartitionProduceResponse) -> Option<String> {
     (!messages.is_empty()).then(|| messages.join("; "))
 }
 
+/// The answer to a Produce request queued by [`Cluster::produce_queued`]:
+/// the base offset the broker assigned, or what went wrong.
+pub type ProduceAnswer = Pin<Box<dyn Future<Output = Result<i64, ClientError>> + Send + 'static>>;
+
 impl Cluster {
+    /// Queues one Produce of `records` (one record batch) on `connection`
+    /// (the partition leader's primary connection, from
+    /// [`Cluster::leader_connection`]) and returns its answer to come, once
+    /// the request frame is on the connection's queue: requests queued one
+    /// after the other on one connection reach the broker in that order,
+    /// and a broker answers a connection's requests in order. This is how
+    /// an idempotent producer keeps several requests in flight.
+    ///
+    /// One attempt, no retry: the caller decides what to resend. A lost
+    /// connection is closed and dropped from the pool, and errors that say
+    /// the leader moved drop the topic's metadata, as
+    /// [`Cluster::produce`] does between its attempts. The answer is the
+    /// base offset as the broker sent it: `-1` when a broker acknowledges
+    /// a duplicate without its offset; `DUPLICATE_SEQUENCE_NUMBER` comes as
+    /// an error ([`ClientError::code`]).
+    pub async fn produce_queued(
+        self: &Arc<Self>,
+        connection: Arc<Connection>,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> ProduceAnswer {
+        let cluster = Arc::clone(self);
+        let topic = topic.to_owned();
+        let timeout = self.config.produce_timeout;
+        let mut answer: ProduceAnswer = Box::pin(async move {
+            let request = produce_request(&topic, partition, records, timeout);
+            let options = RequestOptions {
+                version: None,
+                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+            };
+            let result = match connection.request_with(&request, options).await {
+                Ok(response) => {
+                    read_produce_response(&topic, partition, connection.broker(), &response.body)
+                }
+                Err(e) => Err(e.into()),
+            };
+            if result
+                .as_ref()
+                .is_err_and(ClientError::invalidates_metadata)
+            {
+                cluster.invalidate(&topic);
+            }
+            cluster.evict_if_lost(&connection, &result);
+            result
+        });
+        // The first poll runs up to the wait for the response: the frame is
+        // queued on the connection when it returns.
+        match futures::poll!(answer.as_mut()) {
+            Poll::Ready(result) => Box::pin(std::future::ready(result)),
+            Poll::Pending => answer,
+        }
+    }
+
     /// Appends `records` (record batches, e.g. from
     /// [`walfetch_codec::BatchBuilder`]) to a partition with `acks = all`;
     /// returns the base offset the broker assigned.

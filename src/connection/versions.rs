@@ -115,6 +115,9 @@ impl Default for VersionPolicy {
             (ApiKey::SaslHandshake, VersionRange::new(1, 1)),
             // v1 brought the session lifetime (KIP-368).
             (ApiKey::SaslAuthenticate, VersionRange::new(0, 2)),
+            // The idempotent WAL writer's producer id (KIP-98); v6 adds
+            // two-phase-commit fields (KIP-939) walfetch does not use.
+            (ApiKey::InitProducerId, VersionRange::new(0, 5)),
         ];
         let apis = apis
             .into_iter()

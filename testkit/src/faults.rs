@@ -20,6 +20,10 @@ pub enum FaultAction {
     /// Handle the request (a Produce *is* appended), then close the
     /// connection without answering.
     CutBeforeResponse,
+    /// Handle the request (a Produce *is* appended) and never answer it,
+    /// keeping the connection open and serving the requests after it: the
+    /// client's request times out while later answers arrive.
+    LoseResponse,
     /// Handle the request, write the first `bytes` bytes of the response
     /// frame (length prefix included; `None`: half of the frame), then
     /// close the connection.

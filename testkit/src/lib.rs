@@ -7,6 +7,7 @@ mod faults;
 mod handlers;
 mod log;
 mod sasl;
+mod producers;
 mod server;
 mod state;
 mod stats;
@@ -26,6 +27,7 @@ pub use faults::{Fault, FaultAction};
 pub use fetch_rules::{kafka_fetch, BatchExtent, Habits};
 pub use log::{AbortedTxn, AppendError, PartitionLog, StoredBatch};
 pub use sasl::SaslServer;
+pub use producers::{DuplicateAnswer, REMEMBERED_BATCHES};
 pub use server::MAX_REQUEST_BYTES;
 pub use stats::BrokerStats;
 pub use tls::{IssuedCert, ServerTls, TestCa};
@@ -446,6 +448,13 @@ impl ScriptedCluster {
     /// The faults that have not fired (or not all their times) yet.
     pub fn pending_faults(&self) -> Vec<Fault> {
         self.shared.lock().faults.pending()
+    }
+
+    /// Sets how Produce answers a batch an idempotent producer already
+    /// wrote (sent again after a lost answer); default
+    /// [`DuplicateAnswer::OriginalOffset`], as Kafka since 1.0.
+    pub fn set_duplicate_answer(&self, answer: DuplicateAnswer) {
+        self.shared.lock().duplicate_answer = answer;
     }
 
     /// Drops every queued fault.

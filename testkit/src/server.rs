@@ -345,6 +345,7 @@ async fn process(
             frame
         })),
         FaultAction::CutBeforeResponse => Outcome::Close(None),
+        FaultAction::LoseResponse => Outcome::Reply(None),
         FaultAction::CutDuringResponse { bytes } => Outcome::Close(reply.map(|frame| {
             let len = frame.len();
             let cut = bytes.unwrap_or(len / 2).min(len.saturating_sub(1));

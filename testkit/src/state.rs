@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::faults::FaultQueue;
 use crate::fetch_rules::Habits;
 use crate::log::PartitionLog;
+use crate::producers::{DuplicateAnswer, ProducerStates};
 use crate::stats::Counters;
 use crate::versions::{self, VersionRange};
 
@@ -24,6 +25,8 @@ pub(crate) struct PartitionState {
     pub(crate) log: PartitionLog,
     pub(crate) leader: i32,
     pub(crate) leader_epoch: i32,
+    /// Idempotent producers' sequences (see `producers.rs`).
+    pub(crate) producers: ProducerStates,
 }
 
 pub(crate) struct TopicState {
@@ -79,6 +82,10 @@ pub(crate) struct ClusterState {
     /// theirs and followers serve consumer fetches (KIP-392).
     pub(crate) follower_fetching: bool,
     next_topic_id: u64,
+    /// The next id InitProducerId hands out.
+    pub(crate) next_producer_id: i64,
+    /// How Produce answers a duplicate batch.
+    pub(crate) duplicate_answer: DuplicateAnswer,
 }
 
 /// Why a topic could not be created: a Kafka error code and a message.
@@ -99,6 +106,8 @@ impl ClusterState {
             default_partitions,
             follower_fetching: false,
             next_topic_id: 1,
+            next_producer_id: 1000,
+            duplicate_answer: DuplicateAnswer::default(),
         }
     }
 
@@ -179,6 +188,7 @@ impl ClusterState {
                 log: PartitionLog::new(),
                 leader,
                 leader_epoch: 0,
+                producers: ProducerStates::default(),
             })
             .collect();
         self.topics

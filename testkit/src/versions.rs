@@ -42,13 +42,15 @@ impl VersionRange {
 /// - Metadata v1–v12: v10+ topic ids, v12 topics requested by id.
 /// - ApiVersions v0–v3.
 /// - CreateTopics v2–v7.
-pub const SERVED: [(ApiKey, VersionRange); 6] = [
+/// - InitProducerId v0–v5: idempotent producers only (no transactional id).
+pub const SERVED: [(ApiKey, VersionRange); 7] = [
     (ApiKey::Produce, VersionRange::new(3, 9)),
     (ApiKey::Fetch, VersionRange::new(4, 17)),
     (ApiKey::ListOffsets, VersionRange::new(1, 7)),
     (ApiKey::Metadata, VersionRange::new(1, 12)),
     (ApiKey::ApiVersions, VersionRange::new(0, 3)),
     (ApiKey::CreateTopics, VersionRange::new(2, 7)),
+    (ApiKey::InitProducerId, VersionRange::new(0, 5)),
 ];
 
 /// The versions of `api_key` the broker serves, if it serves the API.

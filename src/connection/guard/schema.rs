@@ -293,6 +293,16 @@ const SASL_AUTHENTICATE: &[Field] = &[
     f("session_lifetime_ms", I64).since(1),
 ];
 
+// InitProducerId (flexible from v2).
+const INIT_PRODUCER_ID: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("error_code", I16),
+    f("producer_id", I64),
+    f("producer_epoch", I16),
+    f("ongoing_txn_producer_id", I64).since(6),
+    f("ongoing_txn_producer_epoch", I16).since(6),
+];
+
 /// One API's response body: its top-level fields, and the first version
 /// that is flexible (compact lengths and tagged fields, KIP-482).
 #[derive(Debug, Clone, Copy)]
@@ -313,6 +323,7 @@ pub(super) fn schema(api: ApiKey) -> Option<Schema> {
         // Never flexible (its highest version is 1).
         ApiKey::SaslHandshake => (SASL_HANDSHAKE, i16::MAX),
         ApiKey::SaslAuthenticate => (SASL_AUTHENTICATE, 2),
+        ApiKey::InitProducerId => (INIT_PRODUCER_ID, 2),
         _ => return None,
     };
     Some(Schema {
@@ -345,7 +356,7 @@ mod tests {
     };
     use kafka_protocol::messages::{
         produce_response, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchResponse,
-        ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId,
+        InitProducerIdResponse, ListOffsetsResponse, MetadataResponse, ProduceResponse, ProducerId,
     };
 
     use super::super::tests::{encode, name, s};
@@ -543,6 +554,18 @@ mod tests {
                 m = m.with_session_lifetime_ms(60_000);
             }
             assert_exact(ApiKey::SaslAuthenticate, v, &encode(&m, v));
+        }
+    }
+
+    #[test]
+    fn init_producer_id_schema_matches_every_version() {
+        for v in 0..=6 {
+            let m = InitProducerIdResponse::default()
+                .with_throttle_time_ms(3)
+                .with_error_code(0)
+                .with_producer_id(ProducerId(7000))
+                .with_producer_epoch(2);
+            assert_exact(ApiKey::InitProducerId, v, &encode(&m, v));
         }
     }
 }

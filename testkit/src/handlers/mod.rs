@@ -10,14 +10,15 @@
 mod api_versions;
 mod create_topics;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, ResponseHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -35,6 +36,7 @@ pub(crate) enum Request {
     Fetch(FetchRequest),
     Produce(ProduceRequest),
     CreateTopics(CreateTopicsRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 impl Request {
@@ -54,6 +56,7 @@ impl Request {
             ApiKey::Fetch => body_of(body, version).map(Request::Fetch),
             ApiKey::Produce => body_of(body, version).map(Request::Produce),
             ApiKey::CreateTopics => body_of(body, version).map(Request::CreateTopics),
+            ApiKey::InitProducerId => body_of(body, version).map(Request::InitProducerId),
             _ => return None,
         })
     }
@@ -72,7 +75,7 @@ impl Request {
             )
         };
         match self {
-            Request::ApiVersions(_) => Vec::new(),
+            Request::ApiVersions(_) | Request::InitProducerId(_) => Vec::new(),
             Request::Metadata(r) => match &r.topics {
                 None => state.topics.keys().flat_map(|t| all_of(t)).collect(),
                 Some(topics) => topics
@@ -233,6 +236,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, request: Request) -> Result<Option<Byt
         Request::Fetch(r) => fetch::handle(ctx, &r).await.map(Some),
         Request::Produce(r) => produce::handle(ctx, r),
         Request::CreateTopics(r) => create_topics::handle(ctx, &r).map(Some),
+        Request::InitProducerId(r) => init_producer_id::handle(ctx, &r).map(Some),
     }
 }
 

@@ -9,25 +9,36 @@
 //! covered by the CRC; the response carries the first batch's base offset.
 //! With `acks = 0` there is no response.
 //!
+//! Batches of idempotent producers (a producer id) are checked against the
+//! partition's producer state (`producers.rs`): a batch already appended
+//! is not appended again and is answered as the cluster's
+//! [`crate::DuplicateAnswer`] says; a sequence gap or an old epoch is
+//! refused. A request whose batches include a duplicate must hold only
+//! that batch (as Kafka clients send one batch per partition).
+//!
 //! # References
 //! - Kafka protocol guide, Produce API; Kafka documentation, "Message
 //!   Format"; Apache Kafka `LogValidator` (one batch per compressed
 //!   request, no control batches from clients).
+//! - KIP-98 (idempotent producer), KAFKA-5793 (a duplicate answered with
+//!   its original offset).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use walfetch_codec::{Batches, Compression, DecodeOptions, Error as CodecError};
+use walfetch_codec::{BatchHeader, Batches, Compression, DecodeOptions, Error as CodecError};
 
 use super::Ctx;
+use crate::producers::{Check, DuplicateAnswer};
+use crate::state::PartitionState;
 
 /// Why a partition's records were refused: an error code and a message.
 type Refusal = (i16, String);
 
 /// Splits `records` into batches, checking each one.
-fn validate(records: Option<&Bytes>) -> Result<Vec<Bytes>, Refusal> {
+fn validate(records: Option<&Bytes>) -> Result<Vec<(Bytes, BatchHeader)>, Refusal> {
     let invalid = |msg: String| (ResponseError::InvalidRecord.code(), msg);
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(invalid("the request holds no record batch".into()));
@@ -47,7 +58,7 @@ fn validate(records: Option<&Bytes>) -> Result<Vec<Bytes>, Refusal> {
             )));
         }
         compressed |= batch.compression() != Compression::None;
-        out.push(batch.bytes().clone());
+        out.push((batch.bytes().clone(), *batch.header()));
     }
     if let Some(partial) = batches.partial() {
         return Err((
@@ -70,11 +81,71 @@ fn validate(records: Option<&Bytes>) -> Result<Vec<Bytes>, Refusal> {
     Ok(out)
 }
 
+/// Appends a partition's batches after the producer checks; the first
+/// batch's base offset (the original one for a duplicate) and the log
+/// start offset.
+fn append(
+    part: &mut PartitionState,
+    batches: Vec<(Bytes, BatchHeader)>,
+    duplicate_answer: DuplicateAnswer,
+) -> Result<(i64, i64), Refusal> {
+    let log_start = part.log.log_start_offset();
+    // Checked in order against the state as the earlier batches leave it.
+    let mut producers = part.producers.clone();
+    let mut checked = Vec::with_capacity(batches.len());
+    for (i, (bytes, header)) in batches.into_iter().enumerate() {
+        match producers.check(&header) {
+            Check::Append => {
+                // Offsets as the log will assign them, for the state only.
+                let base = part.log.log_end_offset()
+                    + checked
+                        .iter()
+                        .map(|(_, h): &(Bytes, BatchHeader)| i64::from(h.last_offset_delta) + 1)
+                        .sum::<i64>();
+                producers.appended(&header, base);
+                checked.push((bytes, header));
+            }
+            Check::Duplicate(base) if i == 0 && checked.is_empty() => {
+                return match duplicate_answer {
+                    DuplicateAnswer::OriginalOffset => Ok((base, log_start)),
+                    DuplicateAnswer::NoOffset => Ok((-1, log_start)),
+                    DuplicateAnswer::DuplicateSequenceNumber => Err((
+                        ResponseError::DuplicateSequenceNumber.code(),
+                        format!(
+                            "the batch of sequence {} is a duplicate",
+                            header.base_sequence
+                        ),
+                    )),
+                };
+            }
+            Check::Duplicate(_) => {
+                return Err((
+                    ResponseError::InvalidRecord.code(),
+                    "a duplicate batch among others in one request".into(),
+                ))
+            }
+            Check::Refused(code, message) => return Err((code, message)),
+        }
+    }
+    let epoch = part.leader_epoch;
+    let mut first = None;
+    for (bytes, header) in checked {
+        let base = part
+            .log
+            .append(bytes, epoch)
+            .map_err(|e| (ResponseError::InvalidRecord.code(), e.to_string()))?;
+        part.producers.appended(&header, base);
+        first.get_or_insert(base);
+    }
+    Ok((first.unwrap_or(-1), part.log.log_start_offset()))
+}
+
 pub(super) fn handle(ctx: &Ctx<'_>, request: ProduceRequest) -> Result<Option<BytesMut>, String> {
     let acks_valid = matches!(request.acks, -1..=1);
     let mut appended = false;
     let response = {
         let mut state = ctx.shared.lock();
+        let duplicate_answer = state.duplicate_answer;
         let mut response = ProduceResponse::default();
         for topic in &request.topic_data {
             let name = topic.name.0.as_str();
@@ -93,17 +164,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: ProduceRequest) -> Result<Option<By
                         }
                         Some(part) => match ctx.partition_error(name, p.index, true, true) {
                             Some(code) => Err((code, String::new())),
-                            None => validate(p.records.as_ref()).and_then(|batches| {
-                                let epoch = part.leader_epoch;
-                                let mut first = None;
-                                for batch in batches {
-                                    let base = part.log.append(batch, epoch).map_err(|e| {
-                                        (ResponseError::InvalidRecord.code(), e.to_string())
-                                    })?;
-                                    first.get_or_insert(base);
-                                }
-                                Ok((first.unwrap_or(-1), part.log.log_start_offset()))
-                            }),
+                            None => validate(p.records.as_ref())
+                                .and_then(|batches| append(part, batches, duplicate_answer)),
                         },
                     }
                 };

@@ -1,0 +1,787 @@
+//! Writer benchmark: the WAL writer's throughput and append latency in
+//! each mode, and what its layouts cost a replay, in one run.
+//!
+//! The entries are the replay bench's workload (`replay/workload.rs`: R
+//! regions with Zipf-skewed activity, entry sizes mostly 200 B – 4 KiB with
+//! a tail to 256 KiB, Poisson arrivals at `rate`), appended to a fresh
+//! topic by one [`walfetch::writer::WalWriter`] per configuration:
+//!
+//! - mode: interleaved or clustered;
+//! - requests in flight: 1 or 5 (idempotent producer in both);
+//! - pace: at the workload's arrival times (the replay bench's rate) or
+//!   flat out (every entry appended as soon as `append` takes it).
+//!
+//! Each run reports entries/s and MB/s of payload (from the first append to
+//! the last acknowledgement) and the append latency p50/p99 (from the call
+//! to `append` to the entry's offset). The round trip of the link is
+//! measured in the same run (`walfetch::calibrate::measure_link`).
+//!
+//! Then the replay cost of the hot, a median and a cold region on three
+//! layouts — the interleaved writer's and the clustered writer's (5 in
+//! flight, at the workload's rate), and the replay bench's region-pure
+//! layout (GreptimeDB's: one batch per region write request, flushed one by
+//! one) — replayed from the replay bench's checkpoint with the writer's
+//! hints and a complete index, by the replay bench's own machinery
+//! (`replay/contenders.rs`, `replay/floor.rs`): `×own` is the bytes the
+//! proxy carried to the consumer over the region's own record bytes.
+//! Every replay is checked against the written entries.
+//!
+//! Everything goes through the replay bench's byte-counting proxy, in
+//! front of the in-process scripted broker (Kafka's rules) and, with
+//! `--broker tansu|both`, Tansu 0.6.
+//!
+//! ```text
+//! cargo bench --bench writer              # full: 20000 entries, 64 regions, a few minutes on 2 cores
+//! cargo bench --bench writer -- --quick   # smoke: seconds
+//! cargo bench --bench writer -- --help
+//! ```
+//!
+//! Run without `--bench` (as `cargo test --benches` does), it runs the
+//! quick profile.
+
+// Shared with the replay bench; each bench uses part of them.
+#[allow(dead_code)]
+#[path = "replay/contenders.rs"]
+mod contenders;
+#[allow(dead_code)]
+#[path = "replay/floor.rs"]
+mod floor;
+#[allow(dead_code)]
+#[path = "replay/proxy.rs"]
+mod proxy;
+#[allow(dead_code)]
+#[path = "replay/report.rs"]
+mod report;
+#[allow(dead_code)]
+#[path = "replay/workload.rs"]
+mod workload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use walfetch::calibrate::measure_link;
+use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
+use walfetch::codec::{record_checksum_header, Compression, RECORD_CHECKSUM_HEADER};
+use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch::plan::PlanConfig;
+use walfetch::writer::{Appended, WalWriter, WriterConfig, WriterMode};
+use walfetch_testkit::ScriptedCluster;
+
+use contenders::{Clients, Contender};
+use proxy::Proxy;
+use report::Row;
+use workload::{Arrival, WorkloadSpec, Written, WrittenEntry};
+
+const USAGE: &str = "\
+writer benchmark: interleaved vs clustered, 1 vs 5 in flight, paced vs flat out; replay cost per layout
+
+usage: cargo bench --bench writer -- [options]
+
+  --quick              small workload, one replay run (seconds)
+  --broker B           scripted | tansu | both (default scripted)
+  --regions N          regions sharing the partition (default 64; quick 16)
+  --entries N          entries per run (default 20000; quick 1500)
+  --rate N             entries per second when paced (default 5000, the replay bench's)
+  --linger-ms N        writer linger (default 5)
+  --batch-kib N        writer batch size cap (default 256)
+  --compression C      none | lz4 | zstd (default lz4)
+  --checkpoint F       replay from this fraction of the log (default 0.25)
+  --runs N             measured replay runs per region (default 3; quick 1)
+  --seed N             workload seed (default 42)
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerKind {
+    Scripted,
+    Tansu,
+}
+
+impl BrokerKind {
+    fn name(self) -> &'static str {
+        match self {
+            BrokerKind::Scripted => "scripted (Kafka rules)",
+            BrokerKind::Tansu => "tansu 0.6",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    quick: bool,
+    brokers: Vec<BrokerKind>,
+    regions: u64,
+    entries: usize,
+    rate: f64,
+    linger: Duration,
+    batch_bytes: usize,
+    compression: Compression,
+    checkpoint: f64,
+    runs: usize,
+    seed: u64,
+}
+
+impl Args {
+    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
+        let args: Vec<String> = args.into_iter().collect();
+        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
+        let mut out = Self {
+            quick,
+            brokers: vec![BrokerKind::Scripted],
+            regions: if quick { 16 } else { 64 },
+            entries: if quick { 1_500 } else { 20_000 },
+            rate: 5_000.0,
+            linger: Duration::from_millis(5),
+            batch_bytes: 256 << 10,
+            compression: Compression::Lz4,
+            checkpoint: 0.25,
+            runs: if quick { 1 } else { 3 },
+            seed: 42,
+        };
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))
+            };
+            fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
+                v.parse()
+                    .map_err(|_| format!("{name}: cannot read {v:?}\n\n{USAGE}"))
+            }
+            match arg.as_str() {
+                "--bench" | "--quick" => {}
+                "--help" | "-h" => return Ok(None),
+                "--broker" => {
+                    out.brokers = match value("--broker")?.as_str() {
+                        "scripted" => vec![BrokerKind::Scripted],
+                        "tansu" => vec![BrokerKind::Tansu],
+                        "both" => vec![BrokerKind::Scripted, BrokerKind::Tansu],
+                        other => return Err(format!("--broker: unknown {other:?}\n\n{USAGE}")),
+                    }
+                }
+                "--regions" => out.regions = num("--regions", value("--regions")?)?,
+                "--entries" => out.entries = num("--entries", value("--entries")?)?,
+                "--rate" => out.rate = num("--rate", value("--rate")?)?,
+                "--linger-ms" => {
+                    out.linger = Duration::from_millis(num("--linger-ms", value("--linger-ms")?)?)
+                }
+                "--batch-kib" => {
+                    out.batch_bytes = num::<usize>("--batch-kib", value("--batch-kib")?)? << 10
+                }
+                "--compression" => {
+                    out.compression = match value("--compression")?.as_str() {
+                        "none" => Compression::None,
+                        "lz4" => Compression::Lz4,
+                        "zstd" => Compression::Zstd,
+                        other => return Err(format!("--compression: unknown {other:?}")),
+                    }
+                }
+                "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
+                "--runs" => out.runs = num("--runs", value("--runs")?)?,
+                "--seed" => out.seed = num("--seed", value("--seed")?)?,
+                flag if flag.starts_with('-') => {
+                    return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
+                }
+                free => eprintln!("note: ignoring the argument {free:?} (no filters here)"),
+            }
+        }
+        if out.regions == 0 || out.entries == 0 || out.runs == 0 || out.rate <= 0.0 {
+            return Err(format!(
+                "--regions, --entries, --runs and --rate must be positive\n\n{USAGE}"
+            ));
+        }
+        if !(0.0..1.0).contains(&out.checkpoint) {
+            return Err(format!("--checkpoint must be in [0, 1)\n\n{USAGE}"));
+        }
+        Ok(Some(out))
+    }
+
+    /// The replay bench's workload with these settings; `region_pure` as
+    /// its `-pure` workloads (1 MiB batches, GreptimeDB's cap).
+    fn spec(&self, region_pure: bool) -> WorkloadSpec {
+        WorkloadSpec {
+            name: format!(
+                "{}-1w{}",
+                self.compression.name(),
+                if region_pure { "-pure" } else { "" }
+            ),
+            regions: self.regions,
+            zipf: 1.0,
+            entries: self.entries,
+            rate: self.rate,
+            linger: self.linger,
+            max_batch_bytes: if region_pure {
+                1 << 20
+            } else {
+                self.batch_bytes
+            },
+            writers: 1,
+            compression: self.compression,
+            region_pure,
+            seed: self.seed,
+        }
+    }
+}
+
+/// One writer configuration's run.
+#[derive(Debug, Clone, serde::Serialize)]
+struct WriteRow {
+    broker: String,
+    mode: String,
+    in_flight: usize,
+    /// `rate` (the workload's arrival times) or `flat out`.
+    pace: String,
+    entries: usize,
+    batches: usize,
+    seconds: f64,
+    entries_per_s: f64,
+    mb_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    /// Runs of this configuration; the row is the median by throughput.
+    runs: usize,
+}
+
+/// One layout's replay of one region.
+#[derive(Debug, Clone, serde::Serialize)]
+struct ReplayRow {
+    broker: String,
+    layout: String,
+    batches: usize,
+    row: Row,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("\nwriter bench FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))
+}
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("writer-bench")
+}
+
+fn run() -> Result<ExitCode, String> {
+    let Some(args) = Args::parse(std::env::args().skip(1))? else {
+        print!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let started = Instant::now();
+    let infra = runtime("broker")?;
+    let clients = runtime("client")?;
+    eprintln!(
+        "writer bench, {} profile: {} regions, {} entries per run, rate {}/s",
+        if args.quick { "quick" } else { "full" },
+        args.regions,
+        args.entries,
+        args.rate
+    );
+    let mut writes = Vec::new();
+    let mut replays = Vec::new();
+    let mut round_trips = BTreeMap::new();
+    for &broker in &args.brokers {
+        let (listener, proxy_addr) = infra
+            .block_on(proxy::bind())
+            .map_err(|e| format!("proxy: {e}"))?;
+        let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
+            BrokerKind::Scripted => {
+                let cluster = infra
+                    .block_on(
+                        ScriptedCluster::builder()
+                            .advertised_addrs([proxy_addr])
+                            .start(),
+                    )
+                    .map_err(|e| format!("scripted broker: {e}"))?;
+                let addr = cluster
+                    .addrs()
+                    .first()
+                    .map(|a| a.1)
+                    .ok_or("scripted broker: no address")?;
+                (Box::new(cluster), addr)
+            }
+            BrokerKind::Tansu => {
+                let binary = find_tansu().map_err(|e| e.to_string())?;
+                let advertised = proxy_addr.to_string();
+                let tansu = clients
+                    .block_on(LocalBroker::start(&binary, Some(&advertised)))
+                    .map_err(|e| e.to_string())?;
+                let addr = tansu
+                    .address()
+                    .parse()
+                    .map_err(|e| format!("tansu address: {e}"))?;
+                (Box::new(tansu), addr)
+            }
+        };
+        let proxy = Proxy::start(listener, upstream, infra.handle());
+        let result = clients.block_on(bench_broker(broker, &proxy, &args));
+        drop(proxy);
+        drop(running);
+        let (w, r, rt) = result?;
+        writes.extend(w);
+        replays.extend(r);
+        round_trips.insert(broker.name().to_owned(), rt);
+    }
+    let md = markdown(&args, &writes, &replays, &round_trips, started.elapsed());
+    println!("{md}");
+    let dir = out_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::json!({
+        "profile": if args.quick { "quick" } else { "full" },
+        "writes": writes,
+        "replays": replays,
+        "round_trip_us": round_trips.iter().map(|(b, rt)| (b.clone(), rt.as_micros() as u64)).collect::<BTreeMap<_, _>>(),
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    for (name, text) in [
+        ("report.md", md),
+        (
+            "report.json",
+            serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    eprintln!(
+        "wrote {0}/report.md and {0}/report.json in {1:.0} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What one writer run wrote, and its figures.
+struct WriteRun {
+    written: Written,
+    row: WriteRow,
+}
+
+/// The record headers the writer wrote for an entry: the checksum header,
+/// then the entry's own.
+fn written_headers(arrival: &Arrival) -> Vec<(Bytes, Option<Bytes>)> {
+    let e = &arrival.entry;
+    let sum = record_checksum_header(Some(&e.region.to_be_bytes()), Some(&e.payload));
+    let mut headers = vec![(
+        Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+        Some(Bytes::copy_from_slice(&sum)),
+    )];
+    headers.extend(e.headers.iter().cloned());
+    headers
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// Appends `arrivals` to `topic` with one writer configured by `config`,
+/// at their arrival times when `paced`, and measures it.
+async fn write_run(
+    cluster: &Arc<Cluster>,
+    broker: &str,
+    arrivals: &[Arrival],
+    config: WriterConfig,
+    paced: bool,
+) -> Result<WriteRun, String> {
+    let (mode, in_flight) = (config.mode, config.max_in_flight);
+    let topic = config.topic.clone();
+    let writer = WalWriter::new(Arc::clone(cluster), config);
+    // Acknowledgements are collected as they come, whatever their order.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant, Appended)>();
+    let n = arrivals.len();
+    let collector = tokio::spawn(async move {
+        let mut pending = FuturesUnordered::new();
+        let mut out: Vec<Option<(Result<i64, String>, Duration)>> = vec![None; n];
+        let mut open = true;
+        loop {
+            tokio::select! {
+                next = rx.recv(), if open => match next {
+                    Some((i, at, appended)) => pending.push(async move {
+                        let r = appended.await.map_err(|e| e.to_string());
+                        (i, r, at.elapsed())
+                    }),
+                    None => open = false,
+                },
+                Some((i, r, latency)) = pending.next(), if !pending.is_empty() => {
+                    out[i] = Some((r, latency));
+                }
+                else => break,
+            }
+        }
+        (out, Instant::now())
+    });
+    let start = Instant::now();
+    for (i, a) in arrivals.iter().enumerate() {
+        if paced {
+            tokio::time::sleep_until((start + Duration::from_micros(a.at_micros)).into()).await;
+        }
+        let at = Instant::now();
+        let appended = writer
+            .append(a.entry.clone())
+            .await
+            .map_err(|e| format!("{topic}: append: {e}"))?;
+        tx.send((i, at, appended))
+            .map_err(|_| format!("{topic}: the collector stopped"))?;
+    }
+    drop(tx);
+    let (acks, last_ack) = collector
+        .await
+        .map_err(|e| format!("{topic}: collector: {e}"))?;
+    let seconds = (last_ack - start).as_secs_f64();
+    let index = writer
+        .close()
+        .await
+        .map_err(|e| format!("{topic}: close: {e}"))?;
+    let mut latencies = Vec::with_capacity(n);
+    let mut entries = Vec::with_capacity(n);
+    for (a, ack) in arrivals.iter().zip(acks) {
+        let (offset, latency) = ack.ok_or_else(|| format!("{topic}: an entry was not answered"))?;
+        let offset = offset.map_err(|e| format!("{topic}: an entry was not written: {e}"))?;
+        latencies.push(latency);
+        entries.push(WrittenEntry {
+            offset,
+            region: a.entry.region,
+            payload: a.entry.payload.clone(),
+            headers: written_headers(a),
+        });
+    }
+    latencies.sort_unstable();
+    entries.sort_by_key(|e| e.offset);
+    let end = entries.last().map_or(0, |e| e.offset + 1);
+    let layout = floor::scan(cluster, &topic, 0, end).await?;
+    let payload: usize = entries.iter().map(|e| e.payload.len()).sum();
+    let row = WriteRow {
+        broker: broker.to_owned(),
+        mode: mode.name().to_owned(),
+        in_flight,
+        pace: if paced { "rate" } else { "flat out" }.to_owned(),
+        entries: n,
+        batches: layout.batches.len(),
+        seconds,
+        entries_per_s: n as f64 / seconds,
+        mb_per_s: payload as f64 / seconds / 1e6,
+        p50_ms: quantile(&latencies, 0.5),
+        p99_ms: quantile(&latencies, 0.99),
+        max_ms: quantile(&latencies, 1.0),
+        runs: 1,
+    };
+    eprintln!(
+        "  {broker} {:<11} {} in flight {:<8}: {:>7.0} entries/s {:>6.1} MB/s, p50 {:.2} ms p99 {:.2} ms, {} batches",
+        row.mode, row.in_flight, row.pace, row.entries_per_s, row.mb_per_s, row.p50_ms, row.p99_ms, row.batches
+    );
+    Ok(WriteRun {
+        written: Written {
+            entries,
+            index,
+            end,
+            batches: layout.batches.len(),
+        },
+        row,
+    })
+}
+
+async fn create(cluster: &Cluster, topic: &str) -> Result<(), String> {
+    cluster
+        .create_topics(&[NewTopic::new(topic, 1)])
+        .await
+        .map_err(|e| format!("create {topic}: {e}"))
+}
+
+/// The hot, median and cold regions of `written` replayed with hints and a
+/// complete index.
+async fn replay_costs(
+    broker: &str,
+    layout_name: &str,
+    cluster: &Arc<Cluster>,
+    proxy: &Proxy,
+    topic: &str,
+    written: &Written,
+    args: &Args,
+) -> Result<Vec<ReplayRow>, String> {
+    let layout = floor::scan(cluster, topic, 0, written.end).await?;
+    cluster
+        .fetch(&FetchParams::new(topic, 0, 0).with_max_bytes(1))
+        .await
+        .map_err(|e| format!("{broker}: warm-up fetch: {e}"))?;
+    let clients = Clients {
+        walfetch: Arc::clone(cluster),
+        rskafka: HashMap::new(),
+        plan: PlanConfig::default(),
+    };
+    let mut out = Vec::new();
+    for scenario in contenders::scenarios(topic, written, args.checkpoint)? {
+        if scenario.index_mode != "complete" {
+            continue;
+        }
+        let floor = floor::floor(
+            &layout,
+            scenario.region,
+            scenario.range.clone(),
+            scenario.indexed_end(),
+        )?;
+        for contender in [Contender::Hints, Contender::HintsFewestBytes] {
+            let mut runs = Vec::new();
+            for run in 0..args.runs + usize::from(!args.quick) {
+                let result = contenders::run(contender, &clients, proxy, &scenario)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "{broker} {layout_name} {} region {} {}: {e}",
+                            scenario.class,
+                            scenario.region,
+                            contender.name()
+                        )
+                    })?;
+                // A first, unmeasured run warms caches (not when quick).
+                if run > 0 || args.quick {
+                    runs.push(result);
+                }
+            }
+            let row = Row::new(broker, layout_name, &scenario, contender, floor, &runs);
+            eprintln!(
+                "  {broker} {layout_name:<38} {:<6} region {:>3} {:<28}: {:.3}x own, {} fetches, {} round trips",
+                row.class, row.region, row.contender, row.amp_own, row.fetches, row.round_trips
+            );
+            out.push(ReplayRow {
+                broker: broker.to_owned(),
+                layout: layout_name.to_owned(),
+                batches: layout.batches.len(),
+                row,
+            });
+        }
+    }
+    Ok(out)
+}
+
+const INTERLEAVED_LAYOUT: &str = "interleaved writer (5 in flight)";
+const CLUSTERED_LAYOUT: &str = "clustered writer (5 in flight)";
+const PURE_LAYOUT: &str = "region-pure (replay bench lz4-1w-pure)";
+
+/// Every writer run and replay on one broker; its round trip.
+async fn bench_broker(
+    broker: BrokerKind,
+    proxy: &Proxy,
+    args: &Args,
+) -> Result<(Vec<WriteRow>, Vec<ReplayRow>, Duration), String> {
+    let name = broker.name();
+    let mut config = ClusterConfig::new([proxy.addr().to_string()]);
+    config.connection.request_timeout = Duration::from_secs(30);
+    let cluster = Arc::new(
+        Cluster::connect(config)
+            .await
+            .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
+    );
+    let spec = args.spec(false);
+    let arrivals = workload::arrivals(&spec);
+    let mut writes = Vec::new();
+    let mut replays = Vec::new();
+    let mut layouts: Vec<(&str, String, Written)> = Vec::new();
+    for paced in [true, false] {
+        for mode in [WriterMode::Interleaved, WriterMode::Clustered] {
+            for in_flight in [1, 5] {
+                // Flat-out runs are short: the median of three (of one
+                // when quick) by throughput.
+                let reps = if paced || args.quick { 1 } else { 3 };
+                let mut runs = Vec::new();
+                for rep in 0..reps {
+                    let topic = format!(
+                        "w-{}-{in_flight}-{}-{rep}",
+                        mode.name(),
+                        if paced { "rate" } else { "flat" }
+                    );
+                    create(&cluster, &topic).await?;
+                    let config = WriterConfig::new(topic.clone(), 0)
+                        .with_mode(mode)
+                        .with_max_in_flight(in_flight)
+                        .with_compression(args.compression)
+                        .with_max_batch_bytes(args.batch_bytes)
+                        .with_linger(args.linger);
+                    let run = write_run(&cluster, name, &arrivals, config, paced).await?;
+                    runs.push((topic, run));
+                }
+                runs.sort_by(|a, b| a.1.row.entries_per_s.total_cmp(&b.1.row.entries_per_s));
+                let (topic, mut run) = runs.swap_remove(runs.len() / 2);
+                run.row.runs = reps;
+                writes.push(run.row);
+                if paced && in_flight == 5 {
+                    let layout = match mode {
+                        WriterMode::Clustered => CLUSTERED_LAYOUT,
+                        _ => INTERLEAVED_LAYOUT,
+                    };
+                    layouts.push((layout, topic, run.written));
+                }
+            }
+        }
+    }
+    let link = measure_link(&cluster, &layouts[0].1, 0, 20)
+        .await
+        .map_err(|e| format!("{name}: measuring the link: {e}"))?;
+    eprintln!(
+        "  {name}: round trip {} µs (median of {})",
+        link.round_trip.as_micros(),
+        link.samples
+    );
+    // The replay bench's region-pure layout, written as it writes it.
+    let pure = args.spec(true);
+    let topic = format!("w-{}", pure.name);
+    create(&cluster, &topic).await?;
+    let planned = workload::generate(&pure);
+    let written = workload::write(&cluster, &topic, &pure, &planned).await?;
+    layouts.push((PURE_LAYOUT, topic, written));
+    for (layout, topic, written) in &layouts {
+        replays.extend(replay_costs(name, layout, &cluster, proxy, topic, written, args).await?);
+    }
+    Ok((writes, replays, link.round_trip))
+}
+
+fn markdown(
+    args: &Args,
+    writes: &[WriteRow],
+    replays: &[ReplayRow],
+    round_trips: &BTreeMap<String, Duration>,
+    elapsed: Duration,
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Writer benchmark\n\n`cargo bench --bench writer{}` — the replay bench's workload: {} regions (Zipf 1), {} entries per run, {} compression, linger {:?}, batch cap {} KiB, paced runs at {}/s, seed {}; replays from {:.0} % of the log with hints and a complete index, median of {} run(s); idempotent producer throughout; {:.0} s in all.\n",
+        if args.quick { " -- --quick" } else { "" },
+        args.regions,
+        args.entries,
+        args.compression.name(),
+        args.linger,
+        args.batch_bytes >> 10,
+        args.rate,
+        args.seed,
+        args.checkpoint * 100.0,
+        args.runs,
+        elapsed.as_secs_f64()
+    );
+    for (broker, rt) in round_trips {
+        let _ = writeln!(
+            md,
+            "{broker}: round trip through the proxy {} µs (median of 20 fetches, same run).\n",
+            rt.as_micros()
+        );
+    }
+    md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput.\n\n| broker | mode | in flight | pace | entries/s | MB/s | append p50 | append p99 | max | batches | runs |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for w in writes {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.2} ms | {:.2} ms | {:.1} ms | {} | {} |",
+            w.broker,
+            w.mode,
+            w.in_flight,
+            w.pace,
+            w.entries_per_s,
+            w.mb_per_s,
+            w.p50_ms,
+            w.p99_ms,
+            w.max_ms,
+            w.batches,
+            w.runs
+        );
+    }
+    md.push_str("\n### Replay cost of each layout (walfetch with the writer's hints, complete index)\n\n`walfetch hints` plans with the library's default cost model (it may read other regions' batches to save a fetch); `fewest bytes` plans with a per-fetch cost of zero (runs never merge).\n\n| broker | layout | batches | region | plan | entries | own bytes | wire bytes | ×own | ×floor | fetches | round trips |\n|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in replays {
+        let row = &r.row;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
+            r.broker,
+            r.layout,
+            r.batches,
+            row.class,
+            row.region,
+            row.contender.trim_start_matches("walfetch hints, "),
+            row.entries,
+            report::bytes(row.floor.region_record_bytes),
+            report::bytes(row.wire_bytes),
+            row.amp_own,
+            row.amp_floor,
+            row.fetches,
+            row.round_trips
+        );
+    }
+    md.push_str(
+        "\n### Targets (same run)\n\n| broker | target | measured | met |\n|---|---|---|---|\n",
+    );
+    let yes = |ok: bool| if ok { "yes" } else { "**no**" };
+    for (broker, rt) in round_trips {
+        let find = |mode: &str, in_flight: usize, pace: &str| {
+            writes.iter().find(|w| {
+                &w.broker == broker && w.mode == mode && w.in_flight == in_flight && w.pace == pace
+            })
+        };
+        for in_flight in [5, 1] {
+            if let (Some(c), Some(i)) = (
+                find("clustered", in_flight, "flat out"),
+                find("interleaved", in_flight, "flat out"),
+            ) {
+                let ratio = c.entries_per_s / i.entries_per_s;
+                let _ = writeln!(
+                    md,
+                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s: {ratio:.2}× | {} |",
+                    c.entries_per_s,
+                    i.entries_per_s,
+                    yes(ratio >= 1.0)
+                );
+            }
+        }
+        for pure in [CLUSTERED_LAYOUT, PURE_LAYOUT] {
+            for r in replays
+                .iter()
+                .filter(|r| &r.broker == broker && r.layout == pure && r.row.class == "median")
+            {
+                let _ = writeln!(
+                    md,
+                    "| {broker} | median region, {}: ≤ 1.1× own on the {pure} layout | {:.3}× own | {} |",
+                    r.row.contender,
+                    r.row.amp_own,
+                    yes(r.row.amp_own <= 1.1)
+                );
+            }
+        }
+        let bound = args.linger + 2 * *rt;
+        for mode in ["clustered", "interleaved"] {
+            for in_flight in [5, 1] {
+                if let Some(w) = find(mode, in_flight, "rate") {
+                    let bound_ms = bound.as_secs_f64() * 1e3;
+                    let _ = writeln!(
+                        md,
+                        "| {broker} | append p99 ≤ linger + 2 round trips ({bound_ms:.2} ms), {mode}, {in_flight} in flight, at the rate | {:.2} ms: {:.2}× the bound | {} |",
+                        w.p99_ms,
+                        w.p99_ms / bound_ms,
+                        yes(w.p99_ms <= bound_ms)
+                    );
+                }
+            }
+        }
+    }
+    md
+}

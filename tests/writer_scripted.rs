@@ -1,0 +1,313 @@
+//! The WAL writer against the scripted broker (Kafka's idempotence rules):
+//! clustered and interleaved layouts, several requests in flight, and
+//! answers lost (the connection cut after the append, or no answer at all
+//! until the request times out) — the batches are sent again and the log
+//! holds every entry once, regions in append order, the index exact.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::ResponseError;
+use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
+use walfetch::codec::Compression;
+use walfetch::error::Error;
+use walfetch::index::{RegionId, WalIndex};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch_testkit::{DuplicateAnswer, Fault, FaultAction, ScriptedCluster};
+
+use support::wal_log::{check_written, read_log, Layout};
+
+const TOPIC: &str = "wal";
+
+async fn scripted() -> (ScriptedCluster, Arc<Cluster>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(TOPIC, 1).expect("topic");
+    let mut config = ClusterConfig::new([scripted.bootstrap()]);
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(20),
+        ..RetryPolicy::default()
+    };
+    // A lost answer shows as a timeout after about a second.
+    config.connection.request_timeout = Duration::from_millis(700);
+    config.produce_timeout = Duration::from_millis(300);
+    let cluster = Arc::new(Cluster::connect(config).await.expect("bootstrap"));
+    (scripted, cluster)
+}
+
+/// `count` entries of 6 regions, skewed, with unique payloads.
+fn entries(from: usize, count: usize) -> Vec<(RegionId, Bytes)> {
+    (from..from + count)
+        .map(|n| {
+            let region = [1, 1, 1, 2, 2, 3, 4, 5, 6][n % 9] as RegionId;
+            let payload = format!("entry {n} of region {region} {}", "x".repeat(n * 37 % 300));
+            (region, Bytes::from(payload))
+        })
+        .collect()
+}
+
+fn config(mode: WriterMode) -> WriterConfig {
+    WriterConfig::new(TOPIC, 0)
+        .with_mode(mode)
+        .with_max_batch_bytes(2 << 10)
+        .with_linger(Duration::from_millis(3))
+}
+
+/// Appends `entries` without waiting between them; each entry's offset (or
+/// error), in append order.
+async fn append_all(
+    writer: &WalWriter,
+    entries: &[(RegionId, Bytes)],
+) -> Vec<(RegionId, Bytes, Result<i64, Error>)> {
+    let mut pending = Vec::new();
+    for (region, payload) in entries {
+        let appended = writer
+            .append(WalEntry::new(*region, payload.clone()))
+            .await
+            .expect("queued");
+        pending.push((*region, payload.clone(), appended));
+    }
+    let mut out = Vec::new();
+    for (region, payload, appended) in pending {
+        out.push((region, payload, appended.await));
+    }
+    out
+}
+
+fn written(results: Vec<(RegionId, Bytes, Result<i64, Error>)>) -> Vec<(RegionId, Bytes, i64)> {
+    results
+        .into_iter()
+        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
+        .collect()
+}
+
+async fn write(
+    cluster: &Arc<Cluster>,
+    config: WriterConfig,
+    entries: &[(RegionId, Bytes)],
+) -> (Vec<(RegionId, Bytes, i64)>, WalIndex) {
+    let writer = WalWriter::new(Arc::clone(cluster), config);
+    let results = written(append_all(&writer, entries).await);
+    (results, writer.close().await.expect("closed"))
+}
+
+async fn check(cluster: &Cluster, appended: &[(RegionId, Bytes, i64)], index: &WalIndex) -> Layout {
+    let log = read_log(cluster, TOPIC, 0).await;
+    check_written(&log, appended, index, true)
+}
+
+#[tokio::test]
+async fn clustered_batches_hold_one_region_interleaved_mix_them() {
+    for (mode, compression) in [
+        (WriterMode::Clustered, Compression::None),
+        (WriterMode::Clustered, Compression::Lz4),
+        (WriterMode::Interleaved, Compression::None),
+    ] {
+        let (_scripted, cluster) = scripted().await;
+        let config = config(mode).with_compression(compression);
+        let (appended, index) = write(&cluster, config, &entries(0, 600)).await;
+        let layout = check(&cluster, &appended, &index).await;
+        match mode {
+            WriterMode::Clustered => assert_eq!(layout.mixed_batches, 0, "{layout:?}"),
+            _ => assert!(layout.mixed_batches > 0, "{layout:?}"),
+        }
+        assert!(
+            layout.pure_batches + layout.mixed_batches > 20,
+            "{layout:?}"
+        );
+        assert_eq!(layout.producer_ids.len(), 1, "one producer id: {layout:?}");
+        assert!(
+            layout.producer_ids.iter().all(|id| *id >= 1000),
+            "{layout:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn checksums_off_and_a_plain_producer_one_in_flight() {
+    let (_scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Interleaved)
+        .with_record_checksums(false)
+        .with_idempotent(false)
+        .with_max_in_flight(1);
+    let (appended, index) = write(&cluster, config, &entries(0, 300)).await;
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let layout = check_written(&log, &appended, &index, false);
+    assert_eq!(
+        layout.producer_ids.into_iter().collect::<Vec<_>>(),
+        [-1],
+        "no producer id"
+    );
+}
+
+#[tokio::test]
+async fn settings_are_checked() {
+    let (_scripted, cluster) = scripted().await;
+    for bad in [
+        config(WriterMode::Clustered).with_max_in_flight(0),
+        config(WriterMode::Clustered).with_max_in_flight(6),
+        config(WriterMode::Clustered)
+            .with_max_in_flight(2)
+            .with_idempotent(false),
+    ] {
+        let writer = WalWriter::new(Arc::clone(&cluster), bad);
+        let err = writer
+            .append(WalEntry::new(1, "x"))
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("max_in_flight")),
+            "{err}"
+        );
+        assert!(writer.close().await.is_err());
+    }
+}
+
+/// Writes 900 entries with a fault on one Produce in the middle; every
+/// entry is written once, in order, with an exact index. Returns how many
+/// Produce requests the broker received and how many batches the log has.
+async fn lost_answer(
+    action: FaultAction,
+    duplicates: DuplicateAnswer,
+    mode: WriterMode,
+    in_flight: usize,
+) -> (u64, usize) {
+    let (scripted, cluster) = scripted().await;
+    scripted.set_duplicate_answer(duplicates);
+    let writer = WalWriter::new(
+        Arc::clone(&cluster),
+        config(mode).with_max_in_flight(in_flight),
+    );
+    let first = entries(0, 300);
+    let mut appended = written(append_all(&writer, &first).await);
+    // The fault hits the first Produce of the next entries, with more
+    // batches behind it.
+    scripted.script(Fault::on(ApiKey::Produce).then(action.clone()));
+    let rest = entries(300, 600);
+    appended.extend(written(append_all(&writer, &rest).await));
+    let index = writer.close().await.expect("closed");
+    assert!(scripted.pending_faults().is_empty(), "the fault fired");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let layout = check_written(&log, &appended, &index, true);
+    assert_eq!(
+        layout.producer_ids.len(),
+        1,
+        "{action:?}: sent again under the same producer id"
+    );
+    let produced = scripted.stats(1).unwrap().requests_of(ApiKey::Produce);
+    (produced, log.len())
+}
+
+#[tokio::test]
+async fn a_lost_answer_is_sent_again_not_duplicated() {
+    for mode in [WriterMode::Clustered, WriterMode::Interleaved] {
+        for duplicates in [
+            DuplicateAnswer::OriginalOffset,
+            DuplicateAnswer::DuplicateSequenceNumber,
+            DuplicateAnswer::NoOffset,
+        ] {
+            let (produced, batches) =
+                lost_answer(FaultAction::CutBeforeResponse, duplicates, mode, 5).await;
+            assert!(
+                produced > batches as u64,
+                "{mode:?} {duplicates:?}: {produced} Produce requests for {batches} batches"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_timed_out_request_is_sent_again_with_those_behind_it() {
+    // Five in flight: the batches sent behind the lost one were answered,
+    // but go again with it (their answers are dropped with the
+    // connection): the broker recognises every one.
+    let (produced, batches) = lost_answer(
+        FaultAction::LoseResponse,
+        DuplicateAnswer::OriginalOffset,
+        WriterMode::Clustered,
+        5,
+    )
+    .await;
+    assert!(
+        produced >= batches as u64 + 2,
+        "several in flight, sent again: {produced} Produce requests for {batches} batches"
+    );
+    // One in flight: only the lost one goes again.
+    let (produced, batches) = lost_answer(
+        FaultAction::LoseResponse,
+        DuplicateAnswer::OriginalOffset,
+        WriterMode::Clustered,
+        1,
+    )
+    .await;
+    assert_eq!(produced, batches as u64 + 1);
+}
+
+#[tokio::test]
+async fn a_refused_batch_fails_alone_and_the_rest_follow_under_a_new_producer_id() {
+    let (scripted, cluster) = scripted().await;
+    let writer = WalWriter::new(Arc::clone(&cluster), config(WriterMode::Clustered));
+    let mut appended = written(append_all(&writer, &entries(0, 300)).await);
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PartitionError(
+        ResponseError::MessageTooLarge.code(),
+    )));
+    let results = append_all(&writer, &entries(300, 600)).await;
+    let mut failed = 0;
+    for (region, payload, result) in results {
+        match result {
+            Ok(offset) => appended.push((region, payload, offset)),
+            Err(e) => {
+                failed += 1;
+                assert!(e.to_string().contains("MESSAGE_TOO_LARGE"), "{e}");
+            }
+        }
+    }
+    let index = writer.close().await.expect("closed");
+    assert!(failed > 0, "the refused batch's entries fail");
+    // The refused batch is not in the log; everything else is, once.
+    let layout = check(&cluster, &appended, &index).await;
+    assert_eq!(
+        layout.producer_ids.len(),
+        2,
+        "a new producer id: {layout:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_again() {
+    let (scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Interleaved)
+        .with_idempotent(false)
+        .with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = written(append_all(&writer, &entries(0, 100)).await);
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
+    let results = append_all(&writer, &entries(100, 200)).await;
+    let index = writer.close().await.expect("closed");
+    let failed: Vec<_> = results.iter().filter(|r| r.2.is_err()).collect();
+    assert!(!failed.is_empty(), "the batch whose answer was lost fails");
+    for (_, _, e) in &failed {
+        let e = e.as_ref().unwrap_err();
+        assert!(matches!(e, Error::Client(_)), "{e}");
+    }
+    // The broker appended the batch once; the writer did not send it again
+    // and did not index it.
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let records: usize = log.iter().map(|b| b.records.len()).sum();
+    assert_eq!(records, 300, "every entry once, the lost batch included");
+    let ok = results.iter().filter(|r| r.2.is_ok()).count();
+    assert_eq!(
+        index.len(),
+        first.len() + ok,
+        "failed entries are not indexed"
+    );
+    assert_eq!(
+        scripted.stats(1).unwrap().requests_of(ApiKey::Produce),
+        log.len() as u64,
+        "one Produce per batch"
+    );
+}
