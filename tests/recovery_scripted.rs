@@ -23,7 +23,7 @@ use walfetch::consumer::{
 };
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
-use walfetch::writer::WriterConfig;
+use walfetch::writer::{WriterConfig, WriterMode};
 use walfetch_testkit::{Habits, ScriptedCluster};
 
 const TOPIC: &str = "wal";
@@ -58,6 +58,9 @@ async fn setup(
         let mut writer_config = WriterConfig::new(TOPIC, p);
         writer_config.compression = compression;
         writer_config.max_batch_bytes = 4 << 10;
+        // Regions mixed in every batch: a cold region's entries lie far
+        // apart, many small fetches (a clustered layout needs fewer).
+        writer_config.mode = WriterMode::Interleaved;
         let mut entries = Vec::new();
         for n in 0..entries_per_partition {
             // Skewed: low regions are hot.

@@ -21,7 +21,7 @@
 use std::ops::Range;
 
 use walfetch::cluster::{Cluster, FetchParams};
-use walfetch::codec::{Batches, Compression, DecodeOptions};
+use walfetch::codec::{Batches, Compression, DecodeOptions, RecordCheck};
 use walfetch::plan::{floor_bytes, FetchRules, LogBatch as FloorBatch};
 use walfetch_testkit::fetch_rules::{kafka_fetch, BatchExtent};
 
@@ -32,7 +32,8 @@ pub(crate) struct LogRecord {
     /// The key as a region id (8 bytes, big-endian).
     pub(crate) region: Option<u64>,
     /// Where the record ends, in bytes from its batch's start, when the
-    /// batch is uncompressed.
+    /// batch is uncompressed and the record carries its per-record
+    /// checksum (else a replay cannot use it from a cut batch).
     pub(crate) end_in_batch: Option<u32>,
     /// Encoded size of the record (inside its batch, uncompressed).
     pub(crate) wire_len: u32,
@@ -108,7 +109,13 @@ pub(crate) async fn scan(
                 records.push(LogRecord {
                     offset: record.offset(),
                     region,
-                    end_in_batch: record.batch_range().map(|r| r.end as u32),
+                    // A replay uses a cut batch's record only under its
+                    // per-record checksum (the default policy): without one,
+                    // the floor reads its batch whole too.
+                    end_in_batch: record
+                        .batch_range()
+                        .filter(|_| record.check_checksum() == RecordCheck::Verified)
+                        .map(|r| r.end as u32),
                     wire_len: record.wire_len() as u32,
                 });
             }

@@ -281,14 +281,14 @@ pub(crate) async fn write_partition(
         .map(|_| {
             // Batches are closed by the flushes below, at the simulated
             // boundaries: the writer's own triggers must never fire, and
-            // a flushed batch stays one batch (interleaved mode). Records
-            // without the checksum header, as this bench has always
-            // measured them (the writer bench measures the writer's own
-            // layouts, checksums included).
+            // a flushed batch stays one batch (interleaved mode). The
+            // interleaved layouts are walfetch's writer's, with its
+            // per-record checksums; the region-pure one is GreptimeDB's,
+            // which writes none (so a replay reads its batches whole).
             let config = WriterConfig::new(topic, partition)
                 .with_compression(spec.compression)
                 .with_mode(WriterMode::Interleaved)
-                .with_record_checksums(false)
+                .with_record_checksums(!spec.region_pure)
                 .with_max_batch_bytes(usize::MAX / 4)
                 .with_linger(Duration::from_secs(3600));
             WalWriter::new(Arc::clone(cluster), config)
