@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rskafka::client::partition::PartitionClient;
 use walfetch::cluster::Cluster;
-use walfetch::codec::Record;
+use walfetch::codec::{Record, RECORD_CHECKSUM_HEADER};
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
 use walfetch::plan::{EstimatePlanner, FetchKind, FetchStrategy, Layout, PlanConfig, PlanView};
@@ -241,6 +241,11 @@ impl<'a> Checker<'a> {
                 "offset {offset}: the value differs from what was written"
             ));
         }
+        // The caller's headers, after the writer's per-record checksum.
+        let headers: Vec<_> = headers
+            .iter()
+            .filter(|h| h.0 != RECORD_CHECKSUM_HEADER.as_bytes())
+            .collect();
         let same_headers = headers.len() == want.headers.len()
             && headers
                 .iter()

@@ -191,10 +191,9 @@ pub struct ReplayCore {
     /// `options.region_rule` when yielded (the rule is known).
     verify_entries: bool,
     /// Whether the records of a batch cut at the byte limit can be used:
-    /// the policy allows it, under [`CutRecords::Checked`] no record
-    /// without a per-record checksum was met, and the broker was not seen
-    /// to send whole batches past the byte limit. When not, the strategy
-    /// plans whole batches (see [`PlanView::cut_records`]).
+    /// the policy allows it and, under [`CutRecords::Checked`], no record
+    /// without a per-record checksum was met. When not, the strategy plans
+    /// whole batches (see [`PlanView::cut_records`]).
     cut_usable: bool,
 }
 
@@ -743,14 +742,6 @@ impl ReplayCore {
         {
             // Records without a per-record checksum: a batch cut after one
             // would have to be read again whole, so plan whole batches.
-            self.cut_usable = false;
-        }
-        // Kafka answers at most the byte limit, or the first batch whole
-        // when that is larger (KIP-74); a broker that sent more returns
-        // whole batches only (Tansu 0.6), and no fetch gains by planning a
-        // cut there.
-        let first_len = absorbed.batches.first().map_or(0, |b| b.len as usize);
-        if fetched.records.len() > (fetch.max_bytes as usize).max(first_len) {
             self.cut_usable = false;
         }
         let mut progress = learned
