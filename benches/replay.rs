@@ -49,6 +49,8 @@
 mod contenders;
 #[path = "replay/floor.rs"]
 mod floor;
+#[path = "replay/harness.rs"]
+mod harness;
 #[path = "replay/proxy.rs"]
 mod proxy;
 #[path = "replay/report.rs"]
@@ -60,7 +62,6 @@ mod workload;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,11 +71,10 @@ use rskafka::client::ClientBuilder;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
-use walfetch::local_broker::{find_tansu, LocalBroker};
 use walfetch::plan::PlanConfig;
-use walfetch_testkit::ScriptedCluster;
 
 use contenders::{Clients, Contender, RunResult};
+use harness::BrokerKind;
 use proxy::Proxy;
 use report::Row;
 use workload::WorkloadSpec;
@@ -105,21 +105,6 @@ usage: cargo bench --bench replay -- [options]
   --round-trip-us N    walfetch planner's cost model: round trip in µs
                        (default: the planner's own, 150); 0 never merges runs
 ";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BrokerKind {
-    Scripted,
-    Tansu,
-}
-
-impl BrokerKind {
-    fn name(self) -> &'static str {
-        match self {
-            BrokerKind::Scripted => "scripted (Kafka rules)",
-            BrokerKind::Tansu => "tansu 0.6",
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -303,24 +288,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))
-}
-
-/// Where the outputs go: `$CARGO_TARGET_DIR/replay-bench` or
-/// `<workspace>/target/replay-bench`.
-fn out_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
-        .join("replay-bench")
-}
-
 fn run() -> Result<ExitCode, String> {
     let Some(args) = Args::parse(std::env::args().skip(1))? else {
         print!("{USAGE}");
@@ -328,8 +295,8 @@ fn run() -> Result<ExitCode, String> {
     };
     let started = Instant::now();
     // The broker and the proxy get their own threads, the contenders theirs.
-    let infra = runtime("broker")?;
-    let clients = runtime("client")?;
+    let infra = harness::runtime("broker")?;
+    let clients = harness::runtime("client")?;
     eprintln!(
         "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender",
         if args.quick { "quick" } else { "default" },
@@ -341,48 +308,16 @@ fn run() -> Result<ExitCode, String> {
     let mut restart_rows = Vec::new();
     let mut datasets = Vec::new();
     for &broker in &args.brokers {
-        let (listener, proxy_addr) = infra
-            .block_on(proxy::bind())
-            .map_err(|e| format!("proxy: {e}"))?;
         // The broker is kept alive until its figures are in.
-        let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
-            BrokerKind::Scripted => {
-                let cluster = infra
-                    .block_on(
-                        ScriptedCluster::builder()
-                            .advertised_addrs([proxy_addr])
-                            .start(),
-                    )
-                    .map_err(|e| format!("scripted broker: {e}"))?;
-                let addr = cluster
-                    .addrs()
-                    .first()
-                    .map(|a| a.1)
-                    .ok_or("scripted broker: no address")?;
-                (Box::new(cluster), addr)
-            }
-            BrokerKind::Tansu => {
-                let binary = find_tansu().map_err(|e| e.to_string())?;
-                let advertised = proxy_addr.to_string();
-                let tansu = clients
-                    .block_on(LocalBroker::start(&binary, Some(&advertised)))
-                    .map_err(|e| e.to_string())?;
-                let addr = tansu
-                    .address()
-                    .parse()
-                    .map_err(|e| format!("tansu address: {e}"))?;
-                (Box::new(tansu), addr)
-            }
-        };
-        let proxy = Proxy::start(listener, upstream, infra.handle());
+        let running = harness::start(broker, &infra, &clients)?;
+        let proxy = &running.proxy;
         let result = clients.block_on(bench_broker(
             broker,
-            &proxy,
+            proxy,
             &args,
             &mut rows,
             &mut restart_rows,
         ));
-        drop(proxy);
         drop(running);
         datasets.extend(result?);
     }
@@ -408,7 +343,7 @@ fn run() -> Result<ExitCode, String> {
     let md = report::markdown(&rows, &targets, &header, &datasets)
         + &restart::markdown(&restart_rows, &restart_targets);
     println!("{md}");
-    let dir = out_dir();
+    let dir = harness::out_dir("replay-bench");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({
         "profile": if args.quick { "quick" } else { "default" },

@@ -46,6 +46,8 @@ mod contenders;
 #[allow(dead_code)]
 #[path = "replay/floor.rs"]
 mod floor;
+#[path = "replay/harness.rs"]
+mod harness;
 #[allow(dead_code)]
 #[path = "replay/proxy.rs"]
 mod proxy;
@@ -58,25 +60,21 @@ mod workload;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
-use walfetch::codec::{record_checksum_header, Compression, RECORD_CHECKSUM_HEADER};
-use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch::codec::Compression;
 use walfetch::plan::PlanConfig;
 use walfetch::writer::{Appended, WalWriter, WriterConfig, WriterMode};
-use walfetch_testkit::ScriptedCluster;
 
 use contenders::{Clients, Contender};
+use harness::BrokerKind;
 use proxy::Proxy;
 use report::Row;
 use workload::{Arrival, WorkloadSpec, Written, WrittenEntry};
@@ -98,21 +96,6 @@ usage: cargo bench --bench writer -- [options]
   --runs N             measured replay runs per region (default 3; quick 1)
   --seed N             workload seed (default 42)
 ";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BrokerKind {
-    Scripted,
-    Tansu,
-}
-
-impl BrokerKind {
-    fn name(self) -> &'static str {
-        match self {
-            BrokerKind::Scripted => "scripted (Kafka rules)",
-            BrokerKind::Tansu => "tansu 0.6",
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -270,30 +253,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime(name: &str) -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("tokio runtime: {e}"))
-}
-
-fn out_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
-        .join("writer-bench")
-}
-
 fn run() -> Result<ExitCode, String> {
     let Some(args) = Args::parse(std::env::args().skip(1))? else {
         print!("{USAGE}");
         return Ok(ExitCode::SUCCESS);
     };
     let started = Instant::now();
-    let infra = runtime("broker")?;
-    let clients = runtime("client")?;
+    let infra = harness::runtime("broker")?;
+    let clients = harness::runtime("client")?;
     eprintln!(
         "writer bench, {} profile: {} regions, {} entries per run, rate {}/s",
         if args.quick { "quick" } else { "full" },
@@ -305,41 +272,10 @@ fn run() -> Result<ExitCode, String> {
     let mut replays = Vec::new();
     let mut round_trips = BTreeMap::new();
     for &broker in &args.brokers {
-        let (listener, proxy_addr) = infra
-            .block_on(proxy::bind())
-            .map_err(|e| format!("proxy: {e}"))?;
-        let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
-            BrokerKind::Scripted => {
-                let cluster = infra
-                    .block_on(
-                        ScriptedCluster::builder()
-                            .advertised_addrs([proxy_addr])
-                            .start(),
-                    )
-                    .map_err(|e| format!("scripted broker: {e}"))?;
-                let addr = cluster
-                    .addrs()
-                    .first()
-                    .map(|a| a.1)
-                    .ok_or("scripted broker: no address")?;
-                (Box::new(cluster), addr)
-            }
-            BrokerKind::Tansu => {
-                let binary = find_tansu().map_err(|e| e.to_string())?;
-                let advertised = proxy_addr.to_string();
-                let tansu = clients
-                    .block_on(LocalBroker::start(&binary, Some(&advertised)))
-                    .map_err(|e| e.to_string())?;
-                let addr = tansu
-                    .address()
-                    .parse()
-                    .map_err(|e| format!("tansu address: {e}"))?;
-                (Box::new(tansu), addr)
-            }
-        };
-        let proxy = Proxy::start(listener, upstream, infra.handle());
-        let result = clients.block_on(bench_broker(broker, &proxy, &args));
-        drop(proxy);
+        // The broker is kept alive until its figures are in.
+        let running = harness::start(broker, &infra, &clients)?;
+        let proxy = &running.proxy;
+        let result = clients.block_on(bench_broker(broker, proxy, &args));
         drop(running);
         let (w, r, rt) = result?;
         writes.extend(w);
@@ -348,7 +284,7 @@ fn run() -> Result<ExitCode, String> {
     }
     let md = markdown(&args, &writes, &replays, &round_trips, started.elapsed());
     println!("{md}");
-    let dir = out_dir();
+    let dir = harness::out_dir("writer-bench");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({
         "profile": if args.quick { "quick" } else { "full" },
@@ -383,17 +319,6 @@ struct WriteRun {
 
 /// The record headers the writer wrote for an entry: the checksum header,
 /// then the entry's own.
-fn written_headers(arrival: &Arrival) -> Vec<(Bytes, Option<Bytes>)> {
-    let e = &arrival.entry;
-    let sum = record_checksum_header(Some(&e.region.to_be_bytes()), Some(&e.payload));
-    let mut headers = vec![(
-        Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
-        Some(Bytes::copy_from_slice(&sum)),
-    )];
-    headers.extend(e.headers.iter().cloned());
-    headers
-}
-
 fn quantile(sorted: &[Duration], q: f64) -> f64 {
     let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
     sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
@@ -467,7 +392,7 @@ async fn write_run(
             offset,
             region: a.entry.region,
             payload: a.entry.payload.clone(),
-            headers: written_headers(a),
+            headers: workload::written_headers(&a.entry, true),
         });
     }
     latencies.sort_unstable();

@@ -241,11 +241,6 @@ impl<'a> Checker<'a> {
                 "offset {offset}: the value differs from what was written"
             ));
         }
-        // The caller's headers, after the writer's per-record checksum.
-        let headers: Vec<_> = headers
-            .iter()
-            .filter(|h| h.0 != RECORD_CHECKSUM_HEADER.as_bytes())
-            .collect();
         let same_headers = headers.len() == want.headers.len()
             && headers
                 .iter()
@@ -362,12 +357,16 @@ async fn replay_walfetch(
 }
 
 /// A record's headers as the checker takes them; rskafka keeps them in a
-/// map, sorted by key, and the workload writes them sorted by key.
+/// map, sorted by key, and the workload writes them sorted by key after the
+/// writer's per-record checksum, which goes first.
 fn rskafka_headers(r: &rskafka::record::Record) -> Vec<(&[u8], Option<&[u8]>)> {
-    r.headers
+    let mut headers: Vec<_> = r
+        .headers
         .iter()
         .map(|(k, v)| (k.as_bytes(), Some(&v[..])))
-        .collect()
+        .collect();
+    headers.sort_by_key(|h| h.0 != RECORD_CHECKSUM_HEADER.as_bytes());
+    headers
 }
 
 /// GreptimeDB's replay loop on rskafka: one fetch at a time, sized by the

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng as _, RngExt as _, SeedableRng};
 use walfetch::cluster::Cluster;
-use walfetch::codec::Compression;
+use walfetch::codec::{record_checksum_header, Compression, RECORD_CHECKSUM_HEADER};
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
@@ -325,7 +325,7 @@ pub(crate) async fn write_partition(
                 offset,
                 region: e.region,
                 payload: e.payload.clone(),
-                headers: e.headers.clone(),
+                headers: written_headers(e, !spec.region_pure),
             });
         }
     }
@@ -355,4 +355,19 @@ pub(crate) async fn write_partition(
         end,
         batches: batches.len(),
     })
+}
+
+/// The headers `WalWriter` writes on `entry`'s record: its per-record
+/// checksum first when `checksums`, then the entry's own.
+pub(crate) fn written_headers(entry: &WalEntry, checksums: bool) -> Vec<(Bytes, Option<Bytes>)> {
+    let mut headers = Vec::with_capacity(entry.headers.len() + 1);
+    if checksums {
+        let sum = record_checksum_header(Some(&entry.region.to_be_bytes()), Some(&entry.payload));
+        headers.push((
+            Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+            Some(Bytes::copy_from_slice(&sum)),
+        ));
+    }
+    headers.extend(entry.headers.iter().cloned());
+    headers
 }

@@ -26,8 +26,8 @@ use walfetch::error_code::ErrorCode;
 use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 use walfetch::replay::{
-    CutRecords, FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore, ReplayOptions,
-    StrategyKind,
+    CutRecords, FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore,
+    ReplayOptions, StrategyKind,
 };
 use walfetch_testkit::fetch_rules::ReadRequest;
 use walfetch_testkit::{Habits, PartitionLog};
