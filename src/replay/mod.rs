@@ -44,7 +44,7 @@ mod stats;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-use walfetch_codec::{Record, RecordCheck};
+use walfetch_codec::{Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
 #[doc(hidden)]
 pub use link::LinkEstimator;
@@ -738,7 +738,12 @@ impl ReplayCore {
                     .iter()
                     .map(|(_, r)| r)
                     .chain(&absorbed.tail)
-                    .any(|r| r.check_checksum() == RecordCheck::Missing))
+                    // Presence only: the checksum itself is checked where
+                    // it matters (cut records, and the floor when yielded).
+                    .any(|r| {
+                        !r.headers()
+                            .any(|h| h.key == RECORD_CHECKSUM_HEADER.as_bytes())
+                    }))
         {
             // Records without a per-record checksum: a batch cut after one
             // would have to be read again whole, so plan whole batches.
