@@ -1586,3 +1586,70 @@ async fn fetch_many_shares_a_request_per_leader_and_retries_partitions_alone() {
         );
     }
 }
+
+/// A broker that spends a request's `max_bytes` on its first partitions
+/// (Tansu 0.6: `Habits::spend_request_bytes`) answers the others with no
+/// records below their high watermark. `fetch_many` fetches such a
+/// starved partition again on its own, so every result holds its first
+/// batch as a single fetch would; once the broker is seen giving one
+/// partition more than its limit while starving another, its partitions
+/// go one a request.
+#[tokio::test]
+async fn fetch_many_fetches_a_starved_partition_again_and_stops_sharing_with_that_broker() {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted cluster");
+    scripted.create_topic(TOPIC, 2).expect("topic");
+    let mut first = Vec::new();
+    for p in 0..2 {
+        for b in 0..3 {
+            let value = Bytes::from(format!("partition {p} batch {b} {}", "v".repeat(200)));
+            scripted
+                .append(TOPIC, p, batch(std::slice::from_ref(&value)))
+                .expect("appended");
+            if b == 0 {
+                first.push(value);
+            }
+        }
+    }
+    scripted
+        .set_habits(1, walfetch_testkit::Habits::TANSU_0_6)
+        .expect("habits");
+    let cluster = within(HANG, "connect", Cluster::connect(client_config(&scripted)))
+        .await
+        .expect("connects");
+    let limit = i32::try_from(batch(std::slice::from_ref(&first[0])).len()).expect("small");
+    let params: Vec<FetchParams> = (0..2)
+        .map(|p| {
+            FetchParams::new(TOPIC, p, 0)
+                .with_max_wait(MAX_WAIT)
+                .with_max_bytes(limit)
+        })
+        .collect();
+    let check = |many: walfetch::cluster::FetchedMany| {
+        for (p, result) in many.partitions.into_iter().enumerate() {
+            let fetched = result.unwrap_or_else(|e| panic!("partition {p}: {e}"));
+            let records = decode(&fetched.records);
+            assert_eq!(
+                records.first(),
+                Some(&(0, first[p].clone())),
+                "partition {p}"
+            );
+        }
+        many.requests
+    };
+    // The shared request starves partition 1 (partition 0 takes every
+    // batch): it is fetched again alone.
+    assert_eq!(
+        check(within(HANG, "shared", cluster.fetch_many(&params)).await),
+        2
+    );
+    scripted.reset_stats();
+    // From then on, one request each.
+    assert_eq!(
+        check(within(HANG, "alone", cluster.fetch_many(&params)).await),
+        2
+    );
+    assert_eq!(
+        scripted.stats(1).expect("stats").requests_of(ApiKey::Fetch),
+        2
+    );
+}

@@ -51,6 +51,7 @@ const NEVER_CUT: Habits = Habits {
     skip_containing_batch: false,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,
+    spend_request_bytes: false,
 };
 
 const SKIP_CONTAINING: Habits = Habits {
@@ -58,6 +59,7 @@ const SKIP_CONTAINING: Habits = Habits {
     skip_containing_batch: true,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,
+    spend_request_bytes: false,
 };
 
 /// The fewest bytes Kafka sends to deliver `wanted` in one fetch per run

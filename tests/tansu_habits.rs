@@ -114,6 +114,44 @@ async fn tansu_ignores_partition_max_bytes() {
     assert_eq!(batch_offsets(&fetch(&cluster, params).await).len(), 1);
 }
 
+/// Kafka gives each partition of a request up to its `partition_max_bytes`
+/// (the first partition's first batch whole, KIP-74). Tansu spends the
+/// request's `max_bytes` on the first partition (three batches here, with
+/// room asked for one in each partition) and answers the second with no
+/// records below its high watermark. `fetch_many` sees the starved
+/// partition and fetches it again on its own: two requests, not one.
+#[tokio::test]
+async fn tansu_spends_a_requests_max_bytes_on_its_first_partitions() {
+    let broker = Tansu::start().await;
+    let cluster = broker.cluster_with_topic("t", 2).await;
+    for p in 0..2 {
+        for b in 0..3 {
+            let encoded = BatchBuilder::new(0)
+                .encode(&support::sample_records(b, 7, 100))
+                .expect("encode batch");
+            cluster
+                .produce("t", p, encoded.bytes)
+                .await
+                .expect("produce");
+        }
+    }
+    let params: Vec<FetchParams> = (0..2)
+        .map(|p| FetchParams::new("t", p, 0).with_max_bytes(BATCH_LEN as i32))
+        .collect();
+    let many = cluster.fetch_many(&params).await;
+    assert_eq!(many.requests, 2, "the second partition fetched again");
+    let batches: Vec<usize> = many
+        .partitions
+        .iter()
+        .map(|p| batch_offsets(&p.as_ref().expect("fetched").records).len())
+        .collect();
+    assert_eq!(batches[0], 3, "the first partition took every batch");
+    assert!(
+        batches[1] >= 1,
+        "the second partition, alone, got its first"
+    );
+}
+
 /// Kafka returns the batch that contains the fetch offset, from its start.
 /// Tansu skips it: a fetch at offset 3 of the batch holding 0–6 starts at 7,
 /// and one at 10 starts at 14. Offsets at a batch's start are served

@@ -461,6 +461,7 @@ fn habits(bits: u8) -> Habits {
         repeat_last_batch: bits & 4 != 0,
         // The cluster client's concern, not the core's.
         omit_below_wait_ms: 0,
+        spend_request_bytes: false,
     }
 }
 

@@ -69,6 +69,7 @@ impl Cluster {
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
+            unshared: Default::default(),
             config,
         };
         let retry = Retry {

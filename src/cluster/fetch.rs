@@ -29,7 +29,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
-use walfetch_codec::AbortedTransaction;
+use walfetch_codec::{AbortedTransaction, BatchHeader};
 
 use super::error::Asked;
 use super::follower::FetchSource;
@@ -432,6 +432,22 @@ pub const OMITTED_FIRST_WAIT: Duration = Duration::from_millis(10);
 /// (librdkafka's default `fetch.wait.max.ms`).
 pub const OMITTED_WAIT_CAP: Duration = Duration::from_millis(500);
 
+/// Whether `records` hold more than their first batch.
+fn more_than_one_batch(records: &[u8]) -> bool {
+    BatchHeader::parse(records).is_some_and(|h| records.len() > h.total_len())
+}
+
+/// Where a fetch stops reading: the last stable offset for
+/// `read_committed` (when the broker gave one), else the high watermark.
+fn readable_end(params: &FetchParams, fetched: &FetchedPartition) -> i64 {
+    match params.isolation {
+        IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
+            fetched.last_stable_offset
+        }
+        _ => fetched.high_watermark,
+    }
+}
+
 /// The wait to allow after `omissions` (≥ 1) consecutive omissions.
 fn wait_after_omissions(omissions: u32) -> Duration {
     let doublings = omissions.saturating_sub(1).min(16);
@@ -457,6 +473,16 @@ impl Cluster {
     /// again on its own with [`Cluster::fetch`]'s retries, so each result is
     /// what `fetch` would have returned; so is a partition the response
     /// left out, with a wait (see `fetch`).
+    ///
+    /// Under Kafka's rules each partition of a request gets up to its own
+    /// `partition_max_bytes`, and the request's `max_bytes`, their sum,
+    /// leaves room for all of them. A partition answered with nothing below
+    /// its high watermark was starved (a first batch over its limit, which
+    /// Kafka returns whole only to the response's first partition; or a
+    /// broker that spends the request's `max_bytes` on the first
+    /// partitions, as Tansu 0.6 does): it is fetched again on its own. A
+    /// broker seen to starve partitions while giving another more than its
+    /// limit gets one partition a request from then on.
     pub async fn fetch_many(&self, params: &[FetchParams]) -> FetchedMany {
         let mut by_leader: BTreeMap<String, Vec<(usize, FetchSource)>> = BTreeMap::new();
         let mut alone = Vec::new();
@@ -465,6 +491,10 @@ impl Cluster {
                 alone.push(i);
                 continue;
             };
+            if self.shares_unfairly(&source.target.address) {
+                alone.push(i);
+                continue;
+            }
             let group = by_leader.entry(source.target.address.clone()).or_default();
             // A request names a partition once; a second fetch of it goes
             // on its own.
@@ -590,6 +620,13 @@ impl Cluster {
         let Ok(picked) = picked else {
             return (retry_all(&group).0, throttle_ms);
         };
+        let overfilled = group.iter().zip(&picked).any(|((i, _), answer)| {
+            answer.as_ref().is_ok_and(|f| {
+                f.records.len() > usize::try_from(params[*i].partition_max_bytes).unwrap_or(0)
+                    && more_than_one_batch(&f.records)
+            })
+        });
+        let mut starved = false;
         let answers = group
             .iter()
             .zip(picked)
@@ -600,6 +637,9 @@ impl Cluster {
                         let redirected = self.preferred.observe(&p.topic, p.partition, source, &f);
                         if redirected && f.records.is_empty() {
                             // Fetched again from the replica, on its own.
+                            SharedAnswer::Retry
+                        } else if f.records.is_empty() && p.offset < readable_end(p, &f) {
+                            starved = true;
                             SharedAnswer::Retry
                         } else {
                             SharedAnswer::Clean(f)
@@ -615,7 +655,23 @@ impl Cluster {
                 (*i, answer)
             })
             .collect();
+        if starved && overfilled {
+            tracing::debug!(broker = %address, "a shared fetch starved a partition while overfilling another: one partition a request from now on");
+            self.unshared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(address);
+        }
         (answers, throttle_ms)
+    }
+
+    /// Whether the broker at `address` was seen to starve partitions of a
+    /// shared request (see [`Cluster::fetch_many`]).
+    fn shares_unfairly(&self, address: &str) -> bool {
+        self.unshared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(address)
     }
 
     /// Fetches one partition from its leader. Every partition error code

@@ -170,6 +170,10 @@ pub struct Cluster {
     refresh: tokio::sync::Mutex<()>,
     /// The replicas leaders pointed fetches at (KIP-392).
     preferred: follower::PreferredReplicas,
+    /// Brokers seen to starve a partition of a shared Fetch request (see
+    /// [`Cluster::fetch_many`]): their partitions are fetched one a
+    /// request.
+    unshared: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Cluster {
@@ -398,6 +402,7 @@ mod tests {
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
+            unshared: Default::default(),
         }
     }
 

@@ -115,6 +115,12 @@ pub struct Habits {
     /// Kafka-compatible broker with `max_wait_ms = 0`, where librdkafka,
     /// which waits up to 500 ms, reads fine). 0: never.
     pub omit_below_wait_ms: u32,
+    /// `partition_max_bytes` is ignored: each partition of a request reads
+    /// up to what is left of the request's `max_bytes`, and one reached
+    /// with nothing left gets no records, even below its high watermark
+    /// (Tansu 0.6: the first partition of a two-partition fetch took
+    /// three batches, the second none; `tests/tansu_habits.rs`).
+    pub spend_request_bytes: bool,
 }
 
 impl Habits {
@@ -124,6 +130,7 @@ impl Habits {
         skip_containing_batch: false,
         repeat_last_batch: false,
         omit_below_wait_ms: 0,
+        spend_request_bytes: false,
     };
     /// The habits observed on Tansu 0.6.
     pub const TANSU_0_6: Habits = Habits {
@@ -131,6 +138,7 @@ impl Habits {
         skip_containing_batch: true,
         repeat_last_batch: true,
         omit_below_wait_ms: 0,
+        spend_request_bytes: true,
     };
     /// Kafka's rules, except that a fetch that may wait less than 50 ms
     /// gets its partitions left out ([`Habits::omit_below_wait_ms`]).

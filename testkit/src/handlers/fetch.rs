@@ -45,7 +45,7 @@ use kafka_protocol::ResponseError;
 
 use super::{check_leader_epoch, Ctx};
 use crate::faults::FaultAction;
-use crate::fetch_rules::{extents_of, ReadRequest};
+use crate::fetch_rules::{extents_of, Habits, ReadRequest};
 use crate::state::ClusterState;
 
 /// A response read from the logs, and what decides whether to wait.
@@ -251,13 +251,27 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
             } else {
                 log.high_watermark()
             };
-            let read_request = ReadRequest {
-                offset: p.fetch_offset,
-                max_bytes: usize::try_from(p.partition_max_bytes)
-                    .unwrap_or(0)
-                    .min(limit),
-                min_one_batch,
-                habits,
+            let read_request = if habits.spend_request_bytes {
+                // Nothing left for this partition: no records at all.
+                let spent = limit == 0 && !min_one_batch;
+                ReadRequest {
+                    offset: p.fetch_offset,
+                    max_bytes: limit,
+                    min_one_batch,
+                    habits: Habits {
+                        never_cut: habits.never_cut && !spent,
+                        ..habits
+                    },
+                }
+            } else {
+                ReadRequest {
+                    offset: p.fetch_offset,
+                    max_bytes: usize::try_from(p.partition_max_bytes)
+                        .unwrap_or(0)
+                        .min(limit),
+                    min_one_batch,
+                    habits,
+                }
             };
             let slice = match log.read(read_request, upper_bound) {
                 Ok(slice) => slice,
