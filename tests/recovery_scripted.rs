@@ -234,6 +234,24 @@ async fn small_fetches_travel_side_by_side_bounded_by_bytes_over_several_connect
     assert_eq!(opened, 0);
 }
 
+/// One in-flight setting: the planner prices a fetch at the round trip's
+/// share among the fetches that may be in flight, so many in flight plan
+/// small fetches that skip other regions' batches, and one in flight merges
+/// runs across them to save round trips.
+#[tokio::test]
+async fn the_fetches_in_flight_set_what_a_fetch_costs_the_plan() {
+    let (pipelined, _) = cold_regions(4, ReplayOptions::default().with_max_in_flight(64)).await;
+    let (serial, _) = cold_regions(4, ReplayOptions::default().with_max_in_flight(1)).await;
+    assert!(
+        pipelined.fetches > serial.fetches && pipelined.wire_bytes < serial.wire_bytes,
+        "64 in flight: {} fetches, {} bytes; 1 in flight: {} fetches, {} bytes",
+        pipelined.fetches,
+        pipelined.wire_bytes,
+        serial.fetches,
+        serial.wire_bytes
+    );
+}
+
 #[tokio::test]
 async fn a_broker_that_skips_the_containing_batch_still_gives_every_region_its_entries() {
     every_region_gets_its_entries_under(Habits::TANSU_0_6).await;

@@ -153,9 +153,9 @@ impl<'a> RecoveryBuilder<'a> {
         }))
         .await?;
         let setup = u64::from(ends.iter().any(Option::is_some));
-        // A broker serves as many fetches side by side as it has
-        // connections from us: that many in flight hide a round trip.
-        self.options.plan.cost.in_flight = self.cluster.config().connections_per_broker.max(1);
+        // One in-flight setting: the fetches that may be in flight at once
+        // share a round trip, so one more costs that round trip's share.
+        self.options.plan.cost.in_flight = self.options.max_in_flight.max(1);
         let mut cores = Vec::with_capacity(plans.len());
         for ((topic, partition, index, wishes), end) in plans.into_iter().zip(ends) {
             let log_end = end.as_ref().map_or(0, |(e, _)| *e);

@@ -10,11 +10,11 @@ pub struct CostModel {
     pub round_trip: Duration,
     /// Bytes per second the connection delivers.
     pub bytes_per_second: f64,
-    /// Fetches a broker serves side by side; they hide part of each round
-    /// trip, so an extra fetch costs `round_trip / in_flight`. A recovery
-    /// sets it from the cluster's `connections_per_broker` (a broker serves
-    /// one request of a connection at a time), and to 1 once it has learned
-    /// the link, whose per-fetch cost already includes what they hide.
+    /// Fetches in flight at once; they share a round trip, so an extra
+    /// fetch costs `round_trip / in_flight`. A recovery sets it to its
+    /// [`crate::replay::ReplayOptions::max_in_flight`] (one in-flight
+    /// setting), and to 1 once it has learned the link, whose per-fetch
+    /// cost already includes what pipelining hides.
     pub in_flight: usize,
 }
 

@@ -41,10 +41,10 @@ pub enum LostPolicy {
 pub struct ReplayOptions {
     /// The fetch strategy.
     pub strategy: StrategyKind,
-    /// Planner limits and cost model (its `in_flight`, the fetches a broker
-    /// serves side by side, taken from the cluster's
-    /// `connections_per_broker`); with `learn_link`, only the starting
-    /// guess.
+    /// Planner limits and cost model (its `in_flight`, the fetches that
+    /// share a round trip, taken from
+    /// [`ReplayOptions::max_in_flight`]); with `learn_link`, only the
+    /// starting guess.
     pub plan: PlanConfig,
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
