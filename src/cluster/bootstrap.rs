@@ -77,7 +77,16 @@ impl Cluster {
                 deadline: cluster.config.bootstrap_deadline,
                 ..cluster.config.retry
             },
-            cut: cluster.config.retry.deadline,
+            // An attempt started before the deadline ends by its own
+            // timeouts (connect, then the handshake's requests), so that
+            // the error says what failed.
+            cut: cluster.config.retry.deadline.max(
+                cluster
+                    .config
+                    .bootstrap_deadline
+                    .saturating_add(cluster.config.connection.connect_timeout)
+                    .saturating_add(cluster.config.connection.request_timeout.saturating_mul(2)),
+            ),
             retriable: &ClientError::is_retriable_at_bootstrap,
         };
         cluster
