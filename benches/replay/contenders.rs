@@ -280,6 +280,25 @@ pub(crate) struct Clients {
     pub(crate) plan: PlanConfig,
 }
 
+/// walfetch's options for a contender planning with `plan`: the library's
+/// defaults, learning the link as it goes (`ReplayOptions::learn_link`)
+/// unless the cost model was set by hand (`--round-trip-us`); or, for
+/// `fewest_bytes`, a per-fetch cost of zero, kept (runs never merge).
+pub(crate) fn walfetch_options(
+    strategy: StrategyKind,
+    mut plan: PlanConfig,
+    fewest_bytes: bool,
+) -> ReplayOptions {
+    let by_hand = plan.cost != PlanConfig::default().cost;
+    if fewest_bytes {
+        plan.cost.round_trip = std::time::Duration::ZERO;
+    }
+    ReplayOptions::default()
+        .with_strategy(strategy)
+        .with_plan(plan)
+        .with_learn_link(!by_hand && !fewest_bytes)
+}
+
 /// Runs one replay of `scenario` by `contender` and checks its output.
 pub(crate) async fn run(
     contender: Contender,
@@ -317,13 +336,7 @@ async fn replay_walfetch(
         Contender::Hints | Contender::HintsFewestBytes => (StrategyKind::Index, &scenario.hinted),
         Contender::EstimateRskafka => unreachable!("rskafka runs in replay_rskafka"),
     };
-    let mut plan = plan;
-    if contender == Contender::HintsFewestBytes {
-        plan.cost.round_trip = std::time::Duration::ZERO;
-    }
-    let options = ReplayOptions::default()
-        .with_strategy(strategy)
-        .with_plan(plan);
+    let options = walfetch_options(strategy, plan, contender == Contender::HintsFewestBytes);
     let range = ReplayRange {
         topic: scenario.topic.clone(),
         partition: 0,

@@ -367,13 +367,11 @@ async fn run(
     restart: &Restart,
 ) -> Result<RestartRun, String> {
     let (received, sent) = (proxy.received(), proxy.sent());
-    let mut plan = plan;
-    if contender == RestartContender::OnePassFewestBytes {
-        plan.cost.round_trip = Duration::ZERO;
-    }
-    let options = ReplayOptions::default()
-        .with_strategy(contender.strategy())
-        .with_plan(plan);
+    let options = crate::contenders::walfetch_options(
+        contender.strategy(),
+        plan,
+        contender == RestartContender::OnePassFewestBytes,
+    );
     let started = Instant::now();
     let mut checkers: Vec<Checker<'_>> = restart
         .wishes

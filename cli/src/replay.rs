@@ -102,11 +102,14 @@ pub(crate) struct Args {
     /// calibrate`).
     #[arg(long)]
     bytes_per_second: Option<f64>,
-    /// Learn the link's per-fetch cost and bandwidth from the replay's own
-    /// fetches and plan with them (fewer, larger fetches where fetches are
-    /// dear: faster there, more bytes).
+    /// Do not learn what a fetch costs from the replay's own fetches: plan
+    /// with the default cost model, or the one given by `--round-trip-us`
+    /// and `--bytes-per-second` (either of which turns learning off too).
+    /// Learning, the default, merges runs across other regions' batches
+    /// only where fetches prove dear (a broker that takes longer than a
+    /// round trip to serve one, pipeline full).
     #[arg(long)]
-    learn_link: bool,
+    no_learn_link: bool,
     #[command(flatten)]
     rule: RuleArgs,
     /// Use the region rule given (`--region-header`, `--region-format`)
@@ -367,7 +370,9 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
     }
     let options = ReplayOptions::default()
         .with_plan(plan)
-        .with_learn_link(args.learn_link)
+        .with_learn_link(
+            !args.no_learn_link && args.round_trip_us.is_none() && args.bytes_per_second.is_none(),
+        )
         .with_strategy(strategy_kind(args.strategy))
         .with_isolation(if args.read_committed {
             IsolationLevel::ReadCommitted

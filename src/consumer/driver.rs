@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
-    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
+    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats, MIN_SAMPLES,
 };
 
 /// What became of a fetch: the core it is for, its id there, when it was
@@ -42,6 +42,8 @@ pub(super) struct Driver {
     /// Fetches in flight (several may share a request).
     fetches_in_flight: usize,
     max_in_flight: usize,
+    /// Whether the replay learns the link (`ReplayOptions::learn_link`).
+    learning: bool,
     max_in_flight_bytes: u64,
     /// Fetch requests sent so far, with those spent before the replay.
     requests: u64,
@@ -83,6 +85,7 @@ impl Driver {
             // The fetches confirming the log's end, made before.
             requests,
             max_in_flight: options.max_in_flight.max(1),
+            learning: options.learn_link,
             max_in_flight_bytes: options.max_in_flight_bytes,
             max_buffered_bytes: options.max_buffered_bytes,
             omitted: 0,
@@ -144,8 +147,14 @@ impl Driver {
                     self.omitted += omitted as u64;
                     self.throttle_time += throttled;
                     self.fetches_in_flight -= answers.len();
+                    self.learn(&answers);
                     for answered in answers {
                         self.settle(answered);
+                    }
+                    // The client's work on them is not the brokers'.
+                    let done = Instant::now();
+                    for link in self.links.values_mut() {
+                        link.processed(done);
                     }
                 }
                 // Nothing in flight: a core that sent nothing has ended,
@@ -163,8 +172,43 @@ impl Driver {
         }
     }
 
-    /// Hands an answer to its core, learning the link from it first.
-    fn settle(&mut self, (i, id, sent, answer): Answered) {
+    /// Fetches that may be in flight now. While the replay learns the link
+    /// and no broker has answered enough fetches to show what one costs,
+    /// no more than that many: the fetches planned before, with the prior's
+    /// guess, are few (on a broker that takes milliseconds a fetch, a full
+    /// pipeline of small fetches planned for a cheap link would be dear).
+    fn in_flight_limit(&self) -> usize {
+        if self.learning && !self.links.values().any(LinkEstimator::learned) {
+            self.max_in_flight.min(MIN_SAMPLES)
+        } else {
+            self.max_in_flight
+        }
+    }
+
+    /// Learns each broker's link from the answers of one request: the
+    /// fetches a request carried for several partitions are one service,
+    /// of their bytes together.
+    fn learn(&mut self, answers: &[Answered]) {
+        let now = Instant::now();
+        let mut by_broker: HashMap<&str, (Instant, u64)> = HashMap::new();
+        for (_, _, sent, answer) in answers {
+            if let Ok(FetchAnswer::Fetched(fetched)) = answer {
+                let seen = by_broker.entry(&fetched.broker).or_insert((*sent, 0));
+                seen.0 = seen.0.min(*sent);
+                seen.1 += fetched.wire_bytes as u64;
+            }
+        }
+        for (broker, (sent, bytes)) in by_broker {
+            let prior = self.prior;
+            self.links
+                .entry(broker.to_owned())
+                .or_insert_with(|| LinkEstimator::new(prior))
+                .observe(sent, now, bytes);
+        }
+    }
+
+    /// Hands an answer to its core, with what its broker's link costs.
+    fn settle(&mut self, (i, id, _, answer): Answered) {
         let core = &mut self.cores[i];
         if let Some(rt) = core.round_trip_of(id) {
             self.answered = self.answered.max(rt);
@@ -172,13 +216,9 @@ impl Driver {
         match answer {
             Ok(answer) => {
                 if let FetchAnswer::Fetched(fetched) = &answer {
-                    let prior = self.prior;
-                    let link = self
-                        .links
-                        .entry(fetched.broker.clone())
-                        .or_insert_with(|| LinkEstimator::new(prior));
-                    link.observe(sent, Instant::now(), fetched.wire_bytes as u64);
-                    core.set_cost_model(link.cost_model());
+                    if let Some(link) = self.links.get(&fetched.broker) {
+                        core.set_cost_model(link.cost_model());
+                    }
                 }
                 core.handle_response(id, answer);
             }
@@ -216,7 +256,7 @@ impl Driver {
         loop {
             let mut any = false;
             for k in 0..n {
-                if self.fetches_in_flight >= self.max_in_flight {
+                if self.fetches_in_flight >= self.in_flight_limit() {
                     break;
                 }
                 let i = (self.send_from + k) % n;
@@ -254,7 +294,7 @@ impl Driver {
                 sent += 1;
                 any = true;
             }
-            if !any || self.fetches_in_flight >= self.max_in_flight {
+            if !any || self.fetches_in_flight >= self.in_flight_limit() {
                 break;
             }
         }

@@ -48,6 +48,7 @@ use walfetch_codec::{Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
 #[doc(hidden)]
 pub use link::LinkEstimator;
+pub(crate) use link::MIN_SAMPLES;
 pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 

@@ -48,10 +48,11 @@ pub struct ReplayOptions {
     pub plan: PlanConfig,
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
-    /// [`super::LinkEstimator`]) and plan with that. Default: off. On, it
-    /// trades bytes for time where fetches are dear: in the replay bench it
-    /// made one-pass recoveries faster on Tansu (about 1.5 ms a fetch) but
-    /// single-region replays read up to 3x more (see docs/benchmarks.md).
+    /// [`super::LinkEstimator`]) and plan with that where fetches prove
+    /// dear: a broker whose fetches cost more than the cost model's whole
+    /// round trip each, pipeline full (Tansu 0.6: about 3 ms against
+    /// 150 µs), gets fewer, larger fetches; elsewhere the cost model stays.
+    /// Default: on. Off, the cost model is kept as given.
     pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
     /// of a recovery together): a bound on requests, not the working limit,
@@ -102,7 +103,7 @@ impl Default for ReplayOptions {
         Self {
             strategy: StrategyKind::Index,
             plan: PlanConfig::default(),
-            learn_link: false,
+            learn_link: true,
             max_in_flight: 64,
             max_in_flight_bytes: 16 << 20,
             max_buffered_bytes: 64 << 20,
