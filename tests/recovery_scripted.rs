@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use support::recovery::{checkpoints, expected, halfway, recover, write_partition, Written};
@@ -24,7 +25,7 @@ use walfetch::consumer::{
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 use walfetch::writer::{WriterConfig, WriterMode};
-use walfetch_testkit::{Habits, ScriptedCluster};
+use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 const TOPIC: &str = "wal";
 const PARTITIONS: i32 = 3;
@@ -249,6 +250,45 @@ async fn the_fetches_in_flight_set_what_a_fetch_costs_the_plan() {
         pipelined.wire_bytes,
         serial.fetches,
         serial.wire_bytes
+    );
+}
+
+/// A broker that takes milliseconds to serve a fetch: the recovery learns
+/// it from its own requests and merges runs across other regions' batches
+/// (fewer fetches, more bytes); told not to learn, it keeps the default
+/// cost model's plan.
+#[tokio::test]
+async fn a_broker_whose_fetches_are_dear_gets_fewer_larger_fetches() {
+    let run = |learn: bool| async move {
+        let (broker, _, written, indexes) = setup(900, Compression::None).await;
+        // One connection: the broker serves one fetch at a time.
+        let mut config = ClusterConfig::new([broker.bootstrap()]);
+        config.connections_per_broker = 1;
+        let cluster = Arc::new(Cluster::connect(config).await.expect("connect"));
+        broker.script(
+            Fault::on(ApiKey::Fetch)
+                .times(100_000)
+                .then(FaultAction::Delay(Duration::from_millis(3))),
+        );
+        let checkpoints = (0..PARTITIONS)
+            .map(|p| ((p, region_of(p, REGIONS_PER_PARTITION - 1)), 0))
+            .collect();
+        let options = ReplayOptions::default().with_learn_link(learn);
+        let (got, stats) = recover(&cluster, TOPIC, &indexes, &checkpoints, options)
+            .await
+            .unwrap();
+        assert_eq!(got, expected(&written, &checkpoints));
+        stats
+    };
+    let learned = run(true).await;
+    let kept = run(false).await;
+    assert!(
+        learned.fetches < kept.fetches && learned.wire_bytes > kept.wire_bytes,
+        "learned: {} fetches, {} bytes; kept: {} fetches, {} bytes",
+        learned.fetches,
+        learned.wire_bytes,
+        kept.fetches,
+        kept.wire_bytes
     );
 }
 
