@@ -311,3 +311,46 @@ async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_aga
         "one Produce per batch"
     );
 }
+
+#[tokio::test]
+async fn a_queued_produce_is_on_the_connection_even_with_the_task_budget_spent() {
+    // The writer keeps its requests in order by queueing each frame before
+    // the next: `produce_queued` must queue it whatever the calling task's
+    // cooperative budget (spent under load, when `recv` keeps finding
+    // entries), or a later batch could overtake it.
+    let (_scripted, cluster) = scripted().await;
+    let (connection, _) = cluster.leader_connection(TOPIC, 0).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for n in 0..100_000 {
+        tx.send(n).unwrap();
+    }
+    tokio::task::yield_now().await;
+    // Each `recv` that finds an entry spends budget; once spent, `recv`
+    // says "not yet" with entries waiting.
+    let mut spent = false;
+    for _ in 0..100_000 {
+        if futures::poll!(std::pin::pin!(rx.recv())).is_pending() {
+            spent = true;
+            break;
+        }
+    }
+    assert!(spent, "the task's budget is spent");
+    let before = connection.stats().requests;
+    let records = [walfetch::codec::NewRecord::value(
+        0,
+        Bytes::from_static(b"entry"),
+    )];
+    let batch = walfetch::codec::BatchBuilder::new(0)
+        .encode(&records)
+        .unwrap()
+        .bytes;
+    let answer = cluster
+        .produce_queued(Arc::clone(&connection), TOPIC, 0, batch)
+        .await;
+    assert_eq!(
+        connection.stats().requests,
+        before + 1,
+        "the frame is queued when produce_queued returns"
+    );
+    assert_eq!(answer.await.unwrap(), 0);
+}
