@@ -510,12 +510,6 @@ struct Group {
 }
 
 impl Group {
-    /// The age of its first entry (the writer's count), and when its
-    /// linger runs out.
-    fn head(&self, linger: Duration) -> Option<(u64, Instant)> {
-        self.entries.front().map(|w| (w.seq, w.at + linger))
-    }
-
     /// Whether its first entries make a batch that cannot grow.
     fn full(&self, max_batch_bytes: usize) -> bool {
         self.bytes >= max_batch_bytes
@@ -553,6 +547,11 @@ struct Task {
     groups: HashMap<RegionId, Group>,
     /// Entries taken so far.
     taken: u64,
+    /// Groups whose first entries make a full batch.
+    full_groups: usize,
+    /// The oldest group and when it is due (see [`Task::oldest`]); `None`
+    /// when it must be worked out again.
+    oldest_cache: Option<Option<(RegionId, Instant)>>,
     /// Formed batches not in flight, in the order they must be sent.
     ready: VecDeque<Batch>,
     in_flight: VecDeque<InFlight>,
@@ -581,6 +580,8 @@ impl Task {
             index,
             groups: HashMap::new(),
             taken: 0,
+            full_groups: 0,
+            oldest_cache: Some(None),
             ready: VecDeque::new(),
             in_flight: VecDeque::new(),
             next_number: 0,
@@ -607,6 +608,10 @@ impl Task {
 
     async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
         let mut closed = false;
+        // One timer, moved as the oldest group changes (not one per entry).
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
             self.form_due(Instant::now());
             self.send_ready().await;
@@ -625,6 +630,12 @@ impl Task {
                 true => self.oldest().map(|(_, due)| due),
                 false => None,
             };
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at);
+                }
+                armed = deadline;
+            }
             // Take more entries while the buffered ones stay under the
             // cap: past it, a full queue makes `append` wait.
             let accepting = !closed && self.buffered < self.buffer_cap();
@@ -639,7 +650,7 @@ impl Task {
                 biased;
                 answer = head => self.on_answer(answer).await,
                 // `form_due` at the top of the loop takes the due group.
-                () = sleep_until(deadline) => {}
+                () = &mut timer, if armed.is_some() => armed = None,
                 () = sleep_until(resume) => self.resume_at = None,
                 command = queue.recv(), if accepting => match command {
                     Some(Command::Append(p)) => self.add(p),
@@ -674,35 +685,50 @@ impl Task {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
         };
+        let (max, linger) = (self.config.max_batch_bytes, self.config.linger);
         let group = self.groups.entry(key).or_default();
+        let (was_full, new) = (group.full(max), group.entries.is_empty());
         group.bytes += bytes;
+        let at = Instant::now();
         group.entries.push_back(Waiting {
             pending,
             seq: self.taken,
-            at: Instant::now(),
+            at,
             bytes,
         });
         self.taken += 1;
+        if !was_full && group.full(max) {
+            self.full_groups += 1;
+        }
+        // A new group is the youngest: it is the oldest only if alone.
+        if new && self.oldest_cache == Some(None) {
+            self.oldest_cache = Some(Some((key, due(at, linger))));
+        }
     }
 
     /// Whether a new batch could be sent now: nothing formed waits and a
     /// request slot is free.
     fn room(&self) -> bool {
-        self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight
+        self.ready.is_empty()
+            && self.in_flight.len() < self.config.max_in_flight
+            && self.resume_at.is_none()
     }
 
-    /// The group whose first entry is the oldest, and when it is due: its
-    /// linger after that entry, less a little, as tokio's timers fire on
-    /// millisecond ticks, up to one late, and an entry may wait `linger`
-    /// at most.
-    fn oldest(&self) -> Option<(RegionId, Instant)> {
-        let slack = (self.config.linger / 4).min(Duration::from_millis(1));
+    /// The group whose first entry is the oldest, and when it is due
+    /// ([`due`]); kept until a batch is taken from that group.
+    fn oldest(&mut self) -> Option<(RegionId, Instant)> {
+        if let Some(known) = self.oldest_cache {
+            return known;
+        }
         let linger = self.config.linger;
-        self.groups
+        let oldest = self
+            .groups
             .iter()
-            .filter_map(|(key, g)| g.head(linger).map(|(seq, due)| (seq, *key, due)))
+            .filter_map(|(key, g)| g.entries.front().map(|w| (w.seq, *key, w.at)))
             .min_by_key(|(seq, _, _)| *seq)
-            .map(|(_, key, due)| (key, due.checked_sub(slack).unwrap_or(due)))
+            .map(|(_, key, at)| (key, due(at, linger)));
+        self.oldest_cache = Some(oldest);
+        oldest
     }
 
     /// The group to send next, if one may go at `now`: of the groups whose
@@ -711,14 +737,12 @@ impl Task {
     /// waits behind busier regions' batches only as long as they are
     /// older.
     fn next_group(&self, now: Instant) -> Option<RegionId> {
-        let slack = (self.config.linger / 4).min(Duration::from_millis(1));
         let (linger, max) = (self.config.linger, self.config.max_batch_bytes);
         self.groups
             .iter()
             .filter_map(|(key, g)| {
-                let (seq, due) = g.head(linger)?;
-                let due = due.checked_sub(slack).unwrap_or(due);
-                (g.full(max) || due <= now).then_some((seq, *key))
+                let head = g.entries.front()?;
+                (g.full(max) || due(head.at, linger) <= now).then_some((head.seq, *key))
             })
             .min_by_key(|(seq, _)| *seq)
             .map(|(_, key)| key)
@@ -732,6 +756,10 @@ impl Task {
         while self.resume_at.is_none()
             && self.ready.len() + self.in_flight.len() < self.config.max_in_flight
         {
+            // Most calls end here, without looking at every group.
+            if self.full_groups == 0 && self.oldest().is_none_or(|(_, due)| due > now) {
+                return;
+            }
             let Some(key) = self.next_group(now) else {
                 return;
             };
@@ -749,6 +777,7 @@ impl Task {
             || self.resume_at.is_some()
             || self.reset_producer
             || (self.config.idempotent && self.producer.is_none())
+            || self.full_groups == 0
         {
             return;
         }
@@ -783,9 +812,21 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
+        let was_full = group.full(max);
         let taken = group.take_batch(max);
+        let full = group.full(max);
         if group.entries.is_empty() {
             self.groups.remove(&key);
+        }
+        self.full_groups =
+            (self.full_groups + usize::from(full)).saturating_sub(usize::from(was_full));
+        // The group's first entry is now younger: if it was the oldest
+        // group, which one is must be worked out again.
+        if self
+            .oldest_cache
+            .is_none_or(|oldest| oldest.is_none_or(|(k, _)| k == key))
+        {
+            self.oldest_cache = None;
         }
         if !taken.is_empty() {
             self.form(taken);
@@ -1227,6 +1268,15 @@ fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
     batch.attempts = 0;
     let at = ready.partition_point(|b| b.number < batch.number);
     ready.insert(at, batch);
+}
+
+/// When a group whose first entry the writer took `at` is due: its linger
+/// later, less a little, as tokio's timers fire on millisecond ticks, up
+/// to one late, and an entry may wait `linger` at most.
+fn due(at: Instant, linger: Duration) -> Instant {
+    let slack = (linger / 4).min(Duration::from_millis(1));
+    let due = at + linger;
+    due.checked_sub(slack).unwrap_or(due)
 }
 
 async fn sleep_until(at: Option<Instant>) {
