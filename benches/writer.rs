@@ -527,39 +527,44 @@ async fn bench_broker(
     let mut replays = Vec::new();
     let mut layouts: Vec<(&str, String, Written)> = Vec::new();
     for paced in [true, false] {
-        for mode in [WriterMode::Interleaved, WriterMode::Clustered] {
-            for in_flight in [1, 5] {
-                // Flat-out runs are short: the median of three (of one
-                // when quick) by throughput.
-                let reps = if paced || args.quick { 1 } else { 3 };
-                let mut runs = Vec::new();
-                for rep in 0..reps {
-                    let topic = format!(
-                        "w-{}-{in_flight}-{}-{rep}",
-                        mode.name(),
-                        if paced { "rate" } else { "flat" }
-                    );
-                    create(&cluster, &topic).await?;
-                    let config = WriterConfig::new(topic.clone(), 0)
-                        .with_mode(mode)
-                        .with_max_in_flight(in_flight)
-                        .with_compression(args.compression)
-                        .with_max_batch_bytes(args.batch_bytes)
-                        .with_linger(args.linger);
-                    let run = write_run(&cluster, name, &arrivals, config, paced).await?;
-                    runs.push((topic, run));
-                }
-                runs.sort_by(|a, b| a.1.row.entries_per_s.total_cmp(&b.1.row.entries_per_s));
-                let (topic, mut run) = runs.swap_remove(runs.len() / 2);
-                run.row.runs = reps;
-                writes.push(run.row);
-                if paced && in_flight == 5 {
-                    let layout = match mode {
-                        WriterMode::Clustered => CLUSTERED_LAYOUT,
-                        _ => INTERLEAVED_LAYOUT,
-                    };
-                    layouts.push((layout, topic, run.written));
-                }
+        // Flat-out runs are short: the median of three (of one when quick)
+        // by throughput, the configurations taking turns so that a change
+        // in the machine's load falls on all of them alike.
+        let reps = if paced || args.quick { 1 } else { 3 };
+        let configs: Vec<(WriterMode, usize)> = [WriterMode::Interleaved, WriterMode::Clustered]
+            .into_iter()
+            .flat_map(|mode| [1, 5].map(|in_flight| (mode, in_flight)))
+            .collect();
+        let mut runs: Vec<Vec<(String, WriteRun)>> = configs.iter().map(|_| Vec::new()).collect();
+        for rep in 0..reps {
+            for (&(mode, in_flight), runs) in configs.iter().zip(&mut runs) {
+                let topic = format!(
+                    "w-{}-{in_flight}-{}-{rep}",
+                    mode.name(),
+                    if paced { "rate" } else { "flat" }
+                );
+                create(&cluster, &topic).await?;
+                let config = WriterConfig::new(topic.clone(), 0)
+                    .with_mode(mode)
+                    .with_max_in_flight(in_flight)
+                    .with_compression(args.compression)
+                    .with_max_batch_bytes(args.batch_bytes)
+                    .with_linger(args.linger);
+                let run = write_run(&cluster, name, &arrivals, config, paced).await?;
+                runs.push((topic, run));
+            }
+        }
+        for (&(mode, in_flight), mut runs) in configs.iter().zip(runs) {
+            runs.sort_by(|a, b| a.1.row.entries_per_s.total_cmp(&b.1.row.entries_per_s));
+            let (topic, mut run) = runs.swap_remove(runs.len() / 2);
+            run.row.runs = reps;
+            writes.push(run.row);
+            if paced && in_flight == 5 {
+                let layout = match mode {
+                    WriterMode::Clustered => CLUSTERED_LAYOUT,
+                    _ => INTERLEAVED_LAYOUT,
+                };
+                layouts.push((layout, topic, run.written));
             }
         }
     }

@@ -2,30 +2,40 @@
 //! builds the index while it writes.
 //!
 //! # Batches
-//! Entries are collected for a *linger window* (up to
-//! [`WriterConfig::linger`] after the window's first entry: the timer is
-//! armed up to 1 ms early, at most a quarter of `linger`, as tokio's timers
-//! fire on millisecond ticks), then encoded by the codec (any compression)
-//! into record batches, one Produce request per batch, with `acks = all`.
-//! While the pipeline is full, a window whose linger ran out keeps filling
-//! until a request can go, so that under load batches grow instead of
-//! queueing small, but for one more linger at most: a quiet region's
-//! entries then wait behind busier regions' full batches (sent as they
-//! fill) for one linger at most. How a window becomes batches is the
-//! [`WriterMode`]:
+//! Entries wait in *groups* — one per region in the clustered mode, one
+//! for all in the interleaved mode — to be encoded by the codec (any
+//! compression) into record batches, one Produce request per batch, with
+//! `acks = all`. A group's first entries become a batch when a request
+//! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
+//! the group's first entry has waited [`WriterConfig::linger`] (the timer
+//! is armed up to 1 ms early, at most a quarter of `linger`, as tokio's
+//! timers fire on millisecond ticks). Each group's linger runs from its
+//! own first entry, so a region whose first entry came late in another
+//! region's linger is not cut short, and groups fall due one by one
+//! rather than all at once. Of the groups that may go, the one whose
+//! first entry is the oldest goes first: a quiet region's entry waits
+//! behind busier regions' batches only as long as their entries are
+//! older than it.
 //!
-//! - [`WriterMode::Clustered`] (the default): the window's entries are
-//!   grouped by region and each region's group becomes its own batch (split
-//!   at [`WriterConfig::max_batch_bytes`]; a group that reaches it is sent
-//!   at once). A batch then holds one region, so a replay of a region skips
-//!   the other regions' batches whole: the layout GreptimeDB writes, one
-//!   batch per region write.
-//! - [`WriterMode::Interleaved`]: the window's entries, in append order,
-//!   make batches of up to `max_batch_bytes`: many regions per batch, fewer
-//!   and larger batches.
+//! While every request slot is taken, groups keep growing (the Java
+//! producer's accumulator does the same), so under load batches fill up
+//! instead of queueing small; the next full batch is meanwhile encoded,
+//! so that its encoding overlaps the requests in flight. A flush (and
+//! closing the writer) makes batches of every group at once, oldest
+//! first. How a group becomes batches is the [`WriterMode`]:
+//!
+//! - [`WriterMode::Clustered`] (the default): entries are grouped by
+//!   region and each region's group becomes its own batches (split at
+//!   [`WriterConfig::max_batch_bytes`]). A batch then holds one region, so
+//!   a replay of a region skips the other regions' batches whole: the
+//!   layout GreptimeDB writes, one batch per region write.
+//! - [`WriterMode::Interleaved`]: the entries, in append order, make
+//!   batches of up to `max_batch_bytes`: many regions per batch, fewer and
+//!   larger batches.
 //!
 //! Within a region, entries keep their append order in both modes; across
-//! regions, a clustered window orders its regions by their first entry.
+//! regions, of the batches that may go, the one with the oldest first
+//! entry goes first.
 //!
 //! # In flight, and the idempotent producer
 //! Up to [`WriterConfig::max_in_flight`] Produce requests (1 to 5, default
@@ -107,11 +117,11 @@ pub const BUFFER_BYTES: usize = 32 << 20;
 /// producer, so only those can be recognised when sent again.
 pub const MAX_IN_FLIGHT: usize = 5;
 
-/// How a linger window's entries become batches; see the module docs.
+/// How waiting entries become batches; see the module docs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WriterMode {
-    /// One batch per region per window (split at `max_batch_bytes`).
+    /// Batches of one region each (split at `max_batch_bytes`).
     #[default]
     Clustered,
     /// Batches of entries in append order, regions mixed.
@@ -142,11 +152,12 @@ pub struct WriterConfig {
     /// A batch is sent once its records reach this many bytes (before
     /// compression). Keep it under the broker's `message.max.bytes`.
     pub max_batch_bytes: usize,
-    /// How long the first entry of a window may wait for more.
+    /// How long a group's first entry may wait for more (while a request
+    /// slot is free; see the module docs).
     pub linger: Duration,
     /// Entries queued before `append` waits.
     pub queue: usize,
-    /// How a window's entries become batches (default clustered).
+    /// How waiting entries become batches (default clustered).
     pub mode: WriterMode,
     /// Produce requests in flight at once, 1 to [`MAX_IN_FLIGHT`] (default
     /// 5); more than 1 requires [`WriterConfig::idempotent`].
@@ -292,6 +303,19 @@ impl WalEntry {
 struct Pending {
     entry: WalEntry,
     ack: oneshot::Sender<Result<i64, Error>>,
+}
+
+/// An entry the writer task took, waiting in its region's group.
+struct Waiting {
+    pending: Pending,
+    /// The writer's count of entries taken before it: the age order
+    /// across groups.
+    seq: u64,
+    /// When the writer took it: its group's linger runs from its first
+    /// entry's.
+    at: Instant,
+    /// What it counts against `max_batch_bytes`.
+    bytes: usize,
 }
 
 enum Command {
@@ -477,21 +501,40 @@ struct InFlight {
     behind_refused: bool,
 }
 
-/// The entries of a window of one region (clustered) or of all
-/// (interleaved).
+/// The entries not yet in a batch of one region (clustered) or of all
+/// (interleaved), in append order.
 #[derive(Default)]
 struct Group {
     bytes: usize,
-    entries: Vec<Pending>,
+    entries: VecDeque<Waiting>,
 }
 
-/// The open linger window.
-#[derive(Default)]
-struct Window {
-    deadline: Option<Instant>,
-    /// Groups in the order of their first entry.
-    groups: Vec<Group>,
-    by_key: HashMap<RegionId, usize>,
+impl Group {
+    /// Whether its first entries make a batch that cannot grow.
+    fn full(&self, max_batch_bytes: usize) -> bool {
+        self.bytes >= max_batch_bytes
+    }
+
+    /// Its first entries up to `max_batch_bytes` (at least one).
+    fn take_batch(&mut self, max_batch_bytes: usize) -> Vec<Waiting> {
+        let mut taken = Vec::new();
+        let mut bytes = 0;
+        while let Some(next) = self.entries.front() {
+            if !taken.is_empty() && bytes + next.bytes > max_batch_bytes {
+                break;
+            }
+            let Some(next) = self.entries.pop_front() else {
+                break;
+            };
+            bytes += next.bytes;
+            taken.push(next);
+            if bytes >= max_batch_bytes {
+                break;
+            }
+        }
+        self.bytes -= bytes;
+        taken
+    }
 }
 
 /// The writer task's state.
@@ -499,7 +542,16 @@ struct Task {
     cluster: Arc<Cluster>,
     config: WriterConfig,
     index: Arc<Mutex<WalIndex>>,
-    window: Window,
+    /// Entries not yet in a batch, by region (clustered) or all under one
+    /// key (interleaved); a group with no entries is removed.
+    groups: HashMap<RegionId, Group>,
+    /// Entries taken so far.
+    taken: u64,
+    /// Groups whose first entries make a full batch.
+    full_groups: usize,
+    /// The oldest group and when it is due (see [`Task::oldest`]); `None`
+    /// when it must be worked out again.
+    oldest_cache: Option<Option<(RegionId, Instant)>>,
     /// Formed batches not in flight, in the order they must be sent.
     ready: VecDeque<Batch>,
     in_flight: VecDeque<InFlight>,
@@ -516,7 +568,7 @@ struct Task {
     /// Where the writer's next batch can be in the log, at the earliest:
     /// past its last acknowledged batch.
     search_from: i64,
-    /// Bytes of the entries in the window and the ready batches.
+    /// Bytes of the entries in groups and in the ready batches.
     buffered: usize,
 }
 
@@ -526,7 +578,10 @@ impl Task {
             cluster,
             config,
             index,
-            window: Window::default(),
+            groups: HashMap::new(),
+            taken: 0,
+            full_groups: 0,
+            oldest_cache: Some(None),
             ready: VecDeque::new(),
             in_flight: VecDeque::new(),
             next_number: 0,
@@ -540,7 +595,7 @@ impl Task {
         }
     }
 
-    /// How many bytes of entries may wait for a request (in the window or
+    /// How many bytes of entries may wait for a request (in groups or
     /// in formed batches): a full pipeline's worth beyond what is in
     /// flight, at least [`BUFFER_BYTES`].
     fn buffer_cap(&self) -> usize {
@@ -553,45 +608,37 @@ impl Task {
 
     async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
         let mut closed = false;
+        // One timer, moved as the oldest group changes (not one per entry).
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
+            self.form_due(Instant::now());
             self.send_ready().await;
+            self.encode_ahead(Instant::now());
             self.answer_flushes();
             if closed
-                && self.window.groups.is_empty()
+                && self.groups.is_empty()
                 && self.ready.is_empty()
                 && self.in_flight.is_empty()
             {
                 return;
             }
-            // A window whose linger ran out closes once a request can go:
-            // while the pipeline is full, it keeps growing, so that under
-            // load batches fill up instead of queueing small (the Java
-            // producer's accumulator does the same).
-            let room = self.ready.is_empty() && self.in_flight.len() < self.config.max_in_flight;
-            // Armed a little early: tokio's timers fire on millisecond
-            // ticks, up to one late, and an entry may wait `linger` at most.
-            let slack = (self.config.linger / 4).min(Duration::from_millis(1));
-            let due = self
-                .window
-                .deadline
-                .map(|d| d.checked_sub(slack).unwrap_or(d));
-            // Kept open past its linger, a window closes at twice its
-            // linger whatever the pipeline: a quiet region's entries wait
-            // behind busier regions' full batches for one linger at most.
-            let forced = self.window.deadline.map(|d| d + self.config.linger);
-            let now = Instant::now();
-            let close = match room {
-                true => due.is_some_and(|d| d <= now),
-                false => forced.is_some_and(|d| d <= now),
+            // With room in the pipeline, wake when the oldest group's linger
+            // runs out; without, an answer makes room.
+            let deadline = match self.room() {
+                true => self.oldest().map(|(_, due)| due),
+                false => None,
             };
-            if close {
-                self.close_window();
-                continue;
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at);
+                }
+                armed = deadline;
             }
             // Take more entries while the buffered ones stay under the
             // cap: past it, a full queue makes `append` wait.
             let accepting = !closed && self.buffered < self.buffer_cap();
-            let deadline = if room { due } else { forced };
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
@@ -602,17 +649,18 @@ impl Task {
             tokio::select! {
                 biased;
                 answer = head => self.on_answer(answer).await,
-                () = sleep_until(deadline) => self.close_window(),
+                // `form_due` at the top of the loop takes the due group.
+                () = &mut timer, if armed.is_some() => armed = None,
                 () = sleep_until(resume) => self.resume_at = None,
                 command = queue.recv(), if accepting => match command {
                     Some(Command::Append(p)) => self.add(p),
                     Some(Command::Flush(done)) => {
-                        self.close_window();
+                        self.form_all();
                         self.flushes.push((self.next_number, done));
                     }
                     None => {
                         closed = true;
-                        self.close_window();
+                        self.form_all();
                     }
                 },
             }
@@ -629,59 +677,168 @@ impl Task {
             }
     }
 
-    /// Adds an entry to the window (opening one if needed); a group it
-    /// would push past `max_batch_bytes` becomes a batch first, and one it
-    /// fills becomes a batch at once.
+    /// Adds an entry to its group.
     fn add(&mut self, pending: Pending) {
-        let size = self.entry_bytes(&pending.entry);
-        self.buffered += size;
+        let bytes = self.entry_bytes(&pending.entry);
+        self.buffered += bytes;
         let key = match self.config.mode {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
         };
-        let max = self.config.max_batch_bytes;
-        if self.window.deadline.is_none() {
-            self.window.deadline = Some(Instant::now() + self.config.linger);
+        let (max, linger) = (self.config.max_batch_bytes, self.config.linger);
+        let group = self.groups.entry(key).or_default();
+        let (was_full, new) = (group.full(max), group.entries.is_empty());
+        group.bytes += bytes;
+        let at = Instant::now();
+        group.entries.push_back(Waiting {
+            pending,
+            seq: self.taken,
+            at,
+            bytes,
+        });
+        self.taken += 1;
+        if !was_full && group.full(max) {
+            self.full_groups += 1;
         }
-        let slot = match self.window.by_key.get(&key) {
-            Some(&slot) => slot,
-            None => {
-                self.window.groups.push(Group::default());
-                let slot = self.window.groups.len() - 1;
-                self.window.by_key.insert(key, slot);
-                slot
+        // A new group is the youngest: it is the oldest only if alone.
+        if new && self.oldest_cache == Some(None) {
+            self.oldest_cache = Some(Some((key, due(at, linger))));
+        }
+    }
+
+    /// Whether a new batch could be sent now: nothing formed waits and a
+    /// request slot is free.
+    fn room(&self) -> bool {
+        self.ready.is_empty()
+            && self.in_flight.len() < self.config.max_in_flight
+            && self.resume_at.is_none()
+    }
+
+    /// The group whose first entry is the oldest, and when it is due
+    /// ([`due`]); kept until a batch is taken from that group.
+    fn oldest(&mut self) -> Option<(RegionId, Instant)> {
+        if let Some(known) = self.oldest_cache {
+            return known;
+        }
+        let linger = self.config.linger;
+        let oldest = self
+            .groups
+            .iter()
+            .filter_map(|(key, g)| g.entries.front().map(|w| (w.seq, *key, w.at)))
+            .min_by_key(|(seq, _, _)| *seq)
+            .map(|(_, key, at)| (key, due(at, linger)));
+        self.oldest_cache = Some(oldest);
+        oldest
+    }
+
+    /// The group to send next, if one may go at `now`: of the groups whose
+    /// first entries make a full batch or whose linger ran out, the one
+    /// whose first entry is the oldest, so that a quiet region's entry
+    /// waits behind busier regions' batches only as long as they are
+    /// older.
+    fn next_group(&self, now: Instant) -> Option<RegionId> {
+        let (linger, max) = (self.config.linger, self.config.max_batch_bytes);
+        self.groups
+            .iter()
+            .filter_map(|(key, g)| {
+                let head = g.entries.front()?;
+                (g.full(max) || due(head.at, linger) <= now).then_some((head.seq, *key))
+            })
+            .min_by_key(|(seq, _)| *seq)
+            .map(|(_, key)| key)
+    }
+
+    /// Forms the batches that can be sent now, one per free request slot:
+    /// while the pipeline is full, groups keep growing (the Java
+    /// producer's accumulator does the same), so under load batches fill
+    /// up instead of queueing small.
+    fn form_due(&mut self, now: Instant) {
+        while self.resume_at.is_none()
+            && self.ready.len() + self.in_flight.len() < self.config.max_in_flight
+        {
+            // Most calls end here, without looking at every group.
+            if self.full_groups == 0 && self.oldest().is_none_or(|(_, due)| due > now) {
+                return;
             }
+            let Some(key) = self.next_group(now) else {
+                return;
+            };
+            self.form_from(key);
+        }
+    }
+
+    /// While every request slot is taken, forms the batch to send next, if
+    /// it is a full one, and encodes it, so that encoding overlaps the
+    /// requests in flight instead of following their answers (a batch
+    /// that could still grow is left to grow).
+    fn encode_ahead(&mut self, now: Instant) {
+        if !self.ready.is_empty()
+            || self.in_flight.len() < self.config.max_in_flight
+            || self.resume_at.is_some()
+            || self.reset_producer
+            || (self.config.idempotent && self.producer.is_none())
+            || self.full_groups == 0
+        {
+            return;
+        }
+        let Some(key) = self.next_group(now) else {
+            return;
         };
-        let group = &mut self.window.groups[slot];
-        if !group.entries.is_empty() && group.bytes + size > max {
-            let full = std::mem::take(group);
-            self.form(full.entries);
+        let max = self.config.max_batch_bytes;
+        if !self.groups.get(&key).is_some_and(|g| g.full(max)) {
+            return;
         }
-        let group = &mut self.window.groups[slot];
-        group.bytes += size;
-        group.entries.push(pending);
-        if group.bytes >= max {
-            let full = std::mem::take(group);
-            self.form(full.entries);
-        }
-    }
-
-    /// Turns every group of the window into batches, in window order.
-    fn close_window(&mut self) {
-        let window = std::mem::take(&mut self.window);
-        for group in window.groups {
-            if !group.entries.is_empty() {
-                self.form(group.entries);
+        self.form_from(key);
+        if let Some(mut batch) = self.ready.pop_front() {
+            // An encoding error is met again, and reported, when it is sent.
+            if let Ok(encoded) = self.encode(&batch) {
+                batch.encoded = Some(encoded);
             }
+            self.ready.push_front(batch);
         }
     }
 
-    fn form(&mut self, entries: Vec<Pending>) {
-        let buffered = entries.iter().map(|p| self.entry_bytes(&p.entry)).sum();
+    /// Forms every entry into batches, oldest group first (a flush, or the
+    /// writer closing).
+    fn form_all(&mut self) {
+        while let Some((key, _)) = self.oldest() {
+            self.form_from(key);
+        }
+    }
+
+    /// Forms one batch of the first entries of `key`'s group.
+    fn form_from(&mut self, key: RegionId) {
+        let max = self.config.max_batch_bytes;
+        let Some(group) = self.groups.get_mut(&key) else {
+            return;
+        };
+        let was_full = group.full(max);
+        let taken = group.take_batch(max);
+        let full = group.full(max);
+        if group.entries.is_empty() {
+            self.groups.remove(&key);
+        }
+        self.full_groups =
+            (self.full_groups + usize::from(full)).saturating_sub(usize::from(was_full));
+        // The group's first entry is now younger: if it was the oldest
+        // group, which one is must be worked out again.
+        if self
+            .oldest_cache
+            .is_none_or(|oldest| oldest.is_none_or(|(k, _)| k == key))
+        {
+            self.oldest_cache = None;
+        }
+        if !taken.is_empty() {
+            self.form(taken);
+        }
+    }
+
+    fn form(&mut self, entries: Vec<Waiting>) {
+        let buffered = entries.iter().map(|w| w.bytes).sum();
         self.ready.push_back(Batch {
             buffered,
             number: self.next_number,
-            entries,
+            entries: entries.into_iter().map(|w| w.pending).collect(),
             encoded: None,
             first_try: None,
             sent: false,
@@ -1111,6 +1268,15 @@ fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
     batch.attempts = 0;
     let at = ready.partition_point(|b| b.number < batch.number);
     ready.insert(at, batch);
+}
+
+/// When a group whose first entry the writer took `at` is due: its linger
+/// later, less a little, as tokio's timers fire on millisecond ticks, up
+/// to one late, and an entry may wait `linger` at most.
+fn due(at: Instant, linger: Duration) -> Instant {
+    let slack = (linger / 4).min(Duration::from_millis(1));
+    let due = at + linger;
+    due.checked_sub(slack).unwrap_or(due)
 }
 
 async fn sleep_until(at: Option<Instant>) {

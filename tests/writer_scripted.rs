@@ -311,3 +311,113 @@ async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_aga
         "one Produce per batch"
     );
 }
+
+#[tokio::test]
+async fn a_queued_produce_is_on_the_connection_even_with_the_task_budget_spent() {
+    // The writer keeps its requests in order by queueing each frame before
+    // the next: `produce_queued` must queue it whatever the calling task's
+    // cooperative budget (spent under load, when `recv` keeps finding
+    // entries), or a later batch could overtake it.
+    let (_scripted, cluster) = scripted().await;
+    let (connection, _) = cluster.leader_connection(TOPIC, 0).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for n in 0..100_000 {
+        tx.send(n).unwrap();
+    }
+    tokio::task::yield_now().await;
+    // Each `recv` that finds an entry spends budget; once spent, `recv`
+    // says "not yet" with entries waiting.
+    let mut spent = false;
+    for _ in 0..100_000 {
+        if futures::poll!(std::pin::pin!(rx.recv())).is_pending() {
+            spent = true;
+            break;
+        }
+    }
+    assert!(spent, "the task's budget is spent");
+    let before = connection.stats().requests;
+    let records = [walfetch::codec::NewRecord::value(
+        0,
+        Bytes::from_static(b"entry"),
+    )];
+    let batch = walfetch::codec::BatchBuilder::new(0)
+        .encode(&records)
+        .unwrap()
+        .bytes;
+    let answer = cluster
+        .produce_queued(Arc::clone(&connection), TOPIC, 0, batch)
+        .await;
+    assert_eq!(
+        connection.stats().requests,
+        before + 1,
+        "the frame is queued when produce_queued returns"
+    );
+    assert_eq!(answer.await.unwrap(), 0);
+}
+
+/// While the pipeline is full (one request in flight, its answer held for
+/// half a second), a busy region's entries keep collecting into full
+/// batches instead of going as one small batch per linger, and a quiet
+/// region's entry goes out by its age: before the busy region's entries
+/// appended after it. Paused clock: the sleeps are exact.
+#[tokio::test(start_paused = true)]
+async fn under_load_batches_fill_up_and_a_quiet_region_goes_by_its_age() {
+    let (scripted, cluster) = scripted().await;
+    let payload = |n: usize| Bytes::from(format!("{n:0>100}"));
+    let size = WalEntry::new(1, payload(0)).batch_bytes()
+        + walfetch::codec::RECORD_CHECKSUM_HEADER.len()
+        + 6;
+    let config = WriterConfig::new(TOPIC, 0)
+        .with_max_in_flight(1)
+        .with_linger(Duration::from_millis(5))
+        .with_max_batch_bytes(6 * size);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    scripted
+        .script(Fault::on(ApiKey::Produce).then(FaultAction::Delay(Duration::from_millis(500))));
+    let mut pending = vec![(
+        9,
+        payload(0),
+        writer.append(WalEntry::new(9, payload(0))).await.unwrap(),
+    )];
+    // The first batch (region 9) is sent after its linger and held; then
+    // 20 entries of region 1, one every 5 ms, and one of region 2 after
+    // the ninth.
+    for n in 1..=20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let appended = writer.append(WalEntry::new(1, payload(n))).await.unwrap();
+        pending.push((1, payload(n), appended));
+        if n == 9 {
+            let appended = writer.append(WalEntry::new(2, payload(100))).await.unwrap();
+            pending.push((2, payload(100), appended));
+        }
+    }
+    let mut appended = Vec::new();
+    for (region, payload, offset) in pending {
+        appended.push((region, payload, offset.await.expect("written")));
+    }
+    let index = writer.close().await.expect("closed");
+    assert!(scripted.pending_faults().is_empty(), "the answer was held");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    check_written(&log, &appended, &index, true);
+    let regions: Vec<Vec<RegionId>> = log
+        .iter()
+        .map(|b| {
+            b.records
+                .iter()
+                .map(|r| RegionId::from_be_bytes(r.key.as_deref().unwrap().try_into().unwrap()))
+                .collect()
+        })
+        .collect();
+    // Region 1: 20 entries in batches of 6, the fewest possible.
+    let busy: Vec<usize> = regions.iter().filter(|b| b[0] == 1).map(Vec::len).collect();
+    assert_eq!(busy, [6, 6, 6, 2], "batches grow under load: {regions:?}");
+    // Region 2's entry goes before region 1's 13th (appended after it),
+    // after the batches holding region 1's entries older than it.
+    let at = |value: &Bytes| {
+        log.iter()
+            .position(|b| b.records.iter().any(|r| r.value.as_ref() == Some(value)))
+            .unwrap()
+    };
+    assert!(at(&payload(100)) < at(&payload(13)), "{regions:?}");
+    assert!(at(&payload(100)) > at(&payload(9)), "{regions:?}");
+}

@@ -134,8 +134,12 @@ impl Cluster {
             result
         });
         // The first poll runs up to the wait for the response: the frame is
-        // queued on the connection when it returns.
-        match futures::poll!(answer.as_mut()) {
+        // queued on the connection when it returns. It runs outside tokio's
+        // cooperative budget: with the calling task's budget spent, the
+        // connection's gate would answer "not yet" before the frame is
+        // queued, and a request queued after this one could reach the
+        // broker first (an idempotent producer's batches out of sequence).
+        match futures::poll!(tokio::task::unconstrained(answer.as_mut())) {
             Poll::Ready(result) => Box::pin(std::future::ready(result)),
             Poll::Pending => answer,
         }
