@@ -77,16 +77,7 @@ impl Cluster {
                 deadline: cluster.config.bootstrap_deadline,
                 ..cluster.config.retry
             },
-            // An attempt started before the deadline ends by its own
-            // timeouts (connect, then the handshake's requests), so that
-            // the error says what failed.
-            cut: cluster.config.retry.deadline.max(
-                cluster
-                    .config
-                    .bootstrap_deadline
-                    .saturating_add(cluster.config.connection.connect_timeout)
-                    .saturating_add(cluster.config.connection.request_timeout.saturating_mul(2)),
-            ),
+            cut: cluster.config.retry.deadline,
             retriable: &ClientError::is_retriable_at_bootstrap,
         };
         cluster
