@@ -149,12 +149,17 @@ impl ClusterConfig {
     /// whole operation (all retries included). The CLI's `--timeout` and
     /// librdkafka's `socket.timeout.ms`, which the error messages about
     /// timeouts name. A shorter limit fails faster on a dead address; a
-    /// longer one waits longer for a broker that is starting.
+    /// longer one waits longer for a broker that is starting. The bootstrap
+    /// deadline gets a tenth more (and 5 ms, a few timer ticks): an attempt
+    /// that ends at its own limit then reports why, instead of being cut
+    /// at the same instant with no cause.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.connection.connect_timeout = timeout;
         self.connection.request_timeout = timeout;
         self.retry.deadline = timeout;
-        self.bootstrap_deadline = timeout;
+        self.bootstrap_deadline = timeout
+            .saturating_add(timeout / 10)
+            .saturating_add(Duration::from_millis(5));
         self
     }
 }
