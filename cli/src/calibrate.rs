@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use walfetch::calibrate::measure_link;
+use walfetch::consumer::ReplayOptions;
 
 use crate::connect::{check_partition, connect, Target};
 use crate::output::outln;
@@ -35,8 +36,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.samples,
     )
     .await?;
-    let in_flight = cluster.config().connections_per_broker;
-    let cost = link.cost_model(in_flight);
+    // A replay prices a fetch at its share of a round trip among the
+    // fetches it keeps in flight.
+    let cost = link.cost_model(ReplayOptions::default().max_in_flight);
     outln!(
         "{}",
         serde_json::json!({
@@ -44,7 +46,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "bytes_per_second": link.bytes_per_second.map(|b| b as u64),
             "bandwidth_fetch_bytes": link.bandwidth_fetch_bytes,
             "samples": link.samples,
-            "in_flight": in_flight,
+            "in_flight": cost.in_flight,
             "merge_gap_bytes": cost.merge_gap_bytes(),
         })
     )?;

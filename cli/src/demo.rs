@@ -172,13 +172,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The link, measured as `walfetch calibrate` does: the planner's cost
     // model for every walfetch row below.
     let link = measure_link(&cluster, &topic, 0, 20).await?;
-    let cost = link.cost_model(cluster.config().connections_per_broker);
+    let cost = link.cost_model(ReplayOptions::default().max_in_flight);
     let plan = PlanConfig {
         cost,
         ..PlanConfig::default()
     };
     outln!(
-        "link: {} µs a round trip, {:.0} MB/s (measured; walfetch plans with it: runs closer than {} bytes share a fetch)",
+        "link: {} µs a round trip, {:.0} MB/s (measured; walfetch plans with it: with fetches side by side, runs closer than {} bytes share a fetch, more where fetches prove dear)",
         link.round_trip.as_micros(),
         cost.bytes_per_second / 1e6,
         cost.merge_gap_bytes()
