@@ -156,6 +156,20 @@ pub struct FetchedPartition {
     pub preferred_read_replica: i32,
 }
 
+impl FetchedPartition {
+    /// Where a fetch at `isolation` stops reading: the last stable offset
+    /// for `read_committed` (when the broker gave one), else the high
+    /// watermark.
+    pub fn readable_end(&self, isolation: IsolationLevel) -> i64 {
+        match isolation {
+            IsolationLevel::ReadCommitted if self.last_stable_offset >= 0 => {
+                self.last_stable_offset
+            }
+            _ => self.high_watermark,
+        }
+    }
+}
+
 /// One partition of a Fetch request: what to fetch, and what metadata says
 /// of its leader.
 #[derive(Debug, Clone, Copy)]
@@ -437,17 +451,6 @@ fn more_than_one_batch(records: &[u8]) -> bool {
     BatchHeader::parse(records).is_some_and(|h| records.len() > h.total_len())
 }
 
-/// Where a fetch stops reading: the last stable offset for
-/// `read_committed` (when the broker gave one), else the high watermark.
-fn readable_end(params: &FetchParams, fetched: &FetchedPartition) -> i64 {
-    match params.isolation {
-        IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
-            fetched.last_stable_offset
-        }
-        _ => fetched.high_watermark,
-    }
-}
-
 /// The wait to allow after `omissions` (≥ 1) consecutive omissions.
 fn wait_after_omissions(omissions: u32) -> Duration {
     let doublings = omissions.saturating_sub(1).min(16);
@@ -638,7 +641,7 @@ impl Cluster {
                         if redirected && f.records.is_empty() {
                             // Fetched again from the replica, on its own.
                             SharedAnswer::Retry
-                        } else if f.records.is_empty() && p.offset < readable_end(p, &f) {
+                        } else if f.records.is_empty() && p.offset < f.readable_end(p.isolation) {
                             starved = true;
                             SharedAnswer::Retry
                         } else {

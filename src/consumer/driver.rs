@@ -342,12 +342,7 @@ pub(super) async fn log_end(
         .with_max_wait(Duration::ZERO)
         .with_isolation(isolation);
     let fetched = cluster.fetch(&params).await?;
-    let end = match isolation {
-        IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
-            fetched.last_stable_offset
-        }
-        _ => fetched.high_watermark,
-    };
+    let end = fetched.readable_end(isolation);
     Ok((end.max(listed), fetched))
 }
 

@@ -720,12 +720,7 @@ impl ReplayCore {
         // holding the fetch offset too: Kafka returns at least that batch
         // (KIP-74); a broker that skips the containing batch returns
         // nothing when it is the log's last.
-        let log_end = match self.options.isolation {
-            IsolationLevel::ReadCommitted if fetched.last_stable_offset >= 0 => {
-                fetched.last_stable_offset
-            }
-            _ => fetched.high_watermark,
-        };
+        let log_end = fetched.readable_end(self.options.isolation);
         let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
         if absorbed.misaligned || skipped {
             self.misaligned = Some(fetched.log_start_offset.max(0));
