@@ -47,6 +47,8 @@ pub struct LinkEstimator {
     /// `(wire bytes, service seconds)` of the latest fetches.
     samples: VecDeque<(f64, f64)>,
     last_answer: Option<Instant>,
+    /// What the samples show, worked out once per fetch observed.
+    model: CostModel,
 }
 
 impl LinkEstimator {
@@ -56,6 +58,7 @@ impl LinkEstimator {
             prior,
             samples: VecDeque::with_capacity(WINDOW),
             last_answer: None,
+            model: prior,
         }
     }
 
@@ -69,6 +72,7 @@ impl LinkEstimator {
             self.samples.pop_front();
         }
         self.samples.push_back((bytes as f64, service));
+        self.model = self.fit();
     }
 
     /// The client finished taking in the latest answer at `at`: an answer
@@ -90,7 +94,11 @@ impl LinkEstimator {
     /// The cost model the fetches seen so far show, or the prior before
     /// there are enough of them.
     pub fn cost_model(&self) -> CostModel {
-        if self.samples.len() < MIN_SAMPLES {
+        self.model
+    }
+
+    fn fit(&self) -> CostModel {
+        if !self.learned() {
             return self.prior;
         }
         // The time beyond each fetch's bytes, at the prior's bandwidth:
