@@ -7,9 +7,10 @@
 //! compression) into record batches, one Produce request per batch, with
 //! `acks = all`. A group's first entries become a batch when a request
 //! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
-//! the group's first entry has waited [`WriterConfig::linger`] (the timer
-//! is armed up to 1 ms early, at most a quarter of `linger`, as tokio's
-//! timers fire on millisecond ticks). Each group's linger runs from its
+//! the group's first entry has waited [`WriterConfig::linger`] since its
+//! `append` (the timer is armed up to 1 ms early, at most a quarter of
+//! `linger`, as tokio's timers fire on millisecond ticks; the time an
+//! entry spent in the channel to the writer task counts). Each group's linger runs from its
 //! own first entry, so a region whose first entry came late in another
 //! region's linger is not cut short, and groups fall due one by one
 //! rather than all at once. Of the groups that may go, the one whose
@@ -303,6 +304,9 @@ impl WalEntry {
 struct Pending {
     entry: WalEntry,
     ack: oneshot::Sender<Result<i64, Error>>,
+    /// When `append` was called: an entry's linger runs from there, not
+    /// from when the writer task got to it.
+    appended: Instant,
 }
 
 /// An entry the writer task took, waiting in its region's group.
@@ -311,7 +315,7 @@ struct Waiting {
     /// The writer's count of entries taken before it: the age order
     /// across groups.
     seq: u64,
-    /// When the writer took it: its group's linger runs from its first
+    /// When it was appended: its group's linger runs from its first
     /// entry's.
     at: Instant,
     /// What it counts against `max_batch_bytes`.
@@ -415,7 +419,11 @@ impl WalWriter {
         }
         let (ack, offset) = oneshot::channel();
         self.commands
-            .send(Command::Append(Pending { entry, ack }))
+            .send(Command::Append(Pending {
+                entry,
+                ack,
+                appended: Instant::now(),
+            }))
             .await
             .map_err(|_| self.closed())?;
         Ok(Appended(offset, self.topic.clone(), self.partition))
@@ -689,7 +697,7 @@ impl Task {
         let group = self.groups.entry(key).or_default();
         let (was_full, new) = (group.full(max), group.entries.is_empty());
         group.bytes += bytes;
-        let at = Instant::now();
+        let at = pending.appended;
         group.entries.push_back(Waiting {
             pending,
             seq: self.taken,
@@ -1270,7 +1278,7 @@ fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
     ready.insert(at, batch);
 }
 
-/// When a group whose first entry the writer took `at` is due: its linger
+/// When a group whose first entry was appended `at` is due: its linger
 /// later, less a little, as tokio's timers fire on millisecond ticks, up
 /// to one late, and an entry may wait `linger` at most.
 fn due(at: Instant, linger: Duration) -> Instant {

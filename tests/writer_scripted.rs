@@ -421,3 +421,32 @@ async fn under_load_batches_fill_up_and_a_quiet_region_goes_by_its_age() {
     assert!(at(&payload(100)) < at(&payload(13)), "{regions:?}");
     assert!(at(&payload(100)) > at(&payload(9)), "{regions:?}");
 }
+
+/// An entry's linger runs from its `append`, not from when the writer task
+/// got to it: an entry the task takes 3 ms late is sent by its own linger
+/// (5 ms from the append), not 5 ms after the task took it. Paused clock.
+#[tokio::test(start_paused = true)]
+async fn the_linger_runs_from_the_append_not_from_when_the_writer_took_the_entry() {
+    let (_scripted, cluster) = scripted().await;
+    let linger = Duration::from_millis(5);
+    let config = WriterConfig::new(TOPIC, 0).with_linger(linger);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let payload = Bytes::from_static(b"late");
+    let appended_at = tokio::time::Instant::now();
+    let appended = writer
+        .append(WalEntry::new(7, payload.clone()))
+        .await
+        .unwrap();
+    // The clock moves on before the writer task runs: it takes the entry
+    // 3 ms after the append.
+    tokio::time::advance(Duration::from_millis(3)).await;
+    let offset = appended.await.expect("written");
+    let waited = appended_at.elapsed();
+    assert!(
+        waited <= linger,
+        "the entry waited {waited:?}, more than its {linger:?} linger"
+    );
+    let index = writer.close().await.expect("closed");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    check_written(&log, &[(7, payload, offset)], &index, true);
+}
