@@ -8,9 +8,9 @@
 //! `acks = all`. A group's first entries become a batch when a request
 //! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
 //! the group's first entry has waited [`WriterConfig::linger`] since its
-//! `append` (the timer is armed up to 1 ms early, at most a quarter of
-//! `linger`, as tokio's timers fire on millisecond ticks; the time an
-//! entry spent in the channel to the writer task counts). Each group's linger runs from its
+//! `append` (the timer is armed up to 2 ms early, at most half of
+//! `linger`, as tokio's timers go off up to 2 ms late; the time an entry
+//! spent in the channel to the writer task counts). Each group's linger runs from its
 //! own first entry, so a region whose first entry came late in another
 //! region's linger is not cut short, and groups fall due one by one
 //! rather than all at once. Of the groups that may go, the one whose
@@ -1279,10 +1279,12 @@ fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
 }
 
 /// When a group whose first entry was appended `at` is due: its linger
-/// later, less a little, as tokio's timers fire on millisecond ticks, up
-/// to one late, and an entry may wait `linger` at most.
+/// later, less up to 2 ms (at most half the linger), and an entry may wait
+/// `linger` at most. Tokio's timers fire on millisecond ticks, up to one
+/// late, and the thread parked for them sleeps whole milliseconds too, so
+/// a timer armed for the instant itself goes off up to 2 ms after it.
 fn due(at: Instant, linger: Duration) -> Instant {
-    let slack = (linger / 4).min(Duration::from_millis(1));
+    let slack = (linger / 2).min(Duration::from_millis(2));
     let due = at + linger;
     due.checked_sub(slack).unwrap_or(due)
 }
@@ -1291,5 +1293,31 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_falls_due_early_enough_for_a_late_timer() {
+        let at = Instant::now();
+        // 2 ms early at most, so that a timer up to 2 ms late still sends
+        // the batch within the linger.
+        assert_eq!(
+            due(at, Duration::from_millis(5)),
+            at + Duration::from_millis(3)
+        );
+        assert_eq!(
+            due(at, Duration::from_millis(100)),
+            at + Duration::from_millis(98)
+        );
+        // Never earlier than half the linger.
+        assert_eq!(
+            due(at, Duration::from_millis(2)),
+            at + Duration::from_millis(1)
+        );
+        assert_eq!(due(at, Duration::ZERO), at);
     }
 }
