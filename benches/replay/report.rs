@@ -148,6 +148,10 @@ pub(crate) struct TargetCheck {
     /// The ratio the target allows (met when `value <= limit`).
     pub(crate) limit: f64,
     pub(crate) met: bool,
+    /// The ratio the floor alone gives, for a target on bytes whose
+    /// numerator no client can bring below the floor: above `limit`, the
+    /// target cannot be met on this layout under Kafka's rules.
+    pub(crate) floor: Option<f64>,
 }
 
 /// The targets of the issue, checked on every scenario they apply to.
@@ -187,6 +191,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
                 value,
                 limit,
                 met: value <= limit,
+                floor: None,
             });
         };
         let kafka = broker == kafka_rules_broker;
