@@ -343,3 +343,64 @@ async fn sessions_are_renewed_before_they_expire() {
         .unwrap();
     assert_eq!(handshakes(), before + 1);
 }
+
+/// Requests made while a due re-authentication waits for the request in
+/// flight reach the broker in the order they were made: an idempotent
+/// producer's batches must not overtake each other. Paused clock (the
+/// testkit's sessions run on the same clock): a 60 s session, renewed at
+/// 85–95 % of it.
+#[tokio::test(start_paused = true)]
+async fn requests_made_while_a_reauthentication_waits_keep_their_order() {
+    let lifetime = Duration::from_secs(60);
+    let cluster = ScriptedCluster::builder()
+        .sasl(users().session_lifetime(lifetime))
+        .start()
+        .await
+        .unwrap();
+    cluster.create_topic("wal", 1).unwrap();
+    let security = Security::sasl_plaintext(SaslConfig::plain("alice", "alice-secret"));
+    let client = std::sync::Arc::new(Cluster::connect(config(&cluster, security)).await.unwrap());
+    let (connection, _) = client.leader_connection("wal", 0).await.unwrap();
+    let handshakes = || cluster.stats(1).unwrap().requests_of(ApiKey::SaslHandshake);
+    let before = handshakes();
+    // A request in flight from before the renewal is due until after it:
+    // the renewal waits for it, and so do the requests made meanwhile.
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    cluster.script(
+        walfetch_testkit::Fault::on(ApiKey::Metadata)
+            .then(walfetch_testkit::FaultAction::Delay(Duration::from_secs(9))),
+    );
+    let in_flight = {
+        let connection = std::sync::Arc::clone(&connection);
+        tokio::spawn(async move { connection.request(&MetadataRequest::default()).await })
+    };
+    while connection.stats().requests == 0 || cluster.pending_faults().len() == 1 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(7_500)).await;
+    let batch = |value: &str| {
+        BatchBuilder::new(0)
+            .encode(&[NewRecord::value(0, value.to_owned())])
+            .unwrap()
+            .bytes
+    };
+    let first = client
+        .produce_queued(std::sync::Arc::clone(&connection), "wal", 0, batch("first"))
+        .await;
+    let second = client
+        .produce_queued(
+            std::sync::Arc::clone(&connection),
+            "wal",
+            0,
+            batch("second"),
+        )
+        .await;
+    let (first, second) = tokio::join!(first, second);
+    in_flight.await.unwrap().unwrap();
+    assert_eq!(handshakes(), before + 1, "the session was renewed once");
+    assert_eq!(
+        (first.unwrap(), second.unwrap()),
+        (0, 1),
+        "the batches were appended in the order they were produced"
+    );
+}

@@ -160,6 +160,10 @@ pub struct Connection {
     /// Requests hold it shared for their round trip; re-authentication
     /// holds it alone, so that its requests are the only ones on the wire.
     gate: tokio::sync::RwLock<()>,
+    /// Held by a request from its call until its frame is queued: a fair
+    /// lock, so frames are queued in the order the requests were made,
+    /// also when some of them waited for a re-authentication.
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl Connection {
@@ -281,6 +285,7 @@ impl Connection {
             sasl: config.security.sasl.clone(),
             reauthenticate_at: Mutex::new(None),
             gate: tokio::sync::RwLock::new(()),
+            turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -351,7 +356,7 @@ impl Connection {
             request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
         }
         let raw = self
-            .round_trip(ApiKey::ApiVersions, version, &request, timeout)
+            .round_trip(ApiKey::ApiVersions, version, &request, timeout, None)
             .await?;
         match decode_response_frame::<ApiVersionsRequest>(version, raw.payload.clone()) {
             Ok(response) => Ok(response),
@@ -432,9 +437,15 @@ impl Connection {
         request: &R,
         options: RequestOptions,
     ) -> Result<Response<R::Response>, ConnectionError> {
+        // Frames go on the wire in the order the requests were made (an
+        // idempotent producer's batches must not overtake each other): a
+        // request made while a re-authentication waits for the requests
+        // in flight would otherwise race the ones made after it for the
+        // gate once the session is renewed.
+        let turn = self.turn.lock().await;
         self.reauthenticate_if_due().await?;
         let _shared = self.gate.read().await;
-        self.request_ungated(request, options).await
+        self.send_and_wait(request, options, Some(turn)).await
     }
 
     /// [`Connection::request_with`] without waiting for re-authentication
@@ -443,6 +454,17 @@ impl Connection {
         &self,
         request: &R,
         options: RequestOptions,
+    ) -> Result<Response<R::Response>, ConnectionError> {
+        self.send_and_wait(request, options, None).await
+    }
+
+    /// Sends `request` and waits for its response, letting the next
+    /// request have its `turn` once the frame is queued.
+    async fn send_and_wait<R: Request>(
+        &self,
+        request: &R,
+        options: RequestOptions,
+        turn: Option<tokio::sync::MutexGuard<'_, ()>>,
     ) -> Result<Response<R::Response>, ConnectionError> {
         let broker = || self.shared.broker.clone();
         let api = ApiKey::try_from(R::KEY).map_err(|()| ConnectionError::Decode {
@@ -471,7 +493,9 @@ impl Connection {
             });
         }
         let timeout = options.timeout.unwrap_or(self.request_timeout);
-        let raw = self.round_trip(api, version, request, timeout).await?;
+        let raw = self
+            .round_trip(api, version, request, timeout, turn)
+            .await?;
         let body = decode_response_frame::<R>(version, raw.payload).map_err(|e| {
             ConnectionError::Decode {
                 broker: broker(),
@@ -495,6 +519,7 @@ impl Connection {
         version: i16,
         body: &T,
         timeout: Duration,
+        turn: Option<tokio::sync::MutexGuard<'_, ()>>,
     ) -> Result<RawResponse, ConnectionError> {
         let correlation_id = self.shared.next_correlation_id();
         let header = RequestHeader::default()
@@ -521,6 +546,7 @@ impl Connection {
         if self.outgoing.send(frame).is_err() {
             return Err(self.shared.failure_or_shutdown());
         }
+        drop(turn);
         self.shared.requests.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(broker = %self.shared.broker, ?api, version, correlation_id, frame_len, "request queued");
         match tokio::time::timeout(timeout, response).await {
