@@ -11,8 +11,10 @@
 //!
 //! Channel binding is not used (`n,,`: the client does not support it), as
 //! Kafka does not support it either. Usernames are escaped (`,` as `=2C`,
-//! `=` as `=3D`); SASLprep is not applied, so non-ASCII passwords must
-//! already be in the form the server stored.
+//! `=` as `=3D`). SASLprep (RFC 4013) is not applied, as Kafka itself does
+//! not apply it: its `ScramFormatter` salts a password's UTF-8 bytes as they
+//! are, on the broker when credentials are stored and in its Java client,
+//! so a non-ASCII password matches what Kafka stored only when used as is.
 //!
 //! # References
 //! - RFC 5802 (SCRAM), §3 (algorithm), §5 (messages), §7 (syntax).
