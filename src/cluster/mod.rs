@@ -334,6 +334,9 @@ impl Cluster {
         let deadline = at(policy.deadline);
         let cut = at(retry.cut.max(policy.deadline));
         let mut attempts = 0u32;
+        // The error of the last attempt that ended, reported if the cut
+        // ends a later one.
+        let mut last: Option<ClientError> = None;
         loop {
             attempts += 1;
             let error = match tokio::time::timeout_at(cut, attempt()).await {
@@ -345,7 +348,7 @@ impl Cluster {
                         attempts,
                         elapsed: started.elapsed(),
                         deadline: policy.deadline,
-                        last: None,
+                        last: last.map(Box::new),
                     })
                 }
             };
@@ -371,6 +374,7 @@ impl Cluster {
                 });
             }
             tracing::debug!(operation = %describe(), attempts, ?delay, %error, "retrying");
+            last = Some(error);
             tokio::time::sleep(delay).await;
         }
     }
@@ -419,6 +423,46 @@ mod tests {
             partition: Some(0),
             broker: "127.0.0.1:1".into(),
             message: None,
+        }
+    }
+
+    /// An attempt cut at the deadline after others failed reports the last
+    /// failure, not "no cause": the bootstrap under `with_timeout` failed
+    /// its first handshake, started a second and was cut in it.
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_cut_at_the_deadline_reports_the_previous_attempts_error() {
+        let policy = RetryPolicy {
+            jitter: 0.0,
+            deadline: Duration::from_secs(1),
+            ..RetryPolicy::default()
+        };
+        let cluster = offline_cluster(policy);
+        let mut calls = 0;
+        let err = cluster
+            .retrying(
+                || "op".into(),
+                true,
+                None,
+                || {
+                    calls += 1;
+                    let first = calls == 1;
+                    async move {
+                        if !first {
+                            std::future::pending::<()>().await;
+                        }
+                        Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower))
+                    }
+                },
+            )
+            .await
+            .expect_err("cut");
+        match &err {
+            ClientError::RetriesExhausted {
+                attempts: 2,
+                last: Some(last),
+                ..
+            } => assert_eq!(last.code(), Some(ErrorCode::NotLeaderOrFollower)),
+            other => panic!("{other:?}"),
         }
     }
 
