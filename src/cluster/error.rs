@@ -116,7 +116,9 @@ pub enum ClientError {
         elapsed: Duration,
         /// The deadline ([`super::RetryPolicy::deadline`]).
         deadline: Duration,
-        /// The last failure, `None` when the deadline struck mid-attempt.
+        /// The failure of the last attempt that ended (the deadline may
+        /// have cut a later one short); `None` when the deadline struck
+        /// during the first.
         last: Option<Box<ClientError>>,
     },
     /// An argument was invalid.
