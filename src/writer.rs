@@ -8,12 +8,12 @@
 //! `acks = all`. A group's first entries become a batch when a request
 //! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
 //! the group's first entry has waited [`WriterConfig::linger`] since its
-//! `append` (the timer is armed up to 2 ms early, at most half of
-//! `linger`, as tokio's timers go off up to 2 ms late; the time an entry
-//! spent in the channel to the writer task counts). Each group's linger runs from its
-//! own first entry, so a region whose first entry came late in another
-//! region's linger is not cut short, and groups fall due one by one
-//! rather than all at once. Of the groups that may go, the one whose
+//! `append` (the time an entry spent in the channel to the writer task
+//! counts; the timer is armed up to 2 ms early, at most half of `linger`,
+//! as tokio's timers go off up to 2 ms late). Each group's linger runs
+//! from its own first entry, so a region whose first entry came late in
+//! another region's linger is not cut short, and groups fall due one by
+//! one rather than all at once. Of the groups that may go, the one whose
 //! first entry is the oldest goes first: a quiet region's entry waits
 //! behind busier regions' batches only as long as their entries are
 //! older than it.
@@ -153,8 +153,10 @@ pub struct WriterConfig {
     /// A batch is sent once its records reach this many bytes (before
     /// compression). Keep it under the broker's `message.max.bytes`.
     pub max_batch_bytes: usize,
-    /// How long a group's first entry may wait for more (while a request
-    /// slot is free; see the module docs).
+    /// How long a group's first entry may wait for more, from its
+    /// `append` (while a request slot is free; its batch may go up to 2 ms
+    /// sooner, at most half of `linger`, to make up for late timers; see
+    /// the module docs).
     pub linger: Duration,
     /// Entries queued before `append` waits.
     pub queue: usize,
