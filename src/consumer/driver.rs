@@ -147,7 +147,9 @@ impl Driver {
                     self.omitted += omitted as u64;
                     self.throttle_time += throttled;
                     self.fetches_in_flight -= answers.len();
-                    self.learn(&answers);
+                    if self.learning {
+                        self.learn(&answers);
+                    }
                     for answered in answers {
                         self.settle(answered);
                     }
@@ -187,7 +189,8 @@ impl Driver {
 
     /// Learns each broker's link from the answers of one request: the
     /// fetches a request carried for several partitions are one service,
-    /// of their bytes together.
+    /// of their bytes together. Only while learning: otherwise no link is
+    /// kept and the cores plan with the prior throughout.
     fn learn(&mut self, answers: &[Answered]) {
         let now = Instant::now();
         let mut by_broker: HashMap<&str, (Instant, u64)> = HashMap::new();
