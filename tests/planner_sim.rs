@@ -48,6 +48,7 @@ fn replay(log: &SimLog, index: &WalIndex, habits: Habits) -> Outcome {
 
 const NEVER_CUT: Habits = Habits {
     never_cut: true,
+    overshoot: false,
     skip_containing_batch: false,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,
@@ -56,6 +57,7 @@ const NEVER_CUT: Habits = Habits {
 
 const SKIP_CONTAINING: Habits = Habits {
     never_cut: false,
+    overshoot: false,
     skip_containing_batch: true,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,

@@ -691,3 +691,49 @@ fn entries_a_response_carries_beyond_its_fetch_are_taken() {
     assert_eq!(out.regions[&1], log.expected(&range));
     assert_eq!(out.stats.fetches, 1, "{:?}", out.fetches);
 }
+
+/// A broker that adds whole batches while the bytes it counted (without
+/// batch headers, Tansu 0.6) are below the limit: once the core has seen it
+/// overshoot, each fetch's limit reaches one byte into its last wanted
+/// batch, so the broker stops there. Before, every fetch of this layout (the
+/// region's batches apart, one fetch each) got the next region's batch too.
+#[test]
+fn a_broker_that_overshoots_the_limit_sends_only_the_wanted_batches_once_seen() {
+    let log = pure_log(60, 4, 3);
+    let index = log.full_index();
+    let range = log.whole(1);
+    // Fetches free: no gap is read through on purpose.
+    let plan = PlanConfig {
+        cost: CostModel {
+            round_trip: std::time::Duration::ZERO,
+            ..CostModel::default()
+        },
+        ..PlanConfig::default()
+    };
+    // Many in flight: the first fetch still goes alone, so the others are
+    // sized knowing the habit.
+    let out = Sim::new(&log, Habits::TANSU_0_6, 0).in_flight(16).run(
+        &index,
+        &[range],
+        ReplayOptions::default()
+            .with_plan(plan)
+            .with_learn_link(false),
+    );
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(out.regions[&1], log.expected(&range));
+    let batches = log.batches();
+    let wanted: u64 = batches
+        .iter()
+        .skip(1)
+        .step_by(4)
+        .map(|b| u64::from(b.len))
+        .sum();
+    // The first fetch, sized before the habit was seen, may get one more.
+    let largest = batches.iter().map(|b| u64::from(b.len)).max().unwrap();
+    assert!(
+        out.stats.records_bytes <= wanted + largest,
+        "{} bytes for {wanted} wanted",
+        out.stats.records_bytes
+    );
+    assert_eq!(out.stats.fetches, 15, "one fetch a wanted batch");
+}

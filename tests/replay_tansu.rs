@@ -7,16 +7,19 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
+use support::sim::{BatchSpec, SimBatch, SimLog};
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{RegionId, WalIndex};
+use walfetch::plan::{CostModel, PlanConfig};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 type Row = (i64, Bytes, Vec<(Bytes, Option<Bytes>)>);
@@ -233,4 +236,67 @@ async fn two_writers_interleaving_and_an_offsets_only_index() {
             assert_eq!(got, want, "region {region}");
         }
     }
+}
+
+/// Tansu adds whole batches while the bytes it counted (each batch without
+/// its header) are below a fetch's limit, so a limit at a wanted batch's
+/// end gets the next batch too (`tansu_habits`). A replay that has seen
+/// this limits each fetch to one byte into its last wanted batch: a region
+/// whose batches lie apart (GreptimeDB's layout, one region a batch) gets
+/// its own batches and, at most, one more with its first fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tansu_a_region_gets_its_own_batches_once_the_overshoot_is_seen() {
+    let specs: Vec<BatchSpec> = (0..40)
+        .map(|b| BatchSpec {
+            regions: vec![b % 4; 3],
+            ..BatchSpec::default()
+        })
+        .collect();
+    let log = SimLog::build(&specs, Compression::Lz4, |o| 200 + (o as usize % 7) * 50);
+    let broker = Tansu::start().await;
+    let cluster = Arc::new(broker.cluster_with_topic("wal", 1).await);
+    for i in 0..log.batches().len() {
+        cluster
+            .produce("wal", 0, log.batch_bytes(i))
+            .await
+            .expect("produce");
+    }
+    let range = log.whole(1);
+    let fewest_bytes = PlanConfig {
+        cost: CostModel {
+            round_trip: Duration::ZERO,
+            ..CostModel::default()
+        },
+        ..PlanConfig::default()
+    };
+    let options = ReplayOptions::default()
+        .with_plan(fewest_bytes)
+        .with_learn_link(false);
+    let replay = ReplayRange {
+        topic: "wal".into(),
+        partition: 0,
+        region: 1,
+        from: range.from,
+        to: Some(range.to),
+    };
+    let mut consumer = Consumer::new(Arc::clone(&cluster), &log.full_index(), replay, options)
+        .await
+        .expect("consumer");
+    let mut got = Vec::new();
+    while let Some(record) = consumer.next().await {
+        let record = record.expect("record");
+        got.push((record.offset(), record.value_bytes().expect("value")));
+    }
+    assert_eq!(got, log.expected(&range));
+    let batches = log.batches();
+    let len = |b: &SimBatch| u64::from(b.len);
+    let wanted: u64 = batches.iter().skip(1).step_by(4).map(len).sum();
+    let largest = batches.iter().map(len).max().unwrap();
+    let stats = consumer.stats();
+    assert!(
+        stats.records_bytes <= wanted + largest,
+        "{} bytes of records for {wanted} wanted",
+        stats.records_bytes
+    );
+    assert_eq!(stats.fetches, 10, "one fetch a wanted batch");
 }

@@ -436,6 +436,7 @@ async fn replay_rskafka(
             log_start: 0,
             misaligned,
             cut_records: true,
+            overshoots: false,
         };
         let fetch = if next < entries.len() {
             planner.plan_entries(&view, next..entries.len(), attempt)

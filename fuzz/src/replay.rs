@@ -457,6 +457,7 @@ fn build_options(o: &OptionsInput) -> ReplayOptions {
 fn habits(bits: u8) -> Habits {
     Habits {
         never_cut: bits & 1 != 0,
+        overshoot: bits & 8 != 0,
         skip_containing_batch: bits & 2 != 0,
         repeat_last_batch: bits & 4 != 0,
         // The cluster client's concern, not the core's.

@@ -126,6 +126,7 @@ mod tests {
             log_start: 0,
             misaligned: None,
             cut_records: true,
+            overshoots: false,
         }
     }
 

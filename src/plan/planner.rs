@@ -352,9 +352,20 @@ impl<'a> Plan<'a> {
             };
             last = i;
         }
+        let limit = match at.batch {
+            // A broker that adds whole batches while it has counted less
+            // than the limit: with the limit one byte into the last wanted
+            // batch, it adds that batch (it counts no more than the bytes
+            // before it) and, that batch counted too, stops; with the
+            // limit at the batch's end it would add the next. Tansu counts
+            // a batch without its 61-byte header, so it stops there unless
+            // the fetch's batches average under 61 bytes past that.
+            Some(b) if self.view.overshoots && !at.estimated => b.start + 1.0,
+            _ => at.end + self.end_slack(&at, batch),
+        };
         PlannedFetch {
             offset,
-            max_bytes: (at.end + self.end_slack(&at, batch)).clamp(1.0, max) as u32,
+            max_bytes: limit.clamp(1.0, max) as u32,
             kind: FetchKind::Indexed {
                 entries: start..last + 1,
             },
@@ -564,6 +575,7 @@ mod tests {
             log_start: 0,
             misaligned: None,
             cut_records: true,
+            overshoots: false,
         }
     }
 
@@ -651,6 +663,62 @@ mod tests {
         // the batch before costs.
         let fetch = plan_all(&log, &[50], PlanConfig::default()).remove(0);
         assert_eq!((fetch.offset, fetch.max_bytes), (1, log[1].len()));
+    }
+
+    /// On a broker seen adding whole batches while it has counted less than
+    /// the limit, a fetch's limit reaches one byte into its last wanted
+    /// batch: a limit at that batch's end would get the next one too.
+    #[test]
+    fn a_broker_that_overshoots_gets_a_limit_within_the_last_wanted_batch() {
+        // Fetches free: no gap is read through.
+        let log = log(&[10, 10, 10, 1, 50], 100);
+        let entries = hinted(&log, &[5, 12, 32]);
+        let config = PlanConfig {
+            cost: CostModel {
+                round_trip: Duration::ZERO,
+                ..CostModel::default()
+            },
+            ..PlanConfig::default()
+        };
+        let layout = layout(&log);
+        // Such a broker does not cut batches either: the core plans whole
+        // ones.
+        let overshoots = PlanView {
+            overshoots: true,
+            cut_records: false,
+            ..view(&entries, &layout)
+        };
+        let mut planner = Planner::new(config);
+        let fetch = planner.plan_entries(&overshoots, 0..3, 0);
+        assert_eq!(
+            fetch,
+            PlannedFetch {
+                offset: 0,
+                max_bytes: log[0].len() + 1,
+                kind: FetchKind::Indexed { entries: 0..2 }
+            }
+        );
+        // One batch: a limit of one byte, which any broker answers with
+        // that batch alone. Not from the small batch before it.
+        let fetch = planner.plan_entries(&overshoots, 2..3, 0);
+        assert_eq!((fetch.offset, fetch.max_bytes), (31, 1));
+        // On Kafka's rules, reading through batches 2 and 3 to cut batch 4
+        // after its wanted record costs less than batch 4 whole.
+        let fetch = planner.plan_entries(&view(&entries, &layout), 0..3, 0);
+        let through: u32 = log[..4].iter().map(|b| b.len()).sum();
+        assert_eq!(
+            (fetch.max_bytes, fetch.kind),
+            (
+                through + log[4].end(1),
+                FetchKind::Indexed { entries: 0..3 }
+            )
+        );
+        // And from the small batch before, alone.
+        let fetch = planner.plan_entries(&view(&entries, &layout), 2..3, 0);
+        assert_eq!(
+            (fetch.offset, fetch.max_bytes),
+            (30, log[3].len() + log[4].end(1))
+        );
     }
 
     /// Regression: entries past the cap in a first batch larger than the

@@ -32,6 +32,14 @@ pub struct PlanView<'a> {
     /// (see [`crate::replay::CutRecords`]). When not, a fetch must read
     /// each batch holding wanted records to its end.
     pub cut_records: bool,
+    /// Set once the broker was seen answering a fetch with whole batches
+    /// past its byte limit (a habit of some Kafka-compatible brokers, Tansu
+    /// 0.6 among them: they add a batch while the bytes they counted are
+    /// below the limit). A fetch is then limited to reach into its last
+    /// wanted batch, not to its end, lest the broker add the next batch.
+    /// The core then clears [`PlanView::cut_records`] too: such a broker
+    /// does not cut batches.
+    pub overshoots: bool,
 }
 
 impl PlanView<'_> {

@@ -79,6 +79,12 @@ pub(crate) struct Absorbed {
     /// checksum ([`CutRecords::Checked`]): it and what follows it in that
     /// batch were left for a fetch that reads the batch whole.
     pub(crate) unchecked_cut: bool,
+    /// The response carried whole batches past the fetch's byte limit:
+    /// more than one, together over the limit. Kafka never does (it cuts
+    /// the batch the limit falls in; only a lone first batch may be larger,
+    /// KIP-74); some brokers add a batch while the bytes they counted are
+    /// below the limit.
+    pub(crate) overshot: bool,
 }
 
 /// Reads `response` to `fetch`, which asked for some of `entries` (the
@@ -127,6 +133,8 @@ pub(crate) fn absorb(
 
     // The highest last offset of the batches read so far.
     let mut seen_last: Option<i64> = None;
+    // The complete batches read so far (repeats aside), and their bytes.
+    let (mut complete, mut complete_bytes) = (0u32, 0usize);
 
     for batch in &mut batches {
         let batch = batch?;
@@ -138,6 +146,8 @@ pub(crate) fn absorb(
             continue;
         }
         seen_last = Some(h.last_offset());
+        complete += 1;
+        complete_bytes = complete_bytes.saturating_add(h.total_len());
         out.batches.extend(seen(&h));
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
@@ -240,6 +250,7 @@ pub(crate) fn absorb(
     }
 
     out.at_or_above = at_or_above;
+    out.overshot = complete > 1 && complete_bytes > fetch.max_bytes as usize;
     if out.misaligned {
         out.unverified = 0;
         out.delivered.clear();

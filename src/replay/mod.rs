@@ -196,6 +196,11 @@ pub struct ReplayCore {
     /// without a per-record checksum was met. When not, the strategy plans
     /// whole batches (see [`PlanView::cut_records`]).
     cut_usable: bool,
+    /// The broker answered a fetch with whole batches past its byte limit
+    /// (see [`PlanView::overshoots`]).
+    overshoots: bool,
+    /// A fetch of this replay was answered.
+    answered: bool,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -355,6 +360,8 @@ impl ReplayCore {
             misaligned: None,
             verify_entries: bound.verify,
             cut_usable,
+            overshoots: false,
+            answered: false,
         })
     }
 
@@ -417,6 +424,13 @@ impl ReplayCore {
             return None;
         }
         if headroom == 0 && !(self.in_flight.is_empty() && self.head_blocked()) {
+            return None;
+        }
+        // The first fetch goes alone: its answer shows whether the broker
+        // keeps to the byte limit (see `PlanView::overshoots`) before the
+        // others are sized. One round trip, against a batch too many in
+        // every fetch of a broker that does not.
+        if !self.answered && !self.in_flight.is_empty() {
             return None;
         }
         if self
@@ -492,6 +506,7 @@ impl ReplayCore {
             log_start: self.log_start,
             misaligned: self.misaligned,
             cut_records: self.cut_usable,
+            overshoots: self.overshoots,
         };
         let mut fetch = match work {
             Work::Entries { run, attempt } => {
@@ -648,6 +663,7 @@ impl ReplayCore {
     /// Takes in one answered fetch.
     fn settle(&mut self, fetch: PlannedFetch, answer: FetchAnswer) -> Result<(), Error> {
         self.stats.fetches += 1;
+        self.answered = true;
         let (range, tail_from) = match &fetch.kind {
             FetchKind::Indexed { entries } => (entries.clone(), None),
             FetchKind::Tail { from } => (0..0, Some(*from)),
@@ -726,6 +742,12 @@ impl ReplayCore {
             self.misaligned = Some(fetched.log_start_offset.max(0));
         }
         self.stats.unverified_records += absorbed.unverified;
+        if absorbed.overshot {
+            // Whole batches past the limit: such a broker does not cut
+            // batches either, so plan whole ones.
+            self.overshoots = true;
+            self.cut_usable = false;
+        }
         if absorbed.unchecked_cut
             || (self.cut_usable
                 && self.options.cut_records == CutRecords::Checked

@@ -30,7 +30,7 @@
 
 use std::ops::Range;
 
-use walfetch_codec::{BatchHeader, LOG_OVERHEAD};
+use walfetch_codec::{BatchHeader, HEADER_LEN, LOG_OVERHEAD};
 
 /// Where one batch lies in a partition log: its offsets and its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +97,12 @@ pub struct Habits {
     /// Return whole batches only: stop before a batch that would not fit the
     /// limit, but always return at least one batch (Tansu 0.6).
     pub never_cut: bool,
+    /// With `never_cut`: add whole batches while the bytes counted so far
+    /// are below the limit, each batch counted without its 61-byte header,
+    /// so a response overshoots the limit by up to a batch (Tansu 0.6;
+    /// `tests/tansu_habits.rs` pins it). Without it, a never-cut read stops
+    /// before a batch that would not fit.
+    pub overshoot: bool,
     /// A fetch offset in the middle of a batch starts the read at the *next*
     /// batch, skipping the rest of the containing one (Tansu 0.6; wrong, but
     /// seen).
@@ -127,6 +133,7 @@ impl Habits {
     /// Kafka's own rules.
     pub const KAFKA: Habits = Habits {
         never_cut: false,
+        overshoot: false,
         skip_containing_batch: false,
         repeat_last_batch: false,
         omit_below_wait_ms: 0,
@@ -135,6 +142,7 @@ impl Habits {
     /// The habits observed on Tansu 0.6.
     pub const TANSU_0_6: Habits = Habits {
         never_cut: true,
+        overshoot: true,
         skip_containing_batch: true,
         repeat_last_batch: true,
         omit_below_wait_ms: 0,
@@ -293,11 +301,18 @@ pub fn read(
     let end = if request.habits.never_cut {
         // Whole batches only, at least one.
         let mut end = first.end();
+        let mut counted = first.len.saturating_sub(HEADER_LEN);
         for batch in &log[start + 1..bound_index] {
-            if batch.end() - first.position > request.max_bytes {
+            let fits = if request.habits.overshoot {
+                counted < request.max_bytes
+            } else {
+                batch.end() - first.position <= request.max_bytes
+            };
+            if !fits {
                 break;
             }
             end = batch.end();
+            counted += batch.len.saturating_sub(HEADER_LEN);
         }
         end
     } else {
@@ -438,6 +453,10 @@ mod tests {
             skip_containing_batch: true,
             ..Habits::KAFKA
         };
+        let overshoot = Habits {
+            overshoot: true,
+            ..never_cut
+        };
         let cases = [
             case("offset at batch start, limit covers all", 0, 10_000).ok(0..500, 0..4, false),
             case("offset at second batch start", 10, 10_000).ok(100..500, 1..4, false),
@@ -492,6 +511,17 @@ mod tests {
                 .ok(0..250, 0..2, false),
             case("never_cut: at least one batch", 0, 1)
                 .habits(never_cut)
+                .ok(0..100, 0..1, false),
+            // Counted without headers, the first batch is 39 < 100: the
+            // second comes too, ending 150 bytes past the limit.
+            case("overshoot: a batch past the limit", 0, 100)
+                .habits(overshoot)
+                .ok(0..250, 0..2, false),
+            case("overshoot: the count reaching the limit stops", 0, 128)
+                .habits(overshoot)
+                .ok(0..250, 0..2, false),
+            case("overshoot: a limit of one, one batch", 0, 1)
+                .habits(overshoot)
                 .ok(0..100, 0..1, false),
             case("skip: mid-batch offset starts at the next batch", 5, 10_000)
                 .habits(skip)

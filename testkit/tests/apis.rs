@@ -18,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use support::*;
 use uuid::Uuid;
+use walfetch_codec::HEADER_LEN;
 use walfetch_codec::{BatchBuilder, Compression, ControlType, NewRecord};
 use walfetch_testkit::{Habits, ScriptedCluster, VersionRange, SERVED};
 
@@ -1022,9 +1023,19 @@ async fn habits_never_cut_skip_containing_batch_and_repeat_last_batch() {
             0,
         )
     };
-    // A limit inside the second batch: whole batches only.
+    // A limit inside the second batch: whole batches only, added while
+    // the bytes counted without batch headers are below the limit, so the
+    // second batch comes whole.
     let response = client
         .call(11, &fetch(0, sizes[0].1 + 30))
+        .await
+        .expect("Fetch");
+    let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));
+    assert_eq!((fetched.batches, fetched.partial), (vec![0, 10], None));
+    // The first batch counted without its header reaches the limit: it
+    // alone.
+    let response = client
+        .call(11, &fetch(0, sizes[0].1 - HEADER_LEN))
         .await
         .expect("Fetch");
     let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));

@@ -220,6 +220,13 @@ impl SimLog {
         Self::build(&specs, compression, |_| value_len)
     }
 
+    /// Batch `i` as encoded, to produce it to a real broker.
+    pub(crate) fn batch_bytes(&self, i: usize) -> Bytes {
+        let b = &self.batches[i];
+        let start = b.position as usize;
+        self.log.bytes(start..start + b.len as usize)
+    }
+
     /// The batches, in log order.
     pub(crate) fn batches(&self) -> &[SimBatch] {
         &self.batches
