@@ -58,6 +58,8 @@ pub(super) struct Driver {
     peak_held: u64,
     /// What fetches cost, per broker (see [`LinkEstimator`]).
     links: HashMap<String, LinkEstimator>,
+    /// The broker that last answered each core's fetches.
+    brokers: Vec<Option<String>>,
     /// The starting guess of every link.
     prior: CostModel,
     /// Where the next turn to yield and to send starts, for fairness.
@@ -77,6 +79,7 @@ impl Driver {
     ) -> Self {
         let prior = options.plan.cost;
         let requests = cores.iter().map(|c| c.stats().fetches).sum();
+        let brokers = vec![None; cores.len()];
         Self {
             cluster,
             cores,
@@ -93,6 +96,7 @@ impl Driver {
             answered: setup_round_trips,
             peak_held: 0,
             links: HashMap::new(),
+            brokers,
             prior,
             yield_from: 0,
             send_from: 0,
@@ -153,6 +157,9 @@ impl Driver {
                     for answered in answers {
                         self.settle(answered);
                     }
+                    if self.learning {
+                        self.share_links();
+                    }
                     // The client's work on them is not the brokers'.
                     let done = Instant::now();
                     for link in self.links.values_mut() {
@@ -210,7 +217,7 @@ impl Driver {
         }
     }
 
-    /// Hands an answer to its core, with what its broker's link costs.
+    /// Hands an answer to its core, noting the broker that answered.
     fn settle(&mut self, (i, id, _, answer): Answered) {
         let core = &mut self.cores[i];
         if let Some(rt) = core.round_trip_of(id) {
@@ -219,13 +226,26 @@ impl Driver {
         match answer {
             Ok(answer) => {
                 if let FetchAnswer::Fetched(fetched) = &answer {
-                    if let Some(link) = self.links.get(&fetched.broker) {
-                        core.set_cost_model(link.cost_model());
+                    if self.brokers[i].as_deref() != Some(fetched.broker.as_str()) {
+                        self.brokers[i] = Some(fetched.broker.clone());
                     }
                 }
                 core.handle_response(id, answer);
             }
             Err(error) => core.handle_error(id, error),
+        }
+    }
+
+    /// Gives every core what its broker's link costs now. Every core, not
+    /// only those just answered: once a link is learned the in-flight
+    /// limit opens, and a core still planning with the prior would fill it
+    /// with fetches priced for a cheap link (on Tansu, four partitions: 50
+    /// single-batch fetches queued at the broker for 100 ms).
+    fn share_links(&mut self) {
+        for (core, broker) in self.cores.iter_mut().zip(&self.brokers) {
+            if let Some(link) = broker.as_ref().and_then(|b| self.links.get(b)) {
+                core.set_cost_model(link.cost_model());
+            }
         }
     }
 
