@@ -358,8 +358,9 @@ impl<'a> Plan<'a> {
             // batch, it adds that batch (it counts no more than the bytes
             // before it) and, that batch counted too, stops; with the
             // limit at the batch's end it would add the next. Tansu counts
-            // a batch without its 61-byte header, so it stops there unless
-            // the fetch's batches average under 61 bytes past that.
+            // each batch without its 61-byte header, so it stops there
+            // unless the last batch is no longer than 61 bytes for each
+            // batch the fetch reads.
             Some(b) if self.view.overshoots && !at.estimated => b.start + 1.0,
             _ => at.end + self.end_slack(&at, batch),
         };

@@ -56,6 +56,7 @@ pub struct LinkEstimator {
     learned: bool,
 }
 
+/// One answered fetch.
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     bytes: f64,

@@ -414,11 +414,12 @@ impl ReplayCore {
 
     /// The next fetch to send, if the strategy has one. `headroom` is how
     /// many bytes the driver's limits (memory, bytes in flight) still
-    /// allow: with none, a fetch
-    /// is given only when this partition can yield nothing and has nothing
-    /// in flight (so that a replay never stalls on the cap). `round_trip`
-    /// is the driver's count of round trips answered so far (see
-    /// [`ReplayStats::round_trips`]).
+    /// allow: with none, a fetch is given only when this partition can
+    /// yield nothing and has nothing in flight (so that a replay never
+    /// stalls on the cap). `round_trip` is the driver's count of round
+    /// trips answered so far (see [`ReplayStats::round_trips`]). The
+    /// replay's first fetch goes alone: no other is given until it is
+    /// answered.
     pub fn poll_fetch(&mut self, headroom: u64, round_trip: u64) -> Option<OutgoingFetch> {
         if self.failed || self.error.is_some() || self.drained {
             return None;
