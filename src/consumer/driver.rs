@@ -17,7 +17,8 @@ use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
-    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats, MIN_SAMPLES,
+    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
+    LEARNING_IN_FLIGHT,
 };
 
 /// What became of a fetch: the core it is for, its id there, when it was
@@ -183,12 +184,13 @@ impl Driver {
 
     /// Fetches that may be in flight now. While the replay learns the link
     /// and no broker has answered enough fetches to show what one costs,
-    /// no more than that many: the fetches planned before, with the prior's
-    /// guess, are few (on a broker that takes milliseconds a fetch, a full
-    /// pipeline of small fetches planned for a cheap link would be dear).
+    /// one burst's worth ([`LEARNING_IN_FLIGHT`]): the fetches planned
+    /// before, with the prior's guess, are few (on a broker that takes
+    /// milliseconds a fetch, a full pipeline of small fetches planned for
+    /// a cheap link would be dear).
     fn in_flight_limit(&self) -> usize {
         if self.learning && !self.links.values().any(LinkEstimator::learned) {
-            self.max_in_flight.min(MIN_SAMPLES)
+            self.max_in_flight.min(LEARNING_IN_FLIGHT)
         } else {
             self.max_in_flight
         }

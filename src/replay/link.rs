@@ -41,6 +41,10 @@ const WINDOW: usize = 64;
 /// the prior (twice as many of any kind where the replay never keeps it
 /// busy).
 pub(crate) const MIN_SAMPLES: usize = 8;
+/// Fetches in flight while no link is learned: one burst of them, sent
+/// together after the replay's first answers, teaches the link (the first
+/// of the burst finds the broker idle and does not count).
+pub(crate) const LEARNING_IN_FLIGHT: usize = MIN_SAMPLES + 1;
 
 /// What fetches to one broker have cost; see the module docs.
 #[derive(Debug, Clone)]
@@ -271,6 +275,26 @@ mod tests {
             now = sent + Duration::from_millis(1);
         }
         assert!(link.learned());
+    }
+
+    /// The replay's first fetch goes alone; then one burst at the learning
+    /// limit, sent together, is enough to learn from: 8 fetches of a burst
+    /// of 8 would not be, its first having found the broker idle.
+    #[test]
+    fn one_burst_at_the_learning_limit_teaches_the_link() {
+        let mut link = LinkEstimator::new(CostModel::default());
+        let t0 = Instant::now();
+        let fetch = Duration::from_millis(3);
+        link.observe(t0, t0 + fetch, 1000);
+        link.processed(t0 + fetch);
+        let sent = t0 + fetch + Duration::from_micros(50);
+        for k in 1..=LEARNING_IN_FLIGHT as u32 {
+            assert!(!link.learned(), "learned before answer {k}");
+            link.observe(sent, sent + fetch * k, 1000);
+        }
+        assert!(link.learned());
+        let per_fetch = link.cost_model().round_trip.as_secs_f64();
+        assert!((per_fetch - 3e-3).abs() < 1e-4, "{per_fetch}");
     }
 
     #[test]

@@ -48,7 +48,7 @@ use walfetch_codec::{Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
 #[doc(hidden)]
 pub use link::LinkEstimator;
-pub(crate) use link::MIN_SAMPLES;
+pub(crate) use link::LEARNING_IN_FLIGHT;
 pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 
