@@ -152,13 +152,11 @@ impl Driver {
                     self.omitted += omitted as u64;
                     self.throttle_time += throttled;
                     self.fetches_in_flight -= answers.len();
-                    if self.learning {
-                        self.learn(&answers);
-                    }
+                    let changed = self.learning && self.learn(&answers);
                     for answered in answers {
                         self.settle(answered);
                     }
-                    if self.learning {
+                    if changed {
                         self.share_links();
                     }
                     // The client's work on them is not the brokers'.
@@ -199,8 +197,9 @@ impl Driver {
     /// Learns each broker's link from the answers of one request: the
     /// fetches a request carried for several partitions are one service,
     /// of their bytes together. Only while learning: otherwise no link is
-    /// kept and the cores plan with the prior throughout.
-    fn learn(&mut self, answers: &[Answered]) {
+    /// kept and the cores plan with the prior throughout. Whether any
+    /// broker's cost model changed.
+    fn learn(&mut self, answers: &[Answered]) -> bool {
         let now = Instant::now();
         let mut by_broker: HashMap<&str, (Instant, u64)> = HashMap::new();
         for (_, _, sent, answer) in answers {
@@ -210,16 +209,22 @@ impl Driver {
                 seen.1 += fetched.wire_bytes as u64;
             }
         }
+        let mut changed = false;
         for (broker, (sent, bytes)) in by_broker {
             let prior = self.prior;
-            self.links
+            let link = self
+                .links
                 .entry(broker.to_owned())
-                .or_insert_with(|| LinkEstimator::new(prior))
-                .observe(sent, now, bytes);
+                .or_insert_with(|| LinkEstimator::new(prior));
+            let before = link.cost_model();
+            link.observe(sent, now, bytes);
+            changed |= link.cost_model() != before;
         }
+        changed
     }
 
-    /// Hands an answer to its core, noting the broker that answered.
+    /// Hands an answer to its core, with what the link of the broker that
+    /// answered costs, and notes that broker.
     fn settle(&mut self, (i, id, _, answer): Answered) {
         let core = &mut self.cores[i];
         if let Some(rt) = core.round_trip_of(id) {
@@ -228,6 +233,9 @@ impl Driver {
         match answer {
             Ok(answer) => {
                 if let FetchAnswer::Fetched(fetched) = &answer {
+                    if let Some(link) = self.links.get(&fetched.broker) {
+                        core.set_cost_model(link.cost_model());
+                    }
                     if self.brokers[i].as_deref() != Some(fetched.broker.as_str()) {
                         self.brokers[i] = Some(fetched.broker.clone());
                     }
@@ -238,11 +246,12 @@ impl Driver {
         }
     }
 
-    /// Gives every core what its broker's link costs now. Every core, not
-    /// only those just answered: once a link is learned the in-flight
-    /// limit opens, and a core still planning with the prior would fill it
-    /// with fetches priced for a cheap link (on Tansu, four partitions: 50
-    /// single-batch fetches queued at the broker for 100 ms).
+    /// Gives every core what its broker's link costs now, after a link's
+    /// cost model changed. Every core, not only those just answered: once
+    /// a link is learned the in-flight limit opens, and a core still
+    /// planning with the prior would fill it with fetches priced for a
+    /// cheap link (on Tansu, four partitions: 50 single-batch fetches
+    /// queued at the broker for 100 ms).
     fn share_links(&mut self) {
         for (core, broker) in self.cores.iter_mut().zip(&self.brokers) {
             if let Some(link) = broker.as_ref().and_then(|b| self.links.get(b)) {
