@@ -177,6 +177,40 @@ async fn one_pass_reads_no_more_than_region_by_region() {
     );
 }
 
+/// Partitions on one broker share a request while their fetches are small;
+/// a fetch of more than a megabyte goes in a request of its own, which
+/// another connection carries and the broker may serve beside the others,
+/// not after them.
+#[tokio::test]
+async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
+    let (_broker, cluster, written, indexes) = setup(5000, Compression::None).await;
+    // Every region from the start: each partition is one run of about
+    // 1.7 MB, read in one fetch.
+    let everything = written
+        .iter()
+        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
+        .collect();
+    let (got, stats) = recover(
+        &cluster,
+        TOPIC,
+        &indexes,
+        &everything,
+        ReplayOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(got == written);
+    assert!(
+        stats.records_bytes > u64::try_from(PARTITIONS).unwrap() << 20,
+        "more than a MiB per partition: {stats:?}"
+    );
+    // Each partition's lookup of its end, then its one large fetch: every
+    // one in a request of its own (together, the large ones would have
+    // shared one).
+    assert_eq!(stats.fetches, 2 * u64::try_from(PARTITIONS).unwrap());
+    assert_eq!(stats.requests, stats.fetches, "{stats:?}");
+}
+
 /// Recovers the coldest region of every partition of `entries` entries
 /// from offset 0 (many small fetches, far apart) on a cluster client with
 /// `connections` per broker, the broker taking `fetch_delay` to serve each

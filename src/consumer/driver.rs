@@ -28,6 +28,20 @@ type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
 /// A fetch to send: its core, its id there, what to fetch.
 type Outgoing = (usize, FetchId, FetchParams);
 
+/// The most a request carrying several partitions' fetches asks for.
+/// Sharing a request saves the broker's per-request work, which counts for
+/// small fetches. A broker serves one request's partitions one after
+/// another, and caps a response at its own `fetch.max.bytes` (KIP-541,
+/// 55 MiB by default), leaving the partitions past it empty; a large fetch
+/// goes in a request of its own instead, which another connection carries
+/// and the broker may serve beside the others.
+const SHARED_REQUEST_BYTES: i64 = 1 << 20;
+
+/// What the fetches of a request ask for, together.
+fn asked_by(fetches: &[Outgoing]) -> i64 {
+    fetches.iter().map(|f| i64::from(f.2.max_bytes)).sum()
+}
+
 /// A request in flight: when answered, the Fetch requests it took, the
 /// responses that omitted a partition, their throttle time, and the
 /// answers of its fetches.
@@ -218,7 +232,18 @@ impl Driver {
                 .or_insert_with(|| LinkEstimator::new(prior));
             let before = link.cost_model();
             link.observe(sent, now, bytes);
-            changed |= link.cost_model() != before;
+            let after = link.cost_model();
+            if after != before {
+                tracing::debug!(
+                    broker,
+                    learned = link.learned(),
+                    per_fetch_us = after.round_trip.as_micros() as u64,
+                    mb_per_s = (after.bytes_per_second / 1e6) as u64,
+                    merge_gap_bytes = after.merge_gap_bytes(),
+                    "link cost model"
+                );
+                changed = true;
+            }
         }
         changed
     }
@@ -276,7 +301,8 @@ impl Driver {
 
     /// Sends what the cores have, taking turns, within the limits; how
     /// many fetches were sent. Fetches known to be answerable within their
-    /// own limits travel together (one request per leader); the others,
+    /// own limits travel together (one request per leader, up to
+    /// [`SHARED_REQUEST_BYTES`] asked for); the others,
     /// which may need the broker to return their first batch whole past the
     /// limit (which it does for the first partition of a response only),
     /// each in a request of their own.
@@ -313,10 +339,14 @@ impl Driver {
                     .with_isolation(out.isolation);
                 let fetch = (i, out.id, params);
                 // A request names a partition once: a partition's second
-                // fetch goes in the next request.
-                let group = together
-                    .iter_mut()
-                    .find(|g: &&mut Vec<Outgoing>| g.iter().all(|f| f.0 != i));
+                // fetch goes in the next request. And it asks for at most
+                // SHARED_REQUEST_BYTES: larger fetches go in requests of
+                // their own, over other connections, for the broker to
+                // serve side by side rather than one after another.
+                let group = together.iter_mut().find(|g: &&mut Vec<Outgoing>| {
+                    g.iter().all(|f| f.0 != i)
+                        && asked_by(g) + i64::from(limit) <= SHARED_REQUEST_BYTES
+                });
                 match (out.shareable, group) {
                     (true, Some(group)) => group.push(fetch),
                     (true, None) => together.push(vec![fetch]),
