@@ -177,10 +177,10 @@ async fn one_pass_reads_no_more_than_region_by_region() {
     );
 }
 
-/// Partitions on one broker share a request while their fetches are small;
-/// a fetch of more than a megabyte goes in a request of its own, which
-/// another connection carries and the broker may serve beside the others,
-/// not after them.
+/// Partitions on one broker share a request while their fetches together
+/// ask for at most 1 MiB; a larger fetch goes in a request of its own,
+/// which another connection carries and the broker may serve beside the
+/// others, not after them.
 #[tokio::test]
 async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
     let (_broker, cluster, written, indexes) = setup(5000, Compression::None).await;

@@ -340,9 +340,7 @@ impl Driver {
                 let fetch = (i, out.id, params);
                 // A request names a partition once: a partition's second
                 // fetch goes in the next request. And it asks for at most
-                // SHARED_REQUEST_BYTES: larger fetches go in requests of
-                // their own, over other connections, for the broker to
-                // serve side by side rather than one after another.
+                // SHARED_REQUEST_BYTES.
                 let group = together.iter_mut().find(|g: &&mut Vec<Outgoing>| {
                     g.iter().all(|f| f.0 != i)
                         && asked_by(g) + i64::from(limit) <= SHARED_REQUEST_BYTES
