@@ -211,6 +211,35 @@ async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
     assert_eq!(stats.requests, stats.fetches, "{stats:?}");
 }
 
+/// A broker whose `fetch.max.bytes` (KIP-541) is below what the fetches ask
+/// for sends less than they asked: the recovery reads on from where each
+/// answer ended and every region gets exactly its entries.
+#[tokio::test]
+async fn a_broker_that_caps_its_responses_below_the_fetches_limits_loses_nothing() {
+    let (broker, cluster, written, indexes) = setup(3000, Compression::None).await;
+    for node in broker.node_ids() {
+        broker.set_fetch_max_bytes(node, 64 << 10).unwrap();
+    }
+    let checkpoints = checkpoints(&written, 5);
+    let (got, stats) = recover(
+        &cluster,
+        TOPIC,
+        &indexes,
+        &checkpoints,
+        ReplayOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(got == expected(&written, &checkpoints));
+    // Each answer carried at most the cap (or one batch of at most 4 KiB
+    // past it), so it took that many fetches at least.
+    assert!(
+        stats.fetches >= stats.records_bytes / ((64 << 10) + (4 << 10)),
+        "{stats:?}"
+    );
+    assert!(stats.records_bytes > 4 * (64 << 10), "{stats:?}");
+}
+
 /// Recovers the coldest region of every partition of `entries` entries
 /// from offset 0 (many small fetches, far apart) on a cluster client with
 /// `connections` per broker, the broker taking `fetch_delay` to serve each

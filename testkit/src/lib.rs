@@ -29,6 +29,7 @@ pub use log::{AbortedTxn, AppendError, PartitionLog, StoredBatch};
 pub use producers::{DuplicateAnswer, REMEMBERED_BATCHES};
 pub use sasl::SaslServer;
 pub use server::MAX_REQUEST_BYTES;
+pub use state::KAFKA_FETCH_MAX_BYTES;
 pub use stats::BrokerStats;
 pub use tls::{IssuedCert, ServerTls, TestCa};
 pub use versions::{served_versions, VersionRange, SERVED};
@@ -469,6 +470,19 @@ impl ScriptedCluster {
             .broker_mut(node_id)
             .ok_or(TestkitError::UnknownBroker(node_id))?;
         broker.habits = habits;
+        Ok(())
+    }
+
+    /// Sets broker `node_id`'s `fetch.max.bytes` (KIP-541; Kafka's default,
+    /// [`KAFKA_FETCH_MAX_BYTES`], until set): a Fetch response carries at
+    /// most that many bytes, or its first batch whole, whatever the
+    /// request's `max_bytes`, and the partitions past it get nothing.
+    pub fn set_fetch_max_bytes(&self, node_id: i32, bytes: usize) -> Result<(), TestkitError> {
+        let mut state = self.shared.lock();
+        let broker = state
+            .broker_mut(node_id)
+            .ok_or(TestkitError::UnknownBroker(node_id))?;
+        broker.fetch_max_bytes = bytes;
         Ok(())
     }
 

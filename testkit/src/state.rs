@@ -41,6 +41,9 @@ pub(crate) struct BrokerState {
     /// unless the builder set another (e.g. a proxy in front of the broker).
     pub(crate) advertised: SocketAddr,
     pub(crate) habits: Habits,
+    /// The broker's `fetch.max.bytes` (KIP-541): the most a Fetch response
+    /// carries, whatever the request's `max_bytes`.
+    pub(crate) fetch_max_bytes: usize,
     /// The broker's rack (`broker.rack`), if any.
     pub(crate) rack: Option<String>,
     /// API key → versions served, narrowed from [`versions::SERVED`]; a
@@ -56,6 +59,7 @@ impl BrokerState {
             addr,
             advertised: addr,
             habits,
+            fetch_max_bytes: KAFKA_FETCH_MAX_BYTES,
             rack: None,
             versions: versions::SERVED
                 .iter()
@@ -69,6 +73,9 @@ impl BrokerState {
         self.versions.get(&(api_key as i16)).copied()
     }
 }
+
+/// Kafka's default `fetch.max.bytes` (KIP-541): 55 MiB.
+pub const KAFKA_FETCH_MAX_BYTES: usize = 55 << 20;
 
 /// Everything the lock protects.
 pub(crate) struct ClusterState {

@@ -912,6 +912,69 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
     assert_eq!(lens, vec![0, big.bytes.len()]);
 }
 
+/// KIP-541: the broker's `fetch.max.bytes` caps a response whatever the
+/// request asks for; the first batch still comes whole, and the partitions
+/// past the cap get nothing.
+#[tokio::test]
+async fn the_brokers_fetch_max_bytes_caps_a_response_as_kip_541_says() {
+    let cluster = ScriptedCluster::start(1).await.expect("start");
+    let id = cluster.create_topic("wal", 2).expect("create");
+    let big = batch(10, 100, 0);
+    for p in 0..2 {
+        for _ in 0..3 {
+            cluster.append("wal", p, big.bytes.clone()).expect("append");
+        }
+    }
+    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
+    let wants = [
+        Want::new("wal", id, 0, 0, 1 << 20),
+        Want::new("wal", id, 1, 0, 1 << 20),
+    ];
+    let lens = |response: &kafka_protocol::messages::FetchResponse| -> Vec<usize> {
+        response
+            .responses
+            .iter()
+            .map(|t| t.partitions[0].records.as_ref().map_or(0, Bytes::len))
+            .collect()
+    };
+    // Kafka's default, 55 MiB: everything asked for.
+    let response = client
+        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
+        .await
+        .expect("Fetch");
+    assert_eq!(lens(&response), vec![3 * big.bytes.len(); 2]);
+    assert_eq!(walfetch_testkit::KAFKA_FETCH_MAX_BYTES, 55 << 20);
+    // A cap of one byte: the first batch of the first partition, whole.
+    cluster.set_fetch_max_bytes(1, 1).expect("broker");
+    let response = client
+        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
+        .await
+        .expect("Fetch");
+    assert_eq!(lens(&response), vec![big.bytes.len(), 0]);
+    // Two batches and a half: the first partition is cut there, and the
+    // second gets nothing.
+    let half = big.bytes.len() / 2;
+    cluster
+        .set_fetch_max_bytes(1, 2 * big.bytes.len() + half)
+        .expect("broker");
+    let response = client
+        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
+        .await
+        .expect("Fetch");
+    assert_eq!(lens(&response), vec![2 * big.bytes.len() + half, 0]);
+    // Three batches and a half: the second partition is cut at what is
+    // left.
+    cluster
+        .set_fetch_max_bytes(1, 3 * big.bytes.len() + half)
+        .expect("broker");
+    let response = client
+        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
+        .await
+        .expect("Fetch");
+    assert_eq!(lens(&response), vec![3 * big.bytes.len(), half]);
+    assert!(cluster.set_fetch_max_bytes(9, 1).is_err(), "no broker 9");
+}
+
 #[tokio::test]
 async fn fetch_read_committed_stops_at_lso_and_lists_aborted_transactions() {
     let cluster = ScriptedCluster::start(1).await.expect("start");

@@ -1,7 +1,9 @@
 //! Fetch (key 1), v4–v17: records under Kafka's fetch rules.
 //!
 //! Partitions are read in request order. Each gets
-//! `min(partition_max_bytes, what is left of max_bytes)`; the first partition
+//! `min(partition_max_bytes, what is left of max_bytes)`, where `max_bytes`
+//! is the request's, at most the broker's `fetch.max.bytes` (KIP-541,
+//! [`crate::ScriptedCluster::set_fetch_max_bytes`]); the first partition
 //! that returns data gets its first batch whole even over that limit, the
 //! others are cut at exactly the limit (see [`crate::fetch_rules`]). Under
 //! `read_committed` the read stops at the last stable offset and the response
@@ -46,7 +48,7 @@ use kafka_protocol::ResponseError;
 use super::{check_leader_epoch, Ctx};
 use crate::faults::FaultAction;
 use crate::fetch_rules::{extents_of, Habits, ReadRequest};
-use crate::state::ClusterState;
+use crate::state::{ClusterState, KAFKA_FETCH_MAX_BYTES};
 
 /// A response read from the logs, and what decides whether to wait.
 struct Read {
@@ -156,11 +158,14 @@ fn error_partition(index: i32, code: i16) -> PartitionData {
 fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Read {
     let version = ctx.version;
     let read_committed = request.isolation_level == 1;
-    let habits = state
+    let (habits, fetch_max_bytes) = state
         .broker(ctx.node_id)
-        .map(|b| b.habits)
-        .unwrap_or_default();
-    let mut limit = usize::try_from(request.max_bytes).unwrap_or(0);
+        .map_or((Habits::default(), KAFKA_FETCH_MAX_BYTES), |b| {
+            (b.habits, b.fetch_max_bytes)
+        });
+    let mut limit = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(fetch_max_bytes);
     let mut min_one_batch = true;
     let mut total = 0;
     let mut any_error = false;
