@@ -465,12 +465,7 @@ impl ScriptedCluster {
 
     /// Sets how broker `node_id` departs from Kafka's fetch rules.
     pub fn set_habits(&self, node_id: i32, habits: Habits) -> Result<(), TestkitError> {
-        let mut state = self.shared.lock();
-        let broker = state
-            .broker_mut(node_id)
-            .ok_or(TestkitError::UnknownBroker(node_id))?;
-        broker.habits = habits;
-        Ok(())
+        self.with_broker(node_id, |broker| broker.habits = habits)
     }
 
     /// Sets broker `node_id`'s `fetch.max.bytes` (KIP-541; Kafka's default,
@@ -478,12 +473,7 @@ impl ScriptedCluster {
     /// most that many bytes, or its first batch whole, whatever the
     /// request's `max_bytes`, and the partitions past it get nothing.
     pub fn set_fetch_max_bytes(&self, node_id: i32, bytes: usize) -> Result<(), TestkitError> {
-        let mut state = self.shared.lock();
-        let broker = state
-            .broker_mut(node_id)
-            .ok_or(TestkitError::UnknownBroker(node_id))?;
-        broker.fetch_max_bytes = bytes;
-        Ok(())
+        self.with_broker(node_id, |broker| broker.fetch_max_bytes = bytes)
     }
 
     /// Narrows the versions of `api_key` broker `node_id` advertises and
@@ -498,25 +488,33 @@ impl ScriptedCluster {
         api_key: ApiKey,
         range: Option<VersionRange>,
     ) -> Result<(), TestkitError> {
-        let mut state = self.shared.lock();
-        let broker = state
-            .broker_mut(node_id)
-            .ok_or(TestkitError::UnknownBroker(node_id))?;
         let narrowed = range.and_then(|r| served_versions(api_key).and_then(|s| s.intersect(r)));
-        match narrowed {
-            Some(r) => broker.versions.insert(api_key as i16, r),
-            None => broker.versions.remove(&(api_key as i16)),
-        };
-        Ok(())
+        self.with_broker(node_id, |broker| {
+            match narrowed {
+                Some(r) => broker.versions.insert(api_key as i16, r),
+                None => broker.versions.remove(&(api_key as i16)),
+            };
+        })
     }
 
     /// Restores every API version broker `node_id` implements.
     pub fn reset_versions(&self, node_id: i32) -> Result<(), TestkitError> {
+        self.with_broker(node_id, |broker| {
+            broker.versions = SERVED.iter().map(|(k, r)| (*k as i16, *r)).collect();
+        })
+    }
+
+    /// Runs `change` on broker `node_id`'s state, under the lock.
+    fn with_broker(
+        &self,
+        node_id: i32,
+        change: impl FnOnce(&mut BrokerState),
+    ) -> Result<(), TestkitError> {
         let mut state = self.shared.lock();
         let broker = state
             .broker_mut(node_id)
             .ok_or(TestkitError::UnknownBroker(node_id))?;
-        broker.versions = SERVED.iter().map(|(k, r)| (*k as i16, *r)).collect();
+        change(broker);
         Ok(())
     }
 

@@ -930,48 +930,37 @@ async fn the_brokers_fetch_max_bytes_caps_a_response_as_kip_541_says() {
         Want::new("wal", id, 0, 0, 1 << 20),
         Want::new("wal", id, 1, 0, 1 << 20),
     ];
-    let lens = |response: &kafka_protocol::messages::FetchResponse| -> Vec<usize> {
-        response
+    assert_eq!(walfetch_testkit::KAFKA_FETCH_MAX_BYTES, 55 << 20);
+    let len = big.bytes.len();
+    let half = len / 2;
+    let cases = [
+        // Kafka's default, 55 MiB: everything asked for.
+        (
+            walfetch_testkit::KAFKA_FETCH_MAX_BYTES,
+            vec![3 * len, 3 * len],
+        ),
+        // One byte: the first batch of the first partition, whole.
+        (1, vec![len, 0]),
+        // Two batches and a half: the first partition is cut there, and
+        // the second gets nothing.
+        (2 * len + half, vec![2 * len + half, 0]),
+        // Three batches and a half: the second partition is cut at what is
+        // left.
+        (3 * len + half, vec![3 * len, half]),
+    ];
+    for (cap, want) in cases {
+        cluster.set_fetch_max_bytes(1, cap).expect("broker");
+        let response = client
+            .call(11, &fetch_request(11, &wants, 8 << 20, 0))
+            .await
+            .expect("Fetch");
+        let got: Vec<usize> = response
             .responses
             .iter()
             .map(|t| t.partitions[0].records.as_ref().map_or(0, Bytes::len))
-            .collect()
-    };
-    // Kafka's default, 55 MiB: everything asked for.
-    let response = client
-        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
-        .await
-        .expect("Fetch");
-    assert_eq!(lens(&response), vec![3 * big.bytes.len(); 2]);
-    assert_eq!(walfetch_testkit::KAFKA_FETCH_MAX_BYTES, 55 << 20);
-    // A cap of one byte: the first batch of the first partition, whole.
-    cluster.set_fetch_max_bytes(1, 1).expect("broker");
-    let response = client
-        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
-        .await
-        .expect("Fetch");
-    assert_eq!(lens(&response), vec![big.bytes.len(), 0]);
-    // Two batches and a half: the first partition is cut there, and the
-    // second gets nothing.
-    let half = big.bytes.len() / 2;
-    cluster
-        .set_fetch_max_bytes(1, 2 * big.bytes.len() + half)
-        .expect("broker");
-    let response = client
-        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
-        .await
-        .expect("Fetch");
-    assert_eq!(lens(&response), vec![2 * big.bytes.len() + half, 0]);
-    // Three batches and a half: the second partition is cut at what is
-    // left.
-    cluster
-        .set_fetch_max_bytes(1, 3 * big.bytes.len() + half)
-        .expect("broker");
-    let response = client
-        .call(11, &fetch_request(11, &wants, 8 << 20, 0))
-        .await
-        .expect("Fetch");
-    assert_eq!(lens(&response), vec![3 * big.bytes.len(), half]);
+            .collect();
+        assert_eq!(got, want, "fetch.max.bytes {cap}");
+    }
     assert!(cluster.set_fetch_max_bytes(9, 1).is_err(), "no broker 9");
 }
 
