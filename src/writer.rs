@@ -89,7 +89,7 @@
 //!   the broker's five cached batches per producer); the Java producer's
 //!   `max.in.flight.requests.per.connection` (at most 5 with idempotence).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -557,11 +557,14 @@ struct Task {
     groups: HashMap<RegionId, Group>,
     /// Entries taken so far.
     taken: u64,
-    /// Groups whose first entries make a full batch.
-    full_groups: usize,
-    /// The oldest group and when it is due (see [`Task::oldest`]); `None`
-    /// when it must be worked out again.
-    oldest_cache: Option<Option<(RegionId, Instant)>>,
+    /// When the latest entry taken was appended: entries' times are kept
+    /// in the order they were taken (see [`Task::add`]).
+    latest: Option<Instant>,
+    /// Every group, by the age of its first entry (its `seq`), so that
+    /// the oldest is found without looking at every group.
+    heads: BTreeMap<u64, RegionId>,
+    /// The groups whose first entries make a full batch, likewise.
+    full_heads: BTreeMap<u64, RegionId>,
     /// Formed batches not in flight, in the order they must be sent.
     ready: VecDeque<Batch>,
     in_flight: VecDeque<InFlight>,
@@ -590,8 +593,9 @@ impl Task {
             index,
             groups: HashMap::new(),
             taken: 0,
-            full_groups: 0,
-            oldest_cache: Some(None),
+            latest: None,
+            heads: BTreeMap::new(),
+            full_heads: BTreeMap::new(),
             ready: VecDeque::new(),
             in_flight: VecDeque::new(),
             next_number: 0,
@@ -695,24 +699,32 @@ impl Task {
             WriterMode::Clustered => pending.entry.region,
             WriterMode::Interleaved => 0,
         };
-        let (max, linger) = (self.config.max_batch_bytes, self.config.linger);
+        let max = self.config.max_batch_bytes;
+        // Appenders on several tasks may reach the channel out of the
+        // order of their clocks; kept in the order taken, an older group
+        // is never due later than a younger one (by a few microseconds at
+        // most), which lets `next_group` look at the oldest group only.
+        let at = self
+            .latest
+            .map_or(pending.appended, |l| l.max(pending.appended));
+        self.latest = Some(at);
+        let seq = self.taken;
+        self.taken += 1;
         let group = self.groups.entry(key).or_default();
-        let (was_full, new) = (group.full(max), group.entries.is_empty());
+        let was_full = group.full(max);
         group.bytes += bytes;
-        let at = pending.appended;
         group.entries.push_back(Waiting {
             pending,
-            seq: self.taken,
+            seq,
             at,
             bytes,
         });
-        self.taken += 1;
-        if !was_full && group.full(max) {
-            self.full_groups += 1;
+        let head = group.entries.front().map_or(seq, |w| w.seq);
+        if head == seq {
+            self.heads.insert(seq, key);
         }
-        // A new group is the youngest: it is the oldest only if alone.
-        if new && self.oldest_cache == Some(None) {
-            self.oldest_cache = Some(Some((key, due(at, linger))));
+        if !was_full && group.full(max) {
+            self.full_heads.insert(head, key);
         }
     }
 
@@ -725,37 +737,24 @@ impl Task {
     }
 
     /// The group whose first entry is the oldest, and when it is due
-    /// ([`due`]); kept until a batch is taken from that group.
-    fn oldest(&mut self) -> Option<(RegionId, Instant)> {
-        if let Some(known) = self.oldest_cache {
-            return known;
-        }
-        let linger = self.config.linger;
-        let oldest = self
-            .groups
-            .iter()
-            .filter_map(|(key, g)| g.entries.front().map(|w| (w.seq, *key, w.at)))
-            .min_by_key(|(seq, _, _)| *seq)
-            .map(|(_, key, at)| (key, due(at, linger)));
-        self.oldest_cache = Some(oldest);
-        oldest
+    /// ([`due`]).
+    fn oldest(&self) -> Option<(RegionId, Instant)> {
+        let (_, &key) = self.heads.first_key_value()?;
+        let head = self.groups.get(&key)?.entries.front()?;
+        Some((key, due(head.at, self.config.linger)))
     }
 
     /// The group to send next, if one may go at `now`: of the groups whose
     /// first entries make a full batch or whose linger ran out, the one
     /// whose first entry is the oldest, so that a quiet region's entry
     /// waits behind busier regions' batches only as long as they are
-    /// older.
+    /// older. Groups fall due in age order, so if the oldest is not due,
+    /// none is, and the oldest full group goes.
     fn next_group(&self, now: Instant) -> Option<RegionId> {
-        let (linger, max) = (self.config.linger, self.config.max_batch_bytes);
-        self.groups
-            .iter()
-            .filter_map(|(key, g)| {
-                let head = g.entries.front()?;
-                (g.full(max) || due(head.at, linger) <= now).then_some((head.seq, *key))
-            })
-            .min_by_key(|(seq, _)| *seq)
-            .map(|(_, key)| key)
+        match self.oldest()? {
+            (key, due) if due <= now => Some(key),
+            _ => self.full_heads.first_key_value().map(|(_, &key)| key),
+        }
     }
 
     /// Forms the batches that can be sent now, one per free request slot:
@@ -766,10 +765,6 @@ impl Task {
         while self.resume_at.is_none()
             && self.ready.len() + self.in_flight.len() < self.config.max_in_flight
         {
-            // Most calls end here, without looking at every group.
-            if self.full_groups == 0 && self.oldest().is_none_or(|(_, due)| due > now) {
-                return;
-            }
             let Some(key) = self.next_group(now) else {
                 return;
             };
@@ -787,7 +782,7 @@ impl Task {
             || self.resume_at.is_some()
             || self.reset_producer
             || (self.config.idempotent && self.producer.is_none())
-            || self.full_groups == 0
+            || self.full_heads.is_empty()
         {
             return;
         }
@@ -822,21 +817,21 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
-        let was_full = group.full(max);
-        let taken = group.take_batch(max);
-        let full = group.full(max);
-        if group.entries.is_empty() {
-            self.groups.remove(&key);
+        if let Some(head) = group.entries.front() {
+            self.heads.remove(&head.seq);
+            self.full_heads.remove(&head.seq);
         }
-        self.full_groups =
-            (self.full_groups + usize::from(full)).saturating_sub(usize::from(was_full));
-        // The group's first entry is now younger: if it was the oldest
-        // group, which one is must be worked out again.
-        if self
-            .oldest_cache
-            .is_none_or(|oldest| oldest.is_none_or(|(k, _)| k == key))
-        {
-            self.oldest_cache = None;
+        let taken = group.take_batch(max);
+        match group.entries.front() {
+            Some(head) => {
+                self.heads.insert(head.seq, key);
+                if group.full(max) {
+                    self.full_heads.insert(head.seq, key);
+                }
+            }
+            None => {
+                self.groups.remove(&key);
+            }
         }
         if !taken.is_empty() {
             self.form(taken);
