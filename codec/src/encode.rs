@@ -208,33 +208,44 @@ impl BatchBuilder {
             .max()
             .unwrap_or(base_timestamp);
 
-        let mut body = Vec::with_capacity(records.iter().map(|r| r.encoded_len_hint()).sum());
+        // The header is written last, over room left for it at the front:
+        // uncompressed records go straight after it, compressed ones are
+        // compressed straight after it.
+        let hint: usize = records.iter().map(|r| r.encoded_len_hint()).sum();
         let mut record_ranges = Vec::with_capacity(records.len());
-        for record in records {
-            let start = body.len();
-            write_record(&mut body, record, base_timestamp)?;
-            record_ranges.push(start..body.len());
-        }
-        let payload = if self.compression == Compression::None {
-            for range in &mut record_ranges {
-                *range = range.start + HEADER_LEN..range.end + HEADER_LEN;
+        let mut out;
+        if self.compression == Compression::None {
+            out = Vec::with_capacity(HEADER_LEN + hint);
+            out.resize(HEADER_LEN, 0);
+            for record in records {
+                let start = out.len();
+                write_record(&mut out, record, base_timestamp)?;
+                record_ranges.push(start..out.len());
             }
-            body
         } else {
+            let mut body = Vec::with_capacity(hint);
+            for record in records {
+                let start = body.len();
+                write_record(&mut body, record, base_timestamp)?;
+                record_ranges.push(start..body.len());
+            }
+            out = Vec::with_capacity(HEADER_LEN + body.len() / 2 + 64);
+            out.resize(HEADER_LEN, 0);
             let opts = CompressOptions {
                 snappy_framing: self.snappy_framing,
             };
-            compression::compress(self.compression, &body, opts).map_err(|source| {
-                Error::Compress {
+            compression::compress_into(self.compression, &body, opts, &mut out).map_err(
+                |source| Error::Compress {
                     codec: self.compression,
                     source,
-                }
-            })?
-        };
+                },
+            )?;
+        }
+        let payload_len = out.len() - HEADER_LEN;
         let batch_length =
-            i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload.len()).map_err(|_| {
+            i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload_len).map_err(|_| {
                 Error::InvalidInput {
-                    what: format!("{} bytes of records do not fit a batch", payload.len()),
+                    what: format!("{payload_len} bytes of records do not fit a batch"),
                 }
             })?;
         let record_count = i32::try_from(records.len()).map_err(|_| Error::InvalidInput {
@@ -260,9 +271,9 @@ impl BatchBuilder {
             base_sequence: self.base_sequence,
             record_count,
         };
-        let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-        write_header(&mut out, &header);
-        out.extend_from_slice(&payload);
+        let mut head = Vec::with_capacity(HEADER_LEN);
+        write_header(&mut head, &header);
+        out[..HEADER_LEN].copy_from_slice(&head);
         let crc = crc32c::crc32c(&out[ATTRIBUTES_POS..]);
         out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(EncodedBatch {

@@ -82,12 +82,76 @@ fn decode_all(decoder: &mut Decoder, limit: usize, capacity: usize) -> Option<Ve
     }
 }
 
-pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
-    // 64 KiB blocks, as the Java client's `KafkaLZ4BlockOutputStream` writes.
-    // (lz4_flex would otherwise pick 4 MiB blocks for a large first write,
-    // and every reader of the frame then allocates a 4 MiB block buffer.)
-    let info = FrameInfo::new().block_size(BlockSize::Max64KB);
-    let mut enc = FrameEncoder::with_frame_info(info, Vec::with_capacity(data.len() / 2 + 64));
-    enc.write_all(data)?;
-    enc.finish().map_err(io::Error::other)
+/// Appends `data` to `out` as one LZ4 frame of 64 KiB blocks, as the Java
+/// client's `KafkaLZ4BlockOutputStream` writes them. (lz4_flex would
+/// otherwise pick 4 MiB blocks for a large first write, and every reader of
+/// the frame then allocates a 4 MiB block buffer.)
+///
+/// The encoder is this thread's kept one where there is one (see
+/// [`ENCODER`]): setting one up allocates its block buffers and match
+/// table, which for a small batch costs more than compressing it.
+pub(super) fn compress_into(data: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    // A used encoder given no bytes would end a frame it never began.
+    let kept = (!data.is_empty())
+        .then(|| ENCODER.try_with(Cell::take).ok().flatten())
+        .flatten();
+    let mut enc = kept.unwrap_or_else(|| {
+        FrameEncoder::with_frame_info(FrameInfo::new().block_size(BlockSize::Max64KB), Vec::new())
+    });
+    *enc.get_mut() = std::mem::take(out);
+    let written = enc
+        .write_all(data)
+        .and_then(|()| enc.try_finish().map_err(io::Error::other));
+    *out = std::mem::take(enc.get_mut());
+    if written.is_ok() {
+        // A finished frame leaves no state behind: the next frame starts
+        // afresh (lz4_flex resets the encoder when it begins one).
+        let _ = ENCODER.try_with(|cell| cell.set(Some(enc)));
+    }
+    written
+}
+
+thread_local! {
+    /// This thread's idle frame encoder, kept after it finished a frame;
+    /// it holds its 64 KiB block buffers and 16 KiB match table (some
+    /// 150 KiB).
+    static ENCODER: Cell<Option<FrameEncoder<Vec<u8>>>> = const { Cell::new(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `data` compressed on a new thread, by an encoder never used before.
+    fn by_a_new_encoder(data: &[u8]) -> Vec<u8> {
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            compress_into(&data, &mut out).map(|()| out)
+        })
+        .join()
+        .expect("the thread ends")
+        .expect("compresses")
+    }
+
+    #[test]
+    fn a_kept_encoder_writes_each_frame_as_a_new_one_would() {
+        // Four blocks, then smaller and empty payloads on the same thread.
+        let large: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let small = b"a small batch after a large one; ".repeat(3);
+        let mut out = b"header".to_vec();
+        compress_into(&large, &mut out).expect("compresses");
+        assert_eq!(&out[..6], b"header");
+        assert_eq!(out[6..], by_a_new_encoder(&large));
+        for data in [&small[..], &[][..], &large[..], &small[..]] {
+            let mut out = Vec::new();
+            compress_into(data, &mut out).expect("compresses");
+            assert_eq!(out, by_a_new_encoder(data));
+            let mut back = Vec::new();
+            FrameDecoder::new(&out[..])
+                .read_to_end(&mut back)
+                .expect("decodes");
+            assert_eq!(back, data);
+        }
+    }
 }

@@ -118,17 +118,23 @@ pub(crate) struct CompressOptions {
     pub(crate) snappy_framing: SnappyFraming,
 }
 
-/// Compresses the records section of a batch.
-pub(crate) fn compress(
+/// Compresses the records section of a batch, appending it to `out`.
+pub(crate) fn compress_into(
     codec: Compression,
     data: &[u8],
     opts: CompressOptions,
-) -> io::Result<Vec<u8>> {
-    match codec {
-        Compression::None => Ok(data.to_vec()),
-        Compression::Gzip => gzip::compress(data),
-        Compression::Snappy => snappy::compress(data, opts.snappy_framing),
-        Compression::Lz4 => lz4::compress(data),
-        Compression::Zstd => zstd::compress(data),
-    }
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    let whole = match codec {
+        Compression::None => {
+            out.extend_from_slice(data);
+            return Ok(());
+        }
+        Compression::Lz4 => return lz4::compress_into(data, out),
+        Compression::Gzip => gzip::compress(data)?,
+        Compression::Snappy => snappy::compress(data, opts.snappy_framing)?,
+        Compression::Zstd => zstd::compress(data)?,
+    };
+    out.extend_from_slice(&whole);
+    Ok(())
 }
