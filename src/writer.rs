@@ -1188,7 +1188,10 @@ async fn locate(
     {
         let mut offset = from;
         loop {
-            let params = FetchParams::new(topic, partition, offset).with_max_bytes(4 << 20);
+            // The batch is there: no wait (Tansu 0.6 would sleep it out).
+            let params = FetchParams::new(topic, partition, offset)
+                .with_max_bytes(4 << 20)
+                .with_max_wait(Duration::ZERO);
             let fetched = cluster.fetch(&params).await?;
             let mut next = offset;
             for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {

@@ -284,6 +284,9 @@ async fn process(
         None => return Outcome::Close(None),
     };
     counters.request(api_key_raw);
+    if let Request::Fetch(fetch) = &request {
+        counters.fetch_max_wait(fetch.max_wait_ms);
+    }
 
     let fault = {
         let mut state = shared.lock();

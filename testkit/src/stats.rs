@@ -17,6 +17,10 @@ pub struct BrokerStats {
     pub bytes_received: u64,
     /// Connections accepted.
     pub connections: u64,
+    /// Fetch requests received, by their `max_wait_ms`: a client reading
+    /// what it knows is there should not let the broker wait (Tansu 0.6
+    /// sleeps out the whole wait even when it has the records).
+    pub fetch_max_waits: BTreeMap<i32, u64>,
 }
 
 impl BrokerStats {
@@ -35,6 +39,7 @@ impl BrokerStats {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     requests: Mutex<BTreeMap<i16, u64>>,
+    fetch_max_waits: Mutex<BTreeMap<i32, u64>>,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
     connections: AtomicU64,
@@ -44,6 +49,14 @@ impl Counters {
     pub(crate) fn request(&self, api_key: i16) {
         let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
         *requests.entry(api_key).or_default() += 1;
+    }
+
+    pub(crate) fn fetch_max_wait(&self, max_wait_ms: i32) {
+        let mut waits = self
+            .fetch_max_waits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *waits.entry(max_wait_ms).or_default() += 1;
     }
 
     pub(crate) fn sent(&self, bytes: usize) {
@@ -69,11 +82,20 @@ impl Counters {
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             connections: self.connections.load(Ordering::Relaxed),
+            fetch_max_waits: self
+                .fetch_max_waits
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 
     pub(crate) fn reset(&self) {
         self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.fetch_max_waits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
