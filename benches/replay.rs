@@ -323,7 +323,8 @@ fn run() -> Result<ExitCode, String> {
     }
 
     let targets = report::check_targets(&rows, BrokerKind::Scripted.name());
-    let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
         "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },

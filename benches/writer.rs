@@ -230,6 +230,10 @@ struct WriteRow {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+    /// CPU time this process used from the first append to the last
+    /// acknowledgement: the writer, the bench's appender, the proxy and,
+    /// on the scripted broker, the broker ([`harness::cpu_time`]).
+    cpu_ms: Option<f64>,
     /// Runs of this configuration; the row is the median by throughput.
     runs: usize,
 }
@@ -360,6 +364,7 @@ async fn write_run(
         }
         (out, Instant::now())
     });
+    let cpu_before = harness::cpu_time();
     let start = Instant::now();
     for (i, a) in arrivals.iter().enumerate() {
         if paced {
@@ -378,6 +383,9 @@ async fn write_run(
         .await
         .map_err(|e| format!("{topic}: collector: {e}"))?;
     let seconds = (last_ack - start).as_secs_f64();
+    let cpu_ms = harness::cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before).as_secs_f64() * 1e3);
     let index = writer
         .close()
         .await
@@ -413,6 +421,7 @@ async fn write_run(
         p50_ms: quantile(&latencies, 0.5),
         p99_ms: quantile(&latencies, 0.99),
         max_ms: quantile(&latencies, 1.0),
+        cpu_ms,
         runs: 1,
     };
     eprintln!(
@@ -619,11 +628,11 @@ fn markdown(
             rt.as_micros()
         );
     }
-    md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput.\n\n| broker | mode | in flight | pace | entries/s | MB/s | append p50 | append p99 | max | batches | runs |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput. `CPU ms`: CPU time this process used from the first append to the last acknowledgement (the writer, the bench's appender, the proxy and, on the scripted broker's rows, the broker; Tansu runs in its own process).\n\n| broker | mode | in flight | pace | entries/s | MB/s | append p50 | append p99 | max | batches | CPU ms | runs |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for w in writes {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.2} ms | {:.2} ms | {:.1} ms | {} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.2} ms | {:.2} ms | {:.1} ms | {} | {} | {} |",
             w.broker,
             w.mode,
             w.in_flight,
@@ -634,6 +643,7 @@ fn markdown(
             w.p99_ms,
             w.max_ms,
             w.batches,
+            w.cpu_ms.map_or("–".to_owned(), |cpu| format!("{cpu:.0}")),
             w.runs
         );
     }
@@ -674,9 +684,18 @@ fn markdown(
                 find("interleaved", in_flight, "flat out"),
             ) {
                 let ratio = c.entries_per_s / i.entries_per_s;
+                // What each took of this process's CPU, and in how many
+                // Produce requests (one per batch).
+                let cost = match (c.cpu_ms, i.cpu_ms) {
+                    (Some(cc), Some(ic)) => format!(
+                        "; {} vs {} batches, {cc:.0} vs {ic:.0} ms CPU",
+                        c.batches, i.batches
+                    ),
+                    _ => format!("; {} vs {} batches", c.batches, i.batches),
+                };
                 let _ = writeln!(
                     md,
-                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s: {ratio:.2}× | {} |",
+                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s: {ratio:.2}×{cost} | {} |",
                     c.entries_per_s,
                     i.entries_per_s,
                     yes(ratio >= 1.0)

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use walfetch::local_broker::{find_tansu, LocalBroker};
@@ -97,4 +98,18 @@ pub(crate) fn out_dir(bench: &str) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
         .join(bench)
+}
+
+/// CPU time this process's threads have run so far (Linux: the sum of
+/// `/proc/self/task/*/schedstat`, in nanoseconds); `None` elsewhere. It
+/// covers the client, the proxy and the in-process scripted broker, not a
+/// broker in another process (Tansu). A run's wall time on `cores` cores
+/// can be no less than the CPU time it used divided by `cores`.
+pub(crate) fn cpu_time() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
 }

@@ -152,6 +152,11 @@ pub(crate) struct TargetCheck {
     /// numerator no client can bring below the floor: above `limit`, the
     /// target cannot be met on this layout under Kafka's rules.
     pub(crate) floor: Option<f64>,
+    /// For a target on wall time: the ratio the run's own CPU time gives,
+    /// spread over every core (its wall time can be no less). Above
+    /// `limit`, this implementation cannot meet the target on this machine
+    /// without using less CPU; it is not a floor for other clients.
+    pub(crate) cpu_bound: Option<f64>,
 }
 
 /// The targets of the issue, checked on every scenario they apply to.
@@ -192,6 +197,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
                 limit,
                 met: value <= limit,
                 floor: None,
+                cpu_bound: None,
             });
         };
         let kafka = broker == kafka_rules_broker;
