@@ -52,9 +52,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         offsets.push(writer.produce(TOPIC, 0, batch.bytes).await?);
     }
     // Spread over the log, each a batch's first offset.
-    let picks: Vec<i64> = (0..FETCHES)
-        .map(|i| offsets[i * 7919 % batches])
-        .collect();
+    let picks: Vec<i64> = (0..FETCHES).map(|i| offsets[i * 7919 % batches]).collect();
     println!("Tansu 0.6, one partition of {batches} batches of 4 KB, {FETCHES} single-batch fetches each line:");
     for connections in [1, 4] {
         let mut config = ClusterConfig::new([broker.address()]);
