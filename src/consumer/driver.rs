@@ -93,7 +93,7 @@ impl Driver {
         setup_round_trips: u64,
     ) -> Self {
         let prior = options.plan.cost;
-        let requests = cores.iter().map(|c| c.stats().fetches).sum();
+        let requests = cores.iter().map(ReplayCore::fetches).sum();
         let brokers = vec![None; cores.len()];
         Self {
             cluster,

@@ -386,6 +386,12 @@ impl ReplayCore {
         self.strategy.name()
     }
 
+    /// Fetches answered so far: [`ReplayStats::fetches`] without working
+    /// out the rest of [`ReplayCore::stats`] (the floor).
+    pub fn fetches(&self) -> u64 {
+        self.stats.fetches
+    }
+
     /// Fetches in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
