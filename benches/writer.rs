@@ -536,10 +536,11 @@ async fn bench_broker(
     let mut replays = Vec::new();
     let mut layouts: Vec<(&str, String, Written)> = Vec::new();
     for paced in [true, false] {
-        // Flat-out runs are short: the median of three (of one when quick)
-        // by throughput, the configurations taking turns so that a change
-        // in the machine's load falls on all of them alike.
-        let reps = if paced || args.quick { 1 } else { 3 };
+        // Flat-out runs are short (a tenth of a second or two) and vary
+        // by a tenth from run to run: the median of seven (of one when
+        // quick) by throughput, the configurations taking turns so that a
+        // change in the machine's load falls on all of them alike.
+        let reps = if paced || args.quick { 1 } else { 7 };
         let configs: Vec<(WriterMode, usize)> = [WriterMode::Interleaved, WriterMode::Clustered]
             .into_iter()
             .flat_map(|mode| [1, 5].map(|in_flight| (mode, in_flight)))
