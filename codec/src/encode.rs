@@ -271,9 +271,7 @@ impl BatchBuilder {
             base_sequence: self.base_sequence,
             record_count,
         };
-        let mut head = Vec::with_capacity(HEADER_LEN);
-        write_header(&mut head, &header);
-        out[..HEADER_LEN].copy_from_slice(&head);
+        write_header(&mut out[..HEADER_LEN], &header);
         let crc = crc32c::crc32c(&out[ATTRIBUTES_POS..]);
         out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(EncodedBatch {
@@ -297,20 +295,29 @@ impl NewRecord {
     }
 }
 
-fn write_header(out: &mut Vec<u8>, h: &BatchHeader) {
-    out.extend_from_slice(&h.base_offset.to_be_bytes());
-    out.extend_from_slice(&h.batch_length.to_be_bytes());
-    out.extend_from_slice(&h.partition_leader_epoch.to_be_bytes());
-    out.push(h.magic as u8);
-    out.extend_from_slice(&h.crc.to_be_bytes());
-    out.extend_from_slice(&h.attributes.0.to_be_bytes());
-    out.extend_from_slice(&h.last_offset_delta.to_be_bytes());
-    out.extend_from_slice(&h.base_timestamp.to_be_bytes());
-    out.extend_from_slice(&h.max_timestamp.to_be_bytes());
-    out.extend_from_slice(&h.producer_id.to_be_bytes());
-    out.extend_from_slice(&h.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&h.base_sequence.to_be_bytes());
-    out.extend_from_slice(&h.record_count.to_be_bytes());
+/// Writes `h` over `out`, the batch's first [`HEADER_LEN`] bytes.
+fn write_header(out: &mut [u8], h: &BatchHeader) {
+    let fields: [&[u8]; 13] = [
+        &h.base_offset.to_be_bytes(),
+        &h.batch_length.to_be_bytes(),
+        &h.partition_leader_epoch.to_be_bytes(),
+        &[h.magic as u8],
+        &h.crc.to_be_bytes(),
+        &h.attributes.0.to_be_bytes(),
+        &h.last_offset_delta.to_be_bytes(),
+        &h.base_timestamp.to_be_bytes(),
+        &h.max_timestamp.to_be_bytes(),
+        &h.producer_id.to_be_bytes(),
+        &h.producer_epoch.to_be_bytes(),
+        &h.base_sequence.to_be_bytes(),
+        &h.record_count.to_be_bytes(),
+    ];
+    let mut at = 0;
+    for field in fields {
+        out[at..at + field.len()].copy_from_slice(field);
+        at += field.len();
+    }
+    debug_assert_eq!(at, out.len());
 }
 
 fn len_i32(len: usize, what: &str) -> Result<i32, Error> {
