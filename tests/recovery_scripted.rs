@@ -211,6 +211,46 @@ async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
     assert_eq!(stats.requests, stats.fetches, "{stats:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_dropped_while_its_large_fetches_are_in_flight_ends_them() {
+    let (broker, cluster, written, indexes) = setup(5000, Compression::None).await;
+    let mut builder = Recovery::builder(Arc::clone(&cluster));
+    for (p, index) in indexes.iter().enumerate() {
+        builder = builder.index(TOPIC, i32::try_from(p).unwrap(), index);
+    }
+    for (&p, regions) in &written {
+        for &region in regions.keys() {
+            builder = builder.region(TOPIC, p, region, 0);
+        }
+    }
+    let mut recovery = builder.build().await.unwrap();
+    // Every partition's one large fetch (about 1.7 MB: run, and decoded,
+    // in a task of its own) is answered only after a minute.
+    broker.script(
+        Fault::on(ApiKey::Fetch)
+            .times(u32::MAX)
+            .then(FaultAction::Delay(Duration::from_secs(60))),
+    );
+    let before = Arc::strong_count(&cluster);
+    let polled = tokio::time::timeout(Duration::from_millis(300), recovery.next()).await;
+    assert!(polled.is_err(), "nothing is answered yet");
+    assert!(
+        Arc::strong_count(&cluster) > before,
+        "the fetches' tasks hold the cluster"
+    );
+    drop(recovery);
+    // Dropping the recovery aborts its tasks: they let go of the cluster
+    // (and of what they hold) now, not when the answers come.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while Arc::strong_count(&cluster) >= before && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        Arc::strong_count(&cluster) < before,
+        "the tasks were left running"
+    );
+}
+
 /// A broker whose `fetch.max.bytes` (KIP-541) is below what the fetches ask
 /// for sends less than they asked: the recovery reads on from where each
 /// answer ended and every region gets exactly its entries.

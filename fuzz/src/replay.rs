@@ -54,6 +54,10 @@ pub struct Input {
     pub regions: Vec<RegionInput>,
     /// How the replay runs.
     pub options: OptionsInput,
+    /// Bit `k % 64` set: the `k`th answer is read by the fetch's
+    /// `ResponseDecoder` and handed over with `handle_decoded`, as the
+    /// driver does for large requests.
+    pub apart: u64,
     /// The answers, in order.
     pub answers: Vec<Answer>,
 }
@@ -554,7 +558,8 @@ pub fn run(input: &Input) -> Summary {
     let mut summary = Summary::default();
     let mut in_flight: Vec<OutgoingFetch> = Vec::new();
     let mut round_trips = 0;
-    for answer in input.answers.iter().take(MAX_ANSWERS) {
+    for (k, answer) in input.answers.iter().take(MAX_ANSWERS).enumerate() {
+        let apart = input.apart & (1 << (k % 64)) != 0;
         while in_flight.len() < in_flight_max {
             let headroom = max_buffered.saturating_sub(core.held_bytes());
             let Some(fetch) = core.poll_fetch(headroom, round_trips) else {
@@ -586,7 +591,7 @@ pub fn run(input: &Input) -> Summary {
                 let id = FetchId::from(*id);
                 if in_flight.iter().all(|f| f.id != id) {
                     let fetched = fetched(Bytes::copy_from_slice(records), &log, 0, None);
-                    core.handle_response(id, FetchAnswer::Fetched(fetched));
+                    deliver(&mut core, id, FetchAnswer::Fetched(fetched), apart);
                 }
             }
             (Answer::Error { .. }, Some(fetch)) => core.handle_error(
@@ -603,12 +608,12 @@ pub fn run(input: &Input) -> Summary {
                     log_start: log.at(*log_start, fetch.offset),
                     log_end: log.at(*log_end, fetch.offset),
                 };
-                core.handle_response(fetch.id, answer);
+                deliver(&mut core, fetch.id, answer, apart);
             }
             (Answer::Raw { records, marks, .. }, Some(fetch)) => {
                 let records = Bytes::copy_from_slice(records);
                 let fetched = fetched(records, &log, fetch.offset, Some(marks));
-                core.handle_response(fetch.id, FetchAnswer::Fetched(fetched));
+                deliver(&mut core, fetch.id, FetchAnswer::Fetched(fetched), apart);
             }
             (
                 Answer::Log {
@@ -623,7 +628,7 @@ pub fn run(input: &Input) -> Summary {
             ) => {
                 let records = served(&log, &fetch, habits(*bits), *skip, *cut, flips);
                 let fetched = fetched(records, &log, fetch.offset, Some(marks));
-                core.handle_response(fetch.id, FetchAnswer::Fetched(fetched));
+                deliver(&mut core, fetch.id, FetchAnswer::Fetched(fetched), apart);
             }
             (
                 Answer::CutHeader {
@@ -642,7 +647,7 @@ pub fn run(input: &Input) -> Summary {
                 records.extend_from_slice(body);
                 summary.negative_deltas += usize::from(header.last_offset_delta < 0);
                 let fetched = fetched(records.freeze(), &log, fetch.offset, Some(marks));
-                core.handle_response(fetch.id, FetchAnswer::Fetched(fetched));
+                deliver(&mut core, fetch.id, FetchAnswer::Fetched(fetched), apart);
             }
             // Nothing in flight to answer.
             (_, None) => {}
@@ -653,6 +658,19 @@ pub fn run(input: &Input) -> Summary {
     summary.entries = check.entries;
     summary.failed = check.failed;
     summary
+}
+
+/// Hands `answer` to the core: read first by the fetch's decoder when
+/// `apart` (and the fetch is in flight), as the driver does for large
+/// requests.
+fn deliver(core: &mut ReplayCore, id: FetchId, answer: FetchAnswer, apart: bool) {
+    match core.decoder(id).filter(|_| apart) {
+        Some(decoder) => {
+            let decoded = decoder.decode(&answer);
+            core.handle_decoded(id, answer, decoded);
+        }
+        None => core.handle_response(id, answer),
+    }
 }
 
 /// The bytes a broker with `habits` serves for `fetch`, `skip` batches

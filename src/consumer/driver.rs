@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::cluster::{
     ClientError, Cluster, FetchParams, FetchedPartition, IsolationLevel, OffsetSpec,
@@ -17,16 +18,30 @@ use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
-    Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
-    LEARNING_IN_FLIGHT,
+    Decoded, Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
+    ResponseDecoder, LEARNING_IN_FLIGHT,
 };
 
-/// What became of a fetch: the core it is for, its id there, when it was
-/// sent, and its answer.
-type Answered = (usize, FetchId, Instant, Result<FetchAnswer, ClientError>);
+/// What became of a fetch.
+struct Answered {
+    /// The core it is for, and its id there.
+    core: usize,
+    id: FetchId,
+    /// When it was sent.
+    sent: Instant,
+    answer: Result<FetchAnswer, ClientError>,
+    /// The answer as its core's decoder read it.
+    decoded: Option<Decoded>,
+}
 
-/// A fetch to send: its core, its id there, what to fetch.
-type Outgoing = (usize, FetchId, FetchParams);
+/// A fetch to send: its core, its id there, what to fetch, and how to
+/// decode the answer where it is not left to the core.
+struct Outgoing {
+    core: usize,
+    id: FetchId,
+    params: FetchParams,
+    decoder: Option<ResponseDecoder>,
+}
 
 /// The most a request carrying several partitions' fetches asks for.
 /// Sharing a request saves the broker's per-request work, which counts for
@@ -37,15 +52,25 @@ type Outgoing = (usize, FetchId, FetchParams);
 /// and the broker may serve beside the others.
 const SHARED_REQUEST_BYTES: i64 = 1 << 20;
 
+/// Requests asking for this many bytes or more run, and have their answers
+/// decoded, in a task of their own beside the driver (see
+/// [`Driver::send`]). A smaller answer decodes in about the time the
+/// task's extra hand-offs between threads take, which would add to every
+/// round trip of a replay that waits on one fetch at a time.
+const DECODE_APART_BYTES: i64 = 128 << 10;
+
 /// What the fetches of a request ask for, together.
 fn asked_by(fetches: &[Outgoing]) -> i64 {
-    fetches.iter().map(|f| i64::from(f.2.max_bytes)).sum()
+    fetches.iter().map(|f| i64::from(f.params.max_bytes)).sum()
 }
 
-/// A request in flight: when answered, the Fetch requests it took, the
-/// responses that omitted a partition, their throttle time, and the
-/// answers of its fetches.
-type InFlight = BoxFuture<'static, (usize, usize, Duration, Vec<Answered>)>;
+/// A request's outcome: the Fetch requests it took, the responses that
+/// omitted a partition, their throttle time, and the answers of its
+/// fetches.
+type RequestDone = (usize, usize, Duration, Vec<Answered>);
+
+/// A request in flight.
+type InFlight = BoxFuture<'static, RequestDone>;
 
 /// Drives a set of replay cores (one per partition) over one cluster,
 /// under one in-flight limit (bytes asked for, and a bound on fetches) and
@@ -81,6 +106,11 @@ pub(super) struct Driver {
     yield_from: usize,
     send_from: usize,
     done: bool,
+    /// Where large requests run, and their answers are decoded, beside the
+    /// driver (see [`Driver::send`]): the runtime it was made in. Without
+    /// one (a driver made outside any tokio runtime), every request runs,
+    /// and every answer is decoded, as the driver polls them.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Driver {
@@ -116,6 +146,7 @@ impl Driver {
             yield_from: 0,
             send_from: 0,
             done: false,
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -216,10 +247,10 @@ impl Driver {
     fn learn(&mut self, answers: &[Answered]) -> bool {
         let now = Instant::now();
         let mut by_broker: HashMap<&str, (Instant, u64)> = HashMap::new();
-        for (_, _, sent, answer) in answers {
-            if let Ok(FetchAnswer::Fetched(fetched)) = answer {
-                let seen = by_broker.entry(&fetched.broker).or_insert((*sent, 0));
-                seen.0 = seen.0.min(*sent);
+        for a in answers {
+            if let Ok(FetchAnswer::Fetched(fetched)) = &a.answer {
+                let seen = by_broker.entry(&fetched.broker).or_insert((a.sent, 0));
+                seen.0 = seen.0.min(a.sent);
                 seen.1 += fetched.wire_bytes as u64;
             }
         }
@@ -250,7 +281,14 @@ impl Driver {
 
     /// Hands an answer to its core, with what the link of the broker that
     /// answered costs, and notes that broker.
-    fn settle(&mut self, (i, id, _, answer): Answered) {
+    fn settle(&mut self, answered: Answered) {
+        let Answered {
+            core: i,
+            id,
+            answer,
+            decoded,
+            ..
+        } = answered;
         let core = &mut self.cores[i];
         if let Some(rt) = core.round_trip_of(id) {
             self.answered = self.answered.max(rt);
@@ -265,7 +303,7 @@ impl Driver {
                         self.brokers[i] = Some(fetched.broker.clone());
                     }
                 }
-                core.handle_response(id, answer);
+                core.handle_decoded(id, answer, decoded);
             }
             Err(error) => core.handle_error(id, error),
         }
@@ -337,12 +375,17 @@ impl Driver {
                     .with_max_bytes(limit)
                     .with_max_wait(Duration::ZERO)
                     .with_isolation(out.isolation);
-                let fetch = (i, out.id, params);
+                let fetch = Outgoing {
+                    core: i,
+                    id: out.id,
+                    params,
+                    decoder: None,
+                };
                 // A request names a partition once: a partition's second
                 // fetch goes in the next request. And it asks for at most
                 // SHARED_REQUEST_BYTES.
                 let group = together.iter_mut().find(|g: &&mut Vec<Outgoing>| {
-                    g.iter().all(|f| f.0 != i)
+                    g.iter().all(|f| f.core != i)
                         && asked_by(g) + i64::from(limit) <= SHARED_REQUEST_BYTES
                 });
                 match (out.shareable, group) {
@@ -367,20 +410,78 @@ impl Driver {
     }
 
     /// Sends `fetches` (each partition at most once) in one request per
-    /// leader.
-    fn send(&mut self, fetches: Vec<Outgoing>) {
+    /// leader. A request that asks for [`DECODE_APART_BYTES`] or more runs
+    /// as a task of its own, which also decodes the answers, so that
+    /// decoding one response overlaps the driver's work and the other
+    /// responses' decoding; a smaller one runs as the driver polls it, and
+    /// its answers are decoded by their cores.
+    fn send(&mut self, mut fetches: Vec<Outgoing>) {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .filter(|_| asked_by(&fetches) >= DECODE_APART_BYTES);
+        if runtime.is_some() {
+            for fetch in &mut fetches {
+                fetch.decoder = self.cores[fetch.core].decoder(fetch.id);
+            }
+        }
         let cluster = Arc::clone(&self.cluster);
-        let at = Instant::now();
-        self.in_flight.push(Box::pin(async move {
-            let params: Vec<FetchParams> = fetches.iter().map(|f| f.2.clone()).collect();
+        let ids: Vec<(usize, FetchId)> = fetches.iter().map(|f| (f.core, f.id)).collect();
+        let sent = Instant::now();
+        let request = async move {
+            let params: Vec<FetchParams> = fetches.iter().map(|f| f.params.clone()).collect();
             let many = cluster.fetch_many(&params).await;
             let mut answers = Vec::with_capacity(fetches.len());
-            for ((i, id, params), result) in fetches.into_iter().zip(many.partitions) {
-                answers.push((i, id, at, out_of_range(&cluster, &params, result).await));
+            for (fetch, result) in fetches.into_iter().zip(many.partitions) {
+                let answer = out_of_range(&cluster, &fetch.params, result).await;
+                let decoded = match (&answer, &fetch.decoder) {
+                    (Ok(answer), Some(decoder)) => decoder.decode(answer),
+                    _ => None,
+                };
+                answers.push(Answered {
+                    core: fetch.core,
+                    id: fetch.id,
+                    sent,
+                    answer,
+                    decoded,
+                });
             }
             (many.requests, many.omitted, many.throttle_time, answers)
-        }));
+        };
+        match runtime {
+            Some(runtime) => {
+                // Aborted if the driver is dropped before it ends.
+                let task = AbortOnDropHandle::new(runtime.spawn(request));
+                self.in_flight.push(Box::pin(async move {
+                    match task.await {
+                        Ok(done) => done,
+                        // A panic is the driver's, as if it had run here.
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        // The runtime is shutting down.
+                        Err(_) => cancelled(ids, sent),
+                    }
+                }));
+            }
+            None => self.in_flight.push(Box::pin(request)),
+        }
     }
+}
+
+/// The answers of a request whose task the runtime cancelled.
+fn cancelled(ids: Vec<(usize, FetchId)>, sent: Instant) -> RequestDone {
+    let answers = ids
+        .into_iter()
+        .map(|(core, id)| Answered {
+            core,
+            id,
+            sent,
+            answer: Err(ClientError::InvalidArgument(
+                "the fetch's task was cancelled: the runtime is shutting down".into(),
+            )),
+            decoded: None,
+        })
+        .collect();
+    (0, 0, Duration::ZERO, answers)
 }
 
 /// The end of the log now: the high watermark (the last stable offset under

@@ -67,6 +67,10 @@ pub(crate) struct Absorbed {
     pub(crate) tail_next: Option<i64>,
     /// The response did not cover the first wanted offset.
     pub(crate) misaligned: bool,
+    /// The response's first batch starts above the first wanted offset:
+    /// misaligned unless [`Response::aligned`], the only way that flag
+    /// counts.
+    pub(crate) starts_above: bool,
     /// Every batch the response showed.
     pub(crate) batches: Vec<SeenBatch>,
     /// Records the response held at or above the fetch offset (the
@@ -152,9 +156,8 @@ pub(crate) fn absorb(
         at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
         if first {
             first = false;
-            if h.base_offset > first_wanted && !response.aligned {
-                out.misaligned = true;
-            }
+            out.starts_above = h.base_offset > first_wanted;
+            out.misaligned = out.starts_above && !response.aligned;
         }
         // A response that skipped the first wanted offset delivers nothing,
         // but its batches still teach the layout and count toward the
@@ -195,8 +198,9 @@ pub(crate) fn absorb(
     if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
         if let Some(h) = partial.header() {
             out.batches.extend(seen(&h));
-            if first && h.base_offset > first_wanted && !response.aligned {
-                out.misaligned = true;
+            if first && h.base_offset > first_wanted {
+                out.starts_above = true;
+                out.misaligned = !response.aligned;
             }
             let usable = opts.cut_records != CutRecords::Never
                 && !out.misaligned

@@ -7,7 +7,9 @@
 //! - [`ReplayCore::poll_fetch`] gives the next fetch to send, if the
 //!   strategy has one and the limits allow;
 //! - [`ReplayCore::handle_response`] and [`ReplayCore::handle_error`] take
-//!   back what became of it;
+//!   back what became of it ([`ReplayCore::decoder`] and
+//!   [`ReplayCore::handle_decoded`] let a driver decode the answer
+//!   elsewhere first, on another thread);
 //! - [`ReplayCore::poll_entry`] gives the next entry in offset order,
 //!   tagged with its region, or the error that ended the replay;
 //! - [`ReplayCore::stats`] tells what it cost.
@@ -42,9 +44,10 @@ mod queue;
 mod stats;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
-use walfetch_codec::{Record, RecordCheck, RECORD_CHECKSUM_HEADER};
+use walfetch_codec::{Error as CodecError, Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
 #[doc(hidden)]
 pub use link::LinkEstimator;
@@ -59,7 +62,7 @@ use crate::plan::{
     floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlanView,
     PlannedFetch, Planner,
 };
-use absorb::{absorb, AbsorbOptions, Response};
+use absorb::{absorb, AbsorbOptions, Absorbed, Response};
 use queue::{Work, WorkQueue};
 
 /// One region to replay from a partition: its entries in `from..to`.
@@ -110,6 +113,56 @@ pub enum FetchAnswer {
     },
 }
 
+/// Checks and decodes the answer to one fetch the way the core would, with
+/// nothing of the core's state: the CPU-heavy part of taking in a response
+/// (batch CRCs, decompression, picking out the wanted records), which a
+/// driver may run on another thread while the core goes on. Get one with
+/// [`ReplayCore::decoder`] when the fetch is sent; hand what it gives to
+/// [`ReplayCore::handle_decoded`] with the answer.
+#[derive(Debug, Clone)]
+pub struct ResponseDecoder {
+    entries: Arc<[IndexEntry]>,
+    fetch: PlannedFetch,
+    options: AbsorbOptions,
+}
+
+/// A fetch's answer as a [`ResponseDecoder`] read it.
+#[derive(Debug)]
+pub struct Decoded(Result<Absorbed, CodecError>);
+
+impl ResponseDecoder {
+    /// Reads `answer`; nothing for an `OFFSET_OUT_OF_RANGE` answer.
+    ///
+    /// It takes the fetch offset to be known not to fall inside a batch,
+    /// which only the core can tell: where that matters (the response
+    /// starts above the first wanted offset, or failed to decode) and does
+    /// not hold, the core reads the answer again itself.
+    pub fn decode(&self, answer: &FetchAnswer) -> Option<Decoded> {
+        let FetchAnswer::Fetched(fetched) = answer else {
+            return None;
+        };
+        let response = Response {
+            records: fetched.records.clone(),
+            aborted: &fetched.aborted_transactions,
+            aligned: true,
+        };
+        Some(Decoded(absorb(
+            &self.entries,
+            &self.fetch,
+            &response,
+            &self.options,
+        )))
+    }
+}
+
+impl Decoded {
+    /// Whether this reading stands for a fetch whose offset is `aligned`
+    /// (see [`ResponseDecoder::decode`]).
+    fn holds(&self, aligned: bool) -> bool {
+        aligned || self.0.as_ref().is_ok_and(|a| !a.starts_above)
+    }
+}
+
 /// One entry of a replay: a record and the region it belongs to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -150,8 +203,8 @@ pub struct ReplayCore {
     partition: i32,
     regions: Vec<Region>,
     /// The indexed entries wanted, in offset order: the union of the
-    /// regions'.
-    entries: Vec<IndexEntry>,
+    /// regions' (shared with the [`ResponseDecoder`]s handed out).
+    entries: Arc<[IndexEntry]>,
     /// For each entry, its region (an index into `regions`).
     entry_regions: Vec<usize>,
     /// What is still to be fetched.
@@ -334,7 +387,7 @@ impl ReplayCore {
             topic,
             partition,
             regions: tracked,
-            entries,
+            entries: entries.into(),
             entry_regions,
             queue,
             end,
@@ -584,6 +637,26 @@ impl ReplayCore {
 
     /// Takes in the answer to fetch `id`. An unknown id is ignored.
     pub fn handle_response(&mut self, id: FetchId, answer: FetchAnswer) {
+        self.handle_decoded(id, answer, None);
+    }
+
+    /// A decoder of the answer to fetch `id`, while it is in flight, for a
+    /// driver that decodes answers away from the core (see
+    /// [`ResponseDecoder`]).
+    pub fn decoder(&self, id: FetchId) -> Option<ResponseDecoder> {
+        let fetch = &self.in_flight.get(&id)?.fetch;
+        Some(ResponseDecoder {
+            entries: Arc::clone(&self.entries),
+            fetch: fetch.clone(),
+            options: self.absorb_options(),
+        })
+    }
+
+    /// Takes in the answer to fetch `id` with what its decoder made of it,
+    /// if anything: [`ReplayCore::handle_response`] without reading the
+    /// answer again (unless the decoder's reading does not hold, see
+    /// [`ResponseDecoder::decode`]). An unknown id is ignored.
+    pub fn handle_decoded(&mut self, id: FetchId, answer: FetchAnswer, decoded: Option<Decoded>) {
         let Some(InFlight { fetch, round_trip }) = self.take_in_flight(id) else {
             return;
         };
@@ -591,8 +664,17 @@ impl ReplayCore {
         if self.failed || self.error.is_some() {
             return;
         }
-        if let Err(err) = self.settle(fetch, answer) {
+        if let Err(err) = self.settle(fetch, answer, decoded) {
             self.error = Some(err);
+        }
+    }
+
+    fn absorb_options(&self) -> AbsorbOptions {
+        AbsorbOptions {
+            decode: self.options.decode,
+            read_committed: self.options.isolation == IsolationLevel::ReadCommitted,
+            cut_records: self.options.cut_records,
+            tail_end: self.end,
         }
     }
 
@@ -667,8 +749,13 @@ impl ReplayCore {
         self.stats.peak_buffered_bytes = self.stats.peak_buffered_bytes.max(held);
     }
 
-    /// Takes in one answered fetch.
-    fn settle(&mut self, fetch: PlannedFetch, answer: FetchAnswer) -> Result<(), Error> {
+    /// Takes in one answered fetch, and its decoder's reading if any.
+    fn settle(
+        &mut self,
+        fetch: PlannedFetch,
+        answer: FetchAnswer,
+        decoded: Option<Decoded>,
+    ) -> Result<(), Error> {
         self.stats.fetches += 1;
         self.answered = true;
         let (range, tail_from) = match &fetch.kind {
@@ -693,24 +780,23 @@ impl ReplayCore {
         // batch: a broker cannot have skipped the batch containing it.
         let aligned = fetch.offset <= fetched.log_start_offset
             || self.layout.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
-        let response = Response {
-            records: fetched.records.clone(),
-            aborted: &fetched.aborted_transactions,
-            aligned,
+        let absorbed = match decoded {
+            Some(decoded) if decoded.holds(aligned) => decoded.0,
+            _ => {
+                let response = Response {
+                    records: fetched.records.clone(),
+                    aborted: &fetched.aborted_transactions,
+                    aligned,
+                };
+                absorb(&self.entries, &fetch, &response, &self.absorb_options())
+            }
         };
-        let opts = AbsorbOptions {
-            decode: self.options.decode,
-            read_committed: self.options.isolation == IsolationLevel::ReadCommitted,
-            cut_records: self.options.cut_records,
-            tail_end: self.end,
-        };
-        let absorbed =
-            absorb(&self.entries, &fetch, &response, &opts).map_err(|source| Error::Decode {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                fetch_offset: fetch.offset,
-                source,
-            })?;
+        let absorbed = absorbed.map_err(|source| Error::Decode {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            fetch_offset: fetch.offset,
+            source,
+        })?;
         self.strategy
             .observe_response(&fetch, fetched.records.len(), absorbed.at_or_above);
         tracing::debug!(

@@ -5,7 +5,10 @@
 //! broker serves each fetch with testkit's pure Kafka fetch rules and a
 //! broker's [`Habits`], and one loop moves fetches and answers between the
 //! two — several fetches in flight, answered in a seeded order, with faults
-//! injected on demand.
+//! injected on demand. A seeded half of the answers is read by the fetch's
+//! [`walfetch::replay::ResponseDecoder`] (as the driver does for large requests, on another
+//! thread) and handed over with [`ReplayCore::handle_decoded`]; the rest
+//! go through [`ReplayCore::handle_response`].
 //!
 //! The loop checks what must hold for any replay as it goes (it panics
 //! otherwise): entries only of regions asked for, each carrying its
@@ -420,6 +423,9 @@ pub(crate) struct Sim {
     max_in_flight: usize,
     faults: Faults,
     rng: StdRng,
+    /// Draws which answers are decoded apart (its own generator, so the
+    /// answers' order and faults are the seed's alone).
+    apart: StdRng,
 }
 
 impl Sim {
@@ -432,6 +438,7 @@ impl Sim {
             max_in_flight: 1,
             faults: Faults::NONE,
             rng: StdRng::seed_from_u64(seed),
+            apart: StdRng::seed_from_u64(!seed),
         }
     }
 
@@ -622,7 +629,17 @@ impl Sim {
             throttle_time_ms: 0,
             preferred_read_replica: -1,
         };
-        core.handle_response(fetch.id, FetchAnswer::Fetched(fetched));
+        let answer = FetchAnswer::Fetched(fetched);
+        match core
+            .decoder(fetch.id)
+            .filter(|_| self.apart.random_bool(0.5))
+        {
+            Some(decoder) => {
+                let decoded = decoder.decode(&answer);
+                core.handle_decoded(fetch.id, answer, decoded);
+            }
+            None => core.handle_response(fetch.id, answer),
+        }
     }
 
     fn chance(&mut self, p: f64) -> bool {
