@@ -47,6 +47,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use walfetch_codec::{Error as CodecError, Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
 #[doc(hidden)]
@@ -121,6 +122,7 @@ pub enum FetchAnswer {
 /// [`ReplayCore::handle_decoded`] with the answer.
 #[derive(Debug, Clone)]
 pub struct ResponseDecoder {
+    id: FetchId,
     entries: Arc<[IndexEntry]>,
     fetch: PlannedFetch,
     options: AbsorbOptions,
@@ -128,7 +130,14 @@ pub struct ResponseDecoder {
 
 /// A fetch's answer as a [`ResponseDecoder`] read it.
 #[derive(Debug)]
-pub struct Decoded(Result<Absorbed, CodecError>);
+pub struct Decoded {
+    /// The fetch, and the records read (held, so that no other answer's
+    /// can be where they are): a reading handed over with another fetch's
+    /// answer is not used.
+    id: FetchId,
+    records: Bytes,
+    result: Result<Absorbed, CodecError>,
+}
 
 impl ResponseDecoder {
     /// Reads `answer`; nothing for an `OFFSET_OUT_OF_RANGE` answer.
@@ -146,20 +155,21 @@ impl ResponseDecoder {
             aborted: &fetched.aborted_transactions,
             aligned: true,
         };
-        Some(Decoded(absorb(
-            &self.entries,
-            &self.fetch,
-            &response,
-            &self.options,
-        )))
+        Some(Decoded {
+            id: self.id,
+            records: fetched.records.clone(),
+            result: absorb(&self.entries, &self.fetch, &response, &self.options),
+        })
     }
 }
 
 impl Decoded {
-    /// Whether this reading stands for a fetch whose offset is `aligned`
-    /// (see [`ResponseDecoder::decode`]).
-    fn holds(&self, aligned: bool) -> bool {
-        aligned || self.0.as_ref().is_ok_and(|a| !a.starts_above)
+    /// Whether this reading stands for the answer `fetched`, to a fetch
+    /// whose offset is `aligned` (see [`ResponseDecoder::decode`]).
+    fn holds(&self, fetched: &FetchedPartition, aligned: bool) -> bool {
+        let same = |a: &Bytes, b: &Bytes| a.as_ptr() == b.as_ptr() && a.len() == b.len();
+        same(&self.records, &fetched.records)
+            && (aligned || self.result.as_ref().is_ok_and(|a| !a.starts_above))
     }
 }
 
@@ -646,6 +656,7 @@ impl ReplayCore {
     pub fn decoder(&self, id: FetchId) -> Option<ResponseDecoder> {
         let fetch = &self.in_flight.get(&id)?.fetch;
         Some(ResponseDecoder {
+            id,
             entries: Arc::clone(&self.entries),
             fetch: fetch.clone(),
             options: self.absorb_options(),
@@ -664,6 +675,8 @@ impl ReplayCore {
         if self.failed || self.error.is_some() {
             return;
         }
+        // A reading of another fetch's answer is not used.
+        let decoded = decoded.filter(|d| d.id == id);
         if let Err(err) = self.settle(fetch, answer, decoded) {
             self.error = Some(err);
         }
@@ -781,7 +794,7 @@ impl ReplayCore {
         let aligned = fetch.offset <= fetched.log_start_offset
             || self.layout.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
         let absorbed = match decoded {
-            Some(decoded) if decoded.holds(aligned) => decoded.0,
+            Some(decoded) if decoded.holds(&fetched, aligned) => decoded.result,
             _ => {
                 let response = Response {
                     records: fetched.records.clone(),
@@ -1133,5 +1146,108 @@ impl ReplayCore {
             region: self.regions[k].range.region,
             record,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use walfetch_codec::{BatchBuilder, NewRecord};
+
+    use super::*;
+    use crate::error_code::ErrorCode;
+
+    const REGION: RegionId = 7;
+
+    /// A batch of `REGION`'s records at `base..base + 5`.
+    fn batch(base: i64) -> Bytes {
+        let records: Vec<NewRecord> = (0..5)
+            .map(|i| NewRecord {
+                key: Some(Bytes::copy_from_slice(&REGION.to_be_bytes())),
+                ..NewRecord::value(i, format!("record {}", base + i64::from(i)))
+            })
+            .collect();
+        BatchBuilder::new(base)
+            .encode(&records)
+            .expect("encode")
+            .bytes
+    }
+
+    fn answer(records: Bytes) -> FetchAnswer {
+        FetchAnswer::Fetched(FetchedPartition {
+            wire_bytes: records.len(),
+            records,
+            high_watermark: 10,
+            last_stable_offset: 10,
+            log_start_offset: 0,
+            aborted_transactions: Vec::new(),
+            error_code: ErrorCode::None,
+            broker: "test:9092".to_owned(),
+            version: 12,
+            throttle_time_ms: 0,
+            preferred_read_replica: -1,
+        })
+    }
+
+    /// A core replaying `REGION`'s offsets 0..10, and its first fetch.
+    fn core() -> (ReplayCore, OutgoingFetch) {
+        let mut index = WalIndex::new();
+        for offset in 0..10 {
+            index
+                .push(REGION, IndexEntry::offset_only(offset))
+                .expect("push");
+        }
+        index.set_last_index(9);
+        let range = RegionRange {
+            region: REGION,
+            from: 0,
+            to: 10,
+        };
+        let mut core = ReplayCore::new(
+            "t",
+            0,
+            &index,
+            &[range],
+            ReplayOptions::default(),
+            Instant::now(),
+        )
+        .expect("core");
+        let fetch = core.poll_fetch(u64::MAX, 0).expect("a first fetch");
+        (core, fetch)
+    }
+
+    fn yielded(core: &mut ReplayCore) -> Vec<i64> {
+        std::iter::from_fn(|| core.poll_entry(Instant::now()))
+            .map(|e| e.expect("an entry").record.offset())
+            .collect()
+    }
+
+    #[test]
+    fn a_decoded_answer_is_taken_as_the_core_would_take_it() {
+        let both: Bytes = [batch(0), batch(5)].concat().into();
+        let (mut direct, fetch) = core();
+        direct.handle_response(fetch.id, answer(both.clone()));
+        let (mut apart, fetch) = core();
+        let reply = answer(both);
+        let decoded = apart.decoder(fetch.id).and_then(|d| d.decode(&reply));
+        assert!(decoded.is_some());
+        apart.handle_decoded(fetch.id, reply, decoded);
+        assert_eq!(yielded(&mut apart), (0..10).collect::<Vec<_>>());
+        assert_eq!(yielded(&mut direct), (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_reading_of_another_answer_is_not_used() {
+        let (mut core, fetch) = core();
+        let decoder = core.decoder(fetch.id).expect("in flight");
+        // Read from an answer holding the first batch only...
+        let first_only = decoder.decode(&answer(batch(0)));
+        // ...handed over with one holding both: the core reads that one.
+        // (Taken, the reading would give offsets 0..5 only.)
+        core.handle_decoded(
+            fetch.id,
+            answer([batch(0), batch(5)].concat().into()),
+            first_only,
+        );
+        assert_eq!(yielded(&mut core), (0..10).collect::<Vec<_>>());
     }
 }
