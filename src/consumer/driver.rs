@@ -34,13 +34,11 @@ struct Answered {
     decoded: Option<Decoded>,
 }
 
-/// A fetch to send: its core, its id there, what to fetch, and how to
-/// decode the answer where it is not left to the core.
+/// A fetch to send: its core, its id there, what to fetch.
 struct Outgoing {
     core: usize,
     id: FetchId,
     params: FetchParams,
-    decoder: Option<ResponseDecoder>,
 }
 
 /// The most a request carrying several partitions' fetches asks for.
@@ -379,7 +377,6 @@ impl Driver {
                     core: i,
                     id: out.id,
                     params,
-                    decoder: None,
                 };
                 // A request names a partition once: a partition's second
                 // fetch goes in the next request. And it asks for at most
@@ -415,16 +412,15 @@ impl Driver {
     /// decoding one response overlaps the driver's work and the other
     /// responses' decoding; a smaller one runs as the driver polls it, and
     /// its answers are decoded by their cores.
-    fn send(&mut self, mut fetches: Vec<Outgoing>) {
+    fn send(&mut self, fetches: Vec<Outgoing>) {
         let runtime = self
             .runtime
             .as_ref()
             .filter(|_| asked_by(&fetches) >= DECODE_APART_BYTES);
-        if runtime.is_some() {
-            for fetch in &mut fetches {
-                fetch.decoder = self.cores[fetch.core].decoder(fetch.id);
-            }
-        }
+        let decoders: Vec<Option<ResponseDecoder>> = fetches
+            .iter()
+            .map(|f| runtime.and_then(|_| self.cores[f.core].decoder(f.id)))
+            .collect();
         let cluster = Arc::clone(&self.cluster);
         let ids: Vec<(usize, FetchId)> = fetches.iter().map(|f| (f.core, f.id)).collect();
         let sent = Instant::now();
@@ -432,9 +428,10 @@ impl Driver {
             let params: Vec<FetchParams> = fetches.iter().map(|f| f.params.clone()).collect();
             let many = cluster.fetch_many(&params).await;
             let mut answers = Vec::with_capacity(fetches.len());
-            for (fetch, result) in fetches.into_iter().zip(many.partitions) {
+            for ((fetch, decoder), result) in fetches.into_iter().zip(decoders).zip(many.partitions)
+            {
                 let answer = out_of_range(&cluster, &fetch.params, result).await;
-                let decoded = match (&answer, &fetch.decoder) {
+                let decoded = match (&answer, &decoder) {
                     (Ok(answer), Some(decoder)) => decoder.decode(answer),
                     _ => None,
                 };
