@@ -27,8 +27,9 @@ struct Answered {
     /// The core it is for, and its id there.
     core: usize,
     id: FetchId,
-    /// When it was sent.
+    /// When it was sent, and when its answer came, before it was decoded.
     sent: Instant,
+    received: Instant,
     answer: Result<FetchAnswer, ClientError>,
     /// The answer as its core's decoder read it.
     decoded: Option<Decoded>,
@@ -243,24 +244,28 @@ impl Driver {
     /// kept and the cores plan with the prior throughout. Whether any
     /// broker's cost model changed.
     fn learn(&mut self, answers: &[Answered]) -> bool {
-        let now = Instant::now();
-        let mut by_broker: HashMap<&str, (Instant, u64)> = HashMap::new();
+        let mut by_broker: HashMap<&str, (Instant, Instant, u64)> = HashMap::new();
         for a in answers {
             if let Ok(FetchAnswer::Fetched(fetched)) = &a.answer {
-                let seen = by_broker.entry(&fetched.broker).or_insert((a.sent, 0));
+                let seen = by_broker
+                    .entry(&fetched.broker)
+                    .or_insert((a.sent, a.received, 0));
                 seen.0 = seen.0.min(a.sent);
-                seen.1 += fetched.wire_bytes as u64;
+                seen.1 = seen.1.max(a.received);
+                seen.2 += fetched.wire_bytes as u64;
             }
         }
         let mut changed = false;
-        for (broker, (sent, bytes)) in by_broker {
+        // An answer decoded in its request's task counts from when it came,
+        // not from when its decoding was done: that is the client's work.
+        for (broker, (sent, received, bytes)) in by_broker {
             let prior = self.prior;
             let link = self
                 .links
                 .entry(broker.to_owned())
                 .or_insert_with(|| LinkEstimator::new(prior));
             let before = link.cost_model();
-            link.observe(sent, now, bytes);
+            link.observe(sent, received, bytes);
             let after = link.cost_model();
             if after != before {
                 tracing::debug!(
@@ -427,6 +432,7 @@ impl Driver {
         let request = async move {
             let params: Vec<FetchParams> = fetches.iter().map(|f| f.params.clone()).collect();
             let many = cluster.fetch_many(&params).await;
+            let received = Instant::now();
             let mut answers = Vec::with_capacity(fetches.len());
             for ((fetch, decoder), result) in fetches.into_iter().zip(decoders).zip(many.partitions)
             {
@@ -439,6 +445,7 @@ impl Driver {
                     core: fetch.core,
                     id: fetch.id,
                     sent,
+                    received,
                     answer,
                     decoded,
                 });
@@ -466,12 +473,14 @@ impl Driver {
 
 /// The answers of a request whose task the runtime cancelled.
 fn cancelled(ids: Vec<(usize, FetchId)>, sent: Instant) -> RequestDone {
+    let received = Instant::now();
     let answers = ids
         .into_iter()
         .map(|(core, id)| Answered {
             core,
             id,
             sent,
+            received,
             answer: Err(ClientError::InvalidArgument(
                 "the fetch's task was cancelled: the runtime is shutting down".into(),
             )),
