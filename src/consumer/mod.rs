@@ -88,7 +88,8 @@ impl Consumer {
         Ok(Self { recovery })
     }
 
-    /// The counters so far, with the floor of what was yielded.
+    /// The counters so far, with the floor of what was yielded (worked
+    /// out on each call, see [`Recovery::stats`]).
     pub fn stats(&self) -> ReplayStats {
         self.recovery.stats()
     }

@@ -312,7 +312,9 @@ impl Recovery {
 
     /// The counters of the whole recovery so far, with per-region figures
     /// in [`ReplayStats::regions`]. Round trips count the critical path
-    /// over all partitions (fetches sent side by side share one).
+    /// over all partitions (fetches sent side by side share one). It works
+    /// out [`ReplayStats::floor_bytes`] from every batch seen, in time that
+    /// grows with them: cheap once at the end, dear after every entry.
     pub fn stats(&self) -> ReplayStats {
         self.driver.stats()
     }

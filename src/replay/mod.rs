@@ -726,7 +726,8 @@ impl ReplayCore {
     }
 
     /// The counters so far, with the floor of what was yielded and each
-    /// region's figures.
+    /// region's figures. The floor is worked out on each call from every
+    /// batch seen, in time that grows with them.
     pub fn stats(&self) -> ReplayStats {
         let mut stats = self.stats.clone();
         stats.floor_bytes = floor_from_layout(
