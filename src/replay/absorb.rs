@@ -24,6 +24,7 @@ use walfetch_codec::{
     RecordCheck, TransactionFilter,
 };
 
+use crate::cluster::FetchedPartition;
 use crate::index::IndexEntry;
 use crate::plan::{FetchKind, PlannedFetch, SeenBatch};
 use crate::replay::CutRecords;
@@ -38,6 +39,18 @@ pub(crate) struct Response<'a> {
     /// fetched): a response that starts above the first wanted offset then
     /// shows offsets that do not exist, not a batch the broker skipped.
     pub(crate) aligned: bool,
+}
+
+impl<'a> Response<'a> {
+    /// The records of `fetched`, its aborted transactions, and whether the
+    /// fetch offset is known to be `aligned`.
+    pub(crate) fn of(fetched: &'a FetchedPartition, aligned: bool) -> Self {
+        Self {
+            records: fetched.records.clone(),
+            aborted: &fetched.aborted_transactions,
+            aligned,
+        }
+    }
 }
 
 /// How to read responses.

@@ -150,11 +150,7 @@ impl ResponseDecoder {
         let FetchAnswer::Fetched(fetched) = answer else {
             return None;
         };
-        let response = Response {
-            records: fetched.records.clone(),
-            aborted: &fetched.aborted_transactions,
-            aligned: true,
-        };
+        let response = Response::of(fetched, true);
         Some(Decoded {
             id: self.id,
             records: fetched.records.clone(),
@@ -797,11 +793,7 @@ impl ReplayCore {
         let absorbed = match decoded {
             Some(decoded) if decoded.holds(&fetched, aligned) => decoded.result,
             _ => {
-                let response = Response {
-                    records: fetched.records.clone(),
-                    aborted: &fetched.aborted_transactions,
-                    aligned,
-                };
+                let response = Response::of(&fetched, aligned);
                 absorb(&self.entries, &fetch, &response, &self.absorb_options())
             }
         };
