@@ -3,9 +3,13 @@
 //!
 //! # Batches
 //! Entries wait in *groups* — one per region in the clustered mode, one
-//! for all in the interleaved mode — to be encoded by the codec (any
-//! compression) into record batches, one Produce request per batch, with
-//! `acks = all`. A group's first entries become a batch when a request
+//! for all in the interleaved mode — to become record batches, one
+//! Produce request per batch, with `acks = all`. Each entry's record is
+//! written into its group's next batch when the writer takes it (as the
+//! Java producer writes a record into its batch on `send`), and the
+//! batch is compressed (any codec) when it is formed: so the writer reads
+//! an entry's bytes while they are fresh, in append order, and compresses
+//! one contiguous buffer per batch. A group's first entries become a batch when a request
 //! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
 //! the group's first entry has waited [`WriterConfig::linger`] since its
 //! `append` (the time an entry spent in the channel to the writer task
@@ -69,7 +73,8 @@
 //! # Records and the index
 //! Each entry's record has the region id as its key (8 bytes, big-endian)
 //! — the rule `walfetch index build --key` reads back — the payload as its
-//! value, and the caller's headers, preceded (with
+//! value, its timestamp when the writer took it, and the caller's
+//! headers, preceded (with
 //! [`WriterConfig::record_checksums`], the default) by the per-record
 //! checksum header [`walfetch_codec::RECORD_CHECKSUM_HEADER`]: a CRC32C of
 //! key and value that lets a reader check a record it read without the
@@ -99,7 +104,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use walfetch_codec::{
     record_checksum_header, BatchBuilder, Batches, Compression, DecodeOptions, NewRecord,
-    RECORD_CHECKSUM_HEADER,
+    RecordsBuffer, RECORD_CHECKSUM_HEADER,
 };
 
 use crate::cluster::{ClientError, Cluster, FetchParams, ProduceAnswer, ProducerIdentity};
@@ -311,17 +316,27 @@ struct Pending {
     appended: Instant,
 }
 
-/// An entry the writer task took, waiting in its region's group.
-struct Waiting {
-    pending: Pending,
-    /// The writer's count of entries taken before it: the age order
-    /// across groups.
+/// An entry the writer task took, as far as its batch's answer needs it:
+/// its record is written into its batch as it is taken.
+struct Member {
+    region: RegionId,
+    ack: oneshot::Sender<Result<i64, Error>>,
+}
+
+/// The entries of a group that make its next batch, in append order,
+/// their records written as they were taken (while their bytes are
+/// fresh: read later, in region order, they are scattered in memory).
+struct Open {
+    /// The writer's count of entries taken before its first entry: the
+    /// age order across groups.
     seq: u64,
-    /// When it was appended: its group's linger runs from its first
-    /// entry's.
+    /// When its first entry was appended: the group's linger runs from
+    /// there.
     at: Instant,
-    /// What it counts against `max_batch_bytes`.
+    /// What its entries count against `max_batch_bytes`.
     bytes: usize,
+    members: Vec<Member>,
+    records: RecordsBuffer,
 }
 
 enum Command {
@@ -489,7 +504,9 @@ struct Encoded {
 struct Batch {
     /// The writer's own count of batches, in the order they were formed.
     number: u64,
-    entries: Vec<Pending>,
+    entries: Vec<Member>,
+    /// Its records, kept to encode them again under a new producer id.
+    records: RecordsBuffer,
     encoded: Option<Encoded>,
     /// When it was first tried (the retry deadline runs from there).
     first_try: Option<Instant>,
@@ -512,11 +529,12 @@ struct InFlight {
 }
 
 /// The entries not yet in a batch of one region (clustered) or of all
-/// (interleaved), in append order.
+/// (interleaved), in append order, already split into batches: a batch
+/// takes entries up to `max_batch_bytes` (at least one).
 #[derive(Default)]
 struct Group {
     bytes: usize,
-    entries: VecDeque<Waiting>,
+    batches: VecDeque<Open>,
 }
 
 impl Group {
@@ -525,25 +543,37 @@ impl Group {
         self.bytes >= max_batch_bytes
     }
 
-    /// Its first entries up to `max_batch_bytes` (at least one).
-    fn take_batch(&mut self, max_batch_bytes: usize) -> Vec<Waiting> {
-        let mut taken = Vec::new();
-        let mut bytes = 0;
-        while let Some(next) = self.entries.front() {
-            if !taken.is_empty() && bytes + next.bytes > max_batch_bytes {
-                break;
-            }
-            let Some(next) = self.entries.pop_front() else {
-                break;
-            };
-            bytes += next.bytes;
-            taken.push(next);
-            if bytes >= max_batch_bytes {
-                break;
-            }
+    /// The batch an entry counting `bytes` goes into: the last one, or a
+    /// new one when the last cannot take it.
+    fn open_for(
+        &mut self,
+        bytes: usize,
+        max_batch_bytes: usize,
+        seq: u64,
+        at: Instant,
+    ) -> &mut Open {
+        let fits = self
+            .batches
+            .back()
+            .is_some_and(|b| b.bytes < max_batch_bytes && b.bytes + bytes <= max_batch_bytes);
+        if !fits {
+            self.batches.push_back(Open {
+                seq,
+                at,
+                bytes: 0,
+                members: Vec::new(),
+                records: RecordsBuffer::with_capacity(bytes),
+            });
         }
-        self.bytes -= bytes;
-        taken
+        let last = self.batches.len() - 1;
+        &mut self.batches[last]
+    }
+
+    /// Its first batch.
+    fn take_batch(&mut self) -> Option<Open> {
+        let taken = self.batches.pop_front()?;
+        self.bytes -= taken.bytes;
+        Some(taken)
     }
 }
 
@@ -691,12 +721,18 @@ impl Task {
             }
     }
 
-    /// Adds an entry to its group.
+    /// Adds an entry to its group, writing its record into the group's
+    /// batch to be; an entry whose record cannot be written (a field too
+    /// long for Kafka's lengths) is refused alone.
     fn add(&mut self, pending: Pending) {
-        let bytes = self.entry_bytes(&pending.entry);
-        self.buffered += bytes;
+        let Pending {
+            entry,
+            ack,
+            appended,
+        } = pending;
+        let bytes = self.entry_bytes(&entry);
         let key = match self.config.mode {
-            WriterMode::Clustered => pending.entry.region,
+            WriterMode::Clustered => entry.region,
             WriterMode::Interleaved => 0,
         };
         let max = self.config.max_batch_bytes;
@@ -704,22 +740,37 @@ impl Task {
         // order of their clocks; kept in the order taken, an older group
         // is never due later than a younger one (by a few microseconds at
         // most), which lets `next_group` look at the oldest group only.
-        let at = self
-            .latest
-            .map_or(pending.appended, |l| l.max(pending.appended));
-        self.latest = Some(at);
+        let at = self.latest.map_or(appended, |l| l.max(appended));
         let seq = self.taken;
-        self.taken += 1;
+        let checksums = self.config.record_checksums;
         let group = self.groups.entry(key).or_default();
         let was_full = group.full(max);
-        group.bytes += bytes;
-        group.entries.push_back(Waiting {
-            pending,
-            seq,
-            at,
-            bytes,
+        let open = group.open_for(bytes, max, seq, at);
+        let delta = i32::try_from(open.records.len()).unwrap_or(i32::MAX);
+        if let Err(source) = open.records.push(&record(&entry, delta, checksums)) {
+            if open.members.is_empty() {
+                group.batches.pop_back();
+                if group.batches.is_empty() {
+                    self.groups.remove(&key);
+                }
+            }
+            let _ = ack.send(Err(Error::Encode {
+                topic: self.config.topic.clone(),
+                partition: self.config.partition,
+                source,
+            }));
+            return;
+        }
+        open.bytes += bytes;
+        open.members.push(Member {
+            region: entry.region,
+            ack,
         });
-        let head = group.entries.front().map_or(seq, |w| w.seq);
+        group.bytes += bytes;
+        self.buffered += bytes;
+        self.latest = Some(at);
+        self.taken += 1;
+        let head = group.batches.front().map_or(seq, |b| b.seq);
         if head == seq {
             self.heads.insert(seq, key);
         }
@@ -740,7 +791,7 @@ impl Task {
     /// ([`due`]).
     fn oldest(&self) -> Option<(RegionId, Instant)> {
         let (_, &key) = self.heads.first_key_value()?;
-        let head = self.groups.get(&key)?.entries.front()?;
+        let head = self.groups.get(&key)?.batches.front()?;
         Some((key, due(head.at, self.config.linger)))
     }
 
@@ -817,12 +868,12 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
-        if let Some(head) = group.entries.front() {
-            self.heads.remove(&head.seq);
-            self.full_heads.remove(&head.seq);
-        }
-        let taken = group.take_batch(max);
-        match group.entries.front() {
+        let Some(taken) = group.take_batch() else {
+            return;
+        };
+        self.heads.remove(&taken.seq);
+        self.full_heads.remove(&taken.seq);
+        match group.batches.front() {
             Some(head) => {
                 self.heads.insert(head.seq, key);
                 if group.full(max) {
@@ -833,17 +884,15 @@ impl Task {
                 self.groups.remove(&key);
             }
         }
-        if !taken.is_empty() {
-            self.form(taken);
-        }
+        self.form(taken);
     }
 
-    fn form(&mut self, entries: Vec<Waiting>) {
-        let buffered = entries.iter().map(|w| w.bytes).sum();
+    fn form(&mut self, open: Open) {
         self.ready.push_back(Batch {
-            buffered,
+            buffered: open.bytes,
             number: self.next_number,
-            entries: entries.into_iter().map(|w| w.pending).collect(),
+            entries: open.members,
+            records: open.records,
             encoded: None,
             first_try: None,
             sent: false,
@@ -1009,38 +1058,13 @@ impl Task {
     /// Encodes a batch, stamped with the producer and its next sequence
     /// numbers when idempotent.
     fn encode(&mut self, batch: &Batch) -> Result<Encoded, walfetch_codec::Error> {
-        let timestamp = now_ms();
-        let checksums = self.config.record_checksums;
-        let records: Vec<NewRecord> = batch
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let key = Bytes::copy_from_slice(&p.entry.region.to_be_bytes());
-                let mut headers = Vec::with_capacity(p.entry.headers.len() + 1);
-                if checksums {
-                    let sum = record_checksum_header(Some(&key), Some(&p.entry.payload));
-                    headers.push((
-                        Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
-                        Some(Bytes::copy_from_slice(&sum)),
-                    ));
-                }
-                headers.extend(p.entry.headers.iter().cloned());
-                NewRecord {
-                    offset_delta: i32::try_from(i).unwrap_or(i32::MAX),
-                    timestamp,
-                    key: Some(key),
-                    value: Some(p.entry.payload.clone()),
-                    headers,
-                }
-            })
-            .collect();
+        let records = &batch.records;
         let mut builder = BatchBuilder::new(0).compression(self.config.compression);
         let stamp = self.producer.map(|id| (id, self.next_sequence));
         if let Some((id, sequence)) = stamp {
             builder = builder.producer(id.id, id.epoch, sequence);
         }
-        let encoded = builder.encode(&records)?;
+        let encoded = builder.encode_records(records)?;
         if stamp.is_some() {
             // Sequences wrap at i32::MAX, as Kafka's do.
             let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
@@ -1254,7 +1278,7 @@ impl Task {
                 };
                 // Offsets from the broker only grow; a failure here means
                 // a broker reused offsets, which the index must not hide.
-                if let Err(e) = index.push(p.entry.region, entry) {
+                if let Err(e) = index.push(p.region, entry) {
                     tracing::error!(error = %e, "WAL index rejected an entry");
                 }
             }
@@ -1264,6 +1288,29 @@ impl Task {
         for (i, p) in batch.entries.into_iter().enumerate() {
             let _ = p.ack.send(Ok(base + i as i64));
         }
+    }
+}
+
+/// An entry's record: the region id as key, the payload as value, and the
+/// checksum header (when on) before the entry's own headers. Its timestamp
+/// is when the writer took it.
+fn record(entry: &WalEntry, offset_delta: i32, checksums: bool) -> NewRecord {
+    let key = Bytes::copy_from_slice(&entry.region.to_be_bytes());
+    let mut headers = Vec::with_capacity(entry.headers.len() + 1);
+    if checksums {
+        let sum = record_checksum_header(Some(&key), Some(&entry.payload));
+        headers.push((
+            Bytes::from_static(RECORD_CHECKSUM_HEADER.as_bytes()),
+            Some(Bytes::copy_from_slice(&sum)),
+        ));
+    }
+    headers.extend(entry.headers.iter().cloned());
+    NewRecord {
+        offset_delta,
+        timestamp: now_ms(),
+        key: Some(key),
+        value: Some(entry.payload.clone()),
+        headers,
     }
 }
 

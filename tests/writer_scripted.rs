@@ -472,3 +472,42 @@ async fn the_linger_runs_from_the_append_not_from_when_the_writer_took_the_entry
     let log = read_log(&cluster, TOPIC, 0).await;
     check_written(&log, &[(7, payload, offset)], &index, true);
 }
+
+/// A record's timestamp is when the writer took its entry, as a Kafka
+/// producer stamps a record when it is sent, not when its batch was
+/// formed: entries of one batch appended 60 ms apart are 60 ms apart in
+/// the log.
+#[tokio::test]
+async fn records_are_stamped_when_taken_not_when_their_batch_is_formed() {
+    let (_scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0)
+        .with_compression(Compression::Lz4)
+        .with_linger(Duration::from_secs(5));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut appended = Vec::new();
+    let mut pending = Vec::new();
+    for i in 0..3u8 {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+        let payload = Bytes::from(vec![i; 100]);
+        pending.push((
+            payload.clone(),
+            writer.append(WalEntry::new(4, payload)).await.unwrap(),
+        ));
+    }
+    writer.flush().await.unwrap();
+    for (payload, offset) in pending {
+        appended.push((4, payload, offset.await.expect("written")));
+    }
+    let index = writer.close().await.expect("closed");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    assert_eq!(log.len(), 1, "one batch: {log:?}");
+    check_written(&log, &appended, &index, true);
+    let stamps: Vec<i64> = log[0].records.iter().map(|r| r.timestamp).collect();
+    for pair in stamps.windows(2) {
+        assert!(pair[1] - pair[0] >= 50, "{stamps:?}");
+    }
+    assert_eq!(log[0].header.base_timestamp, stamps[0]);
+    assert_eq!(log[0].header.max_timestamp, stamps[2]);
+}

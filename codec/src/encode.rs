@@ -175,66 +175,56 @@ impl BatchBuilder {
 
     /// Encodes `records` into one batch, computing lengths and the CRC.
     pub fn encode(&self, records: &[NewRecord]) -> Result<EncodedBatch, Error> {
-        let invalid = |what: String| Err(Error::InvalidInput { what });
-        let (Some(first), Some(last)) = (records.first(), records.last()) else {
-            return invalid("a batch needs at least one record".into());
+        let hint = records.iter().map(NewRecord::encoded_len_hint).sum();
+        let mut body = RecordsBuffer::with_capacity(hint);
+        for record in records {
+            body.push(record)?;
+        }
+        self.encode_records(&body)
+    }
+
+    /// Encodes records already written into a [`RecordsBuffer`] into one
+    /// batch: the header, and the records compressed (or copied) after it.
+    pub fn encode_records(&self, records: &RecordsBuffer) -> Result<EncodedBatch, Error> {
+        let (Some(last_offset_delta), Some(base_timestamp)) =
+            (records.last_delta, records.base_timestamp)
+        else {
+            return Err(Error::InvalidInput {
+                what: "a batch needs at least one record".into(),
+            });
         };
-        if first.offset_delta < 0 {
-            return invalid(format!("offset delta {} is negative", first.offset_delta));
-        }
-        if let Some(w) = records
-            .windows(2)
-            .find(|w| w[1].offset_delta <= w[0].offset_delta)
-        {
-            return invalid(format!(
-                "offset deltas must increase: {} follows {}",
-                w[1].offset_delta, w[0].offset_delta
-            ));
-        }
         if self
             .base_offset
-            .checked_add(i64::from(last.offset_delta))
+            .checked_add(i64::from(last_offset_delta))
             .is_none()
         {
-            return invalid(format!(
-                "base offset {} plus offset delta {} overflows an i64",
-                self.base_offset, last.offset_delta
-            ));
+            return Err(Error::InvalidInput {
+                what: format!(
+                    "base offset {} plus offset delta {last_offset_delta} overflows an i64",
+                    self.base_offset
+                ),
+            });
         }
-        let base_timestamp = first.timestamp;
-        let max_timestamp = records
-            .iter()
-            .map(|r| r.timestamp)
-            .max()
-            .unwrap_or(base_timestamp);
-
         // The header is written last, over room left for it at the front:
-        // uncompressed records go straight after it, compressed ones are
+        // uncompressed records are copied after it, compressed ones are
         // compressed straight after it.
-        let hint: usize = records.iter().map(|r| r.encoded_len_hint()).sum();
-        let mut record_ranges = Vec::with_capacity(records.len());
+        let body = &records.body;
+        let mut record_ranges = records.ranges.clone();
         let mut out;
         if self.compression == Compression::None {
-            out = Vec::with_capacity(HEADER_LEN + hint);
+            out = Vec::with_capacity(HEADER_LEN + body.len());
             out.resize(HEADER_LEN, 0);
-            for record in records {
-                let start = out.len();
-                write_record(&mut out, record, base_timestamp)?;
-                record_ranges.push(start..out.len());
+            out.extend_from_slice(body);
+            for range in &mut record_ranges {
+                *range = range.start + HEADER_LEN..range.end + HEADER_LEN;
             }
         } else {
-            let mut body = Vec::with_capacity(hint);
-            for record in records {
-                let start = body.len();
-                write_record(&mut body, record, base_timestamp)?;
-                record_ranges.push(start..body.len());
-            }
             out = Vec::with_capacity(HEADER_LEN + body.len() / 2 + 64);
             out.resize(HEADER_LEN, 0);
             let opts = CompressOptions {
                 snappy_framing: self.snappy_framing,
             };
-            compression::compress_into(self.compression, &body, opts, &mut out).map_err(
+            compression::compress_into(self.compression, body, opts, &mut out).map_err(
                 |source| Error::Compress {
                     codec: self.compression,
                     source,
@@ -263,9 +253,9 @@ impl BatchBuilder {
                 self.transactional,
                 self.control,
             ),
-            last_offset_delta: last.offset_delta,
+            last_offset_delta,
             base_timestamp,
-            max_timestamp,
+            max_timestamp: records.max_timestamp,
             producer_id: self.producer_id,
             producer_epoch: self.producer_epoch,
             base_sequence: self.base_sequence,
@@ -279,6 +269,93 @@ impl BatchBuilder {
             header: BatchHeader { crc, ..header },
             record_ranges,
         })
+    }
+}
+
+/// A batch's records section, written one record at a time as they come,
+/// for [`BatchBuilder::encode_records`]. A producer that gathers records
+/// for a while before sending them (Kafka's Java producer writes each into
+/// its batch as it is sent) so touches each record's bytes while they are
+/// fresh, and later compresses one contiguous buffer.
+///
+/// Timestamps are stored relative to the first record's, which becomes
+/// the batch's base timestamp.
+///
+/// ```
+/// use walfetch_codec::{BatchBuilder, Compression, NewRecord, RecordsBuffer};
+///
+/// let mut records = RecordsBuffer::default();
+/// records.push(&NewRecord::value(0, "a")).unwrap();
+/// records.push(&NewRecord::value(1, "b")).unwrap();
+/// let batch = BatchBuilder::new(7).compression(Compression::Lz4).encode_records(&records).unwrap();
+/// assert_eq!(batch.header.record_count, 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordsBuffer {
+    body: Vec<u8>,
+    /// Each record's byte range in `body` (length varint included).
+    ranges: Vec<Range<usize>>,
+    last_delta: Option<i32>,
+    base_timestamp: Option<i64>,
+    max_timestamp: i64,
+}
+
+impl RecordsBuffer {
+    /// An empty buffer with room for `bytes` of records.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self {
+            body: Vec::with_capacity(bytes),
+            ..Self::default()
+        }
+    }
+
+    /// Writes `record` after the others. Its offset delta must be above the
+    /// previous record's (the first's at least 0); nothing is written when
+    /// it is not, or when a field is too long for a record.
+    pub fn push(&mut self, record: &NewRecord) -> Result<(), Error> {
+        let delta = record.offset_delta;
+        match self.last_delta {
+            None if delta < 0 => {
+                return Err(Error::InvalidInput {
+                    what: format!("offset delta {delta} is negative"),
+                })
+            }
+            Some(last) if delta <= last => {
+                return Err(Error::InvalidInput {
+                    what: format!("offset deltas must increase: {delta} follows {last}"),
+                })
+            }
+            _ => {}
+        }
+        let base = self.base_timestamp.unwrap_or(record.timestamp);
+        let start = self.body.len();
+        if let Err(e) = write_record(&mut self.body, record, base) {
+            self.body.truncate(start);
+            return Err(e);
+        }
+        self.ranges.push(start..self.body.len());
+        self.last_delta = Some(delta);
+        self.base_timestamp = Some(base);
+        self.max_timestamp = match self.ranges.len() {
+            1 => record.timestamp,
+            _ => self.max_timestamp.max(record.timestamp),
+        };
+        Ok(())
+    }
+
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Whether it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// The records' encoded bytes, before compression.
+    pub fn encoded_len(&self) -> usize {
+        self.body.len()
     }
 }
 

@@ -18,7 +18,7 @@ pub use batches::{Batches, DecodeOptions, PartialBatch, DEFAULT_MAX_DECOMPRESSED
 pub use checksum::{record_checksum, record_checksum_header, RecordCheck, RECORD_CHECKSUM_HEADER};
 pub use compression::SnappyFraming;
 pub use control::{ControlRecord, ControlType};
-pub use encode::{BatchBuilder, EncodedBatch, NewRecord};
+pub use encode::{BatchBuilder, EncodedBatch, NewRecord, RecordsBuffer};
 pub use error::{Error, Section};
 pub use header::{Attributes, BatchHeader, Compression, TimestampType, HEADER_LEN, LOG_OVERHEAD};
 pub use record::{Header, Headers, Record, RecordRef};

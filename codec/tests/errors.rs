@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use walfetch_codec::{
     AbortedTransaction, BatchBuilder, Batches, Compression, ControlType, DecodeOptions, Error,
-    NewRecord, RecordBatch, TimestampType, TransactionFilter,
+    NewRecord, RecordBatch, RecordsBuffer, TimestampType, TransactionFilter,
 };
 
 fn values(n: i32, size: usize) -> Vec<NewRecord> {
@@ -438,4 +438,57 @@ fn record_ranges_point_at_each_record() {
         .encode(&values(2, 3))
         .unwrap();
     assert_eq!(compressed.record_end_in_batch(0), None);
+}
+
+/// A producer writes records into a batch as they come: a record the
+/// batch cannot take leaves what was written untouched, and the batch's
+/// timestamps run from its first record's.
+#[test]
+fn a_records_buffer_refuses_a_record_alone_and_stamps_from_the_first() {
+    let mut buffer = RecordsBuffer::default();
+    assert!(matches!(
+        BatchBuilder::new(0).encode_records(&buffer),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(buffer.push(&NewRecord::value(-1, "negative")).is_err());
+    let first = NewRecord {
+        timestamp: 1_000,
+        ..NewRecord::value(0, "a")
+    };
+    buffer.push(&first).unwrap();
+    let written = buffer.clone();
+    assert!(buffer.push(&NewRecord::value(0, "again")).is_err());
+    assert_eq!(buffer, written, "a refused record leaves no trace");
+    let earlier = NewRecord {
+        timestamp: 940,
+        ..NewRecord::value(2, "b")
+    };
+    let later = NewRecord {
+        timestamp: 1_070,
+        ..NewRecord::value(5, "c")
+    };
+    buffer.push(&earlier).unwrap();
+    buffer.push(&later).unwrap();
+    assert_eq!(buffer.len(), 3);
+    for compression in [Compression::None, Compression::Lz4] {
+        let encoded = BatchBuilder::new(10)
+            .compression(compression)
+            .encode_records(&buffer)
+            .unwrap();
+        let same = BatchBuilder::new(10)
+            .compression(compression)
+            .encode(&[first.clone(), earlier.clone(), later.clone()])
+            .unwrap();
+        assert_eq!(encoded, same);
+        let batch = only_batch(encoded.bytes);
+        assert_eq!(batch.header().base_timestamp, 1_000);
+        assert_eq!(batch.header().max_timestamp, 1_070);
+        assert_eq!(batch.last_offset(), 15);
+        let got: Vec<(i64, i64)> = batch
+            .records()
+            .unwrap()
+            .map(|r| r.map(|r| (r.offset(), r.timestamp())).unwrap())
+            .collect();
+        assert_eq!(got, [(10, 1_000), (12, 940), (15, 1_070)]);
+    }
 }

@@ -17,6 +17,8 @@ use walfetch::index::{RegionId, WalIndex};
 #[derive(Debug, Clone)]
 pub(crate) struct LogRecord {
     pub(crate) offset: i64,
+    /// Its timestamp (milliseconds).
+    pub(crate) timestamp: i64,
     pub(crate) key: Option<Bytes>,
     pub(crate) value: Option<Bytes>,
     pub(crate) headers: Vec<(Bytes, Option<Bytes>)>,
@@ -58,6 +60,7 @@ pub(crate) async fn read_log(cluster: &Cluster, topic: &str, partition: i32) -> 
                     let r = r.expect("a valid record");
                     LogRecord {
                         offset: r.offset(),
+                        timestamp: r.timestamp(),
                         key: r.key_bytes(),
                         value: r.value_bytes(),
                         headers: r
