@@ -118,6 +118,10 @@ use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionId, RegionRule
 /// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]).
 pub const BUFFER_BYTES: usize = 32 << 20;
 
+/// The most entries the writer task takes from its queue before it looks
+/// at its groups again (a bound on how long a due batch can wait for it).
+const TAKE_AT_ONCE: usize = 256;
+
 /// The most Produce requests an idempotent producer may have in flight on
 /// one partition: the broker remembers the last five batches of each
 /// producer, so only those can be recognised when sent again.
@@ -696,17 +700,34 @@ impl Task {
                 // `form_due` at the top of the loop takes the due group.
                 () = &mut timer, if armed.is_some() => armed = None,
                 () = sleep_until(resume) => self.resume_at = None,
-                command = queue.recv(), if accepting => match command {
-                    Some(Command::Append(p)) => self.add(p),
-                    Some(Command::Flush(done)) => {
-                        self.form_all();
-                        self.flushes.push((self.next_number, done));
+                command = queue.recv(), if accepting => {
+                    // Entries already appended go into their groups before
+                    // any group is formed: a batch formed first would
+                    // leave them behind, and go out smaller.
+                    let mut next = command;
+                    for taken in 1..=TAKE_AT_ONCE {
+                        match next {
+                            Some(Command::Append(p)) => self.add(p),
+                            Some(Command::Flush(done)) => {
+                                self.form_all();
+                                self.flushes.push((self.next_number, done));
+                                break;
+                            }
+                            None => {
+                                closed = true;
+                                self.form_all();
+                                break;
+                            }
+                        }
+                        if taken == TAKE_AT_ONCE || self.buffered >= self.buffer_cap() {
+                            break;
+                        }
+                        match queue.try_recv() {
+                            Ok(command) => next = Some(command),
+                            Err(_) => break,
+                        }
                     }
-                    None => {
-                        closed = true;
-                        self.form_all();
-                    }
-                },
+                }
             }
         }
     }

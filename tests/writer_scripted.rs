@@ -511,3 +511,31 @@ async fn records_are_stamped_when_taken_not_when_their_batch_is_formed() {
     assert_eq!(log[0].header.base_timestamp, stamps[0]);
     assert_eq!(log[0].header.max_timestamp, stamps[2]);
 }
+
+/// Entries already queued when their group falls due go into its batch:
+/// ten entries of one region, appended before the writer task ran and
+/// past their linger by the time it does, make one batch, not a batch of
+/// the first entry with the rest behind it.
+#[tokio::test(start_paused = true)]
+async fn entries_queued_when_their_group_falls_due_go_into_its_batch() {
+    let (_scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(5));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut pending = Vec::new();
+    for i in 0..10u8 {
+        let payload = Bytes::from(vec![i; 64]);
+        pending.push((
+            payload.clone(),
+            writer.append(WalEntry::new(3, payload)).await.unwrap(),
+        ));
+    }
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let mut appended = Vec::new();
+    for (payload, offset) in pending {
+        appended.push((3, payload, offset.await.expect("written")));
+    }
+    let index = writer.close().await.expect("closed");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    check_written(&log, &appended, &index, true);
+    assert_eq!(log.len(), 1, "{log:?}");
+}
