@@ -9,7 +9,10 @@
 //! Java producer writes a record into its batch on `send`), and the
 //! batch is compressed (any codec) when it is formed: so the writer reads
 //! an entry's bytes while they are fresh, in append order, and compresses
-//! one contiguous buffer per batch. A group's first entries become a batch when a request
+//! one contiguous buffer per batch. The writer takes the entries already
+//! queued before it forms a group's batch, so that a batch leaves with
+//! every entry appended before it. A group's first entries become a batch
+//! when a request
 //! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
 //! the group's first entry has waited [`WriterConfig::linger`] since its
 //! `append` (the time an entry spent in the channel to the writer task
