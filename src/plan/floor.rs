@@ -146,33 +146,45 @@ pub fn floor_from_layout(
     wanted: impl IntoIterator<Item = (i64, Option<u32>)>,
     rules: FetchRules,
 ) -> u64 {
-    // Wanted end per batch base.
-    let mut ends: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
-    for (offset, end) in wanted {
-        if let Some((base, extent)) = layout.containing(offset) {
-            let end = end.unwrap_or(extent.len).min(extent.len);
-            let e = ends.entry(base).or_insert(0);
-            *e = (*e).max(end);
-        }
+    // The wanted records in offset order (a replay yields them so), matched
+    // to their batches in one walk beside the layout's: a record belongs to
+    // the batch with the highest base at or below it, if that batch's known
+    // offsets reach it.
+    let mut wanted: Vec<(i64, Option<u32>)> = wanted.into_iter().collect();
+    if !wanted.is_sorted_by_key(|&(offset, _)| offset) {
+        wanted.sort_unstable_by_key(|&(offset, _)| offset);
     }
+    let mut wanted = wanted.into_iter().peekable();
     // Byte positions: exact along chains of adjacent known batches; an
     // unknown stretch counts as a gap too large to ever read through.
     const UNKNOWN_GAP: u64 = 1 << 50;
     let mut log = Vec::with_capacity(layout.len());
     let mut position = 0u64;
-    let mut previous: Option<(i64, u64)> = None;
-    for (base, extent) in layout.batches() {
-        if let Some((prev_base, prev_end)) = previous {
-            let adjacent = layout.next_adjacent(prev_base).map(|(b, _)| b) == Some(base);
-            position = prev_end + if adjacent { 0 } else { UNKNOWN_GAP };
+    let mut previous_last: Option<i64> = None;
+    let mut batches = layout.batches().peekable();
+    while let Some((base, extent)) = batches.next() {
+        if previous_last.is_some_and(|last| last.checked_add(1) != Some(base)) {
+            position += UNKNOWN_GAP;
+        }
+        let next_base = batches.peek().map_or(i64::MAX, |&(next, _)| next);
+        let mut wanted_end: Option<u32> = None;
+        while let Some(&(offset, end)) = wanted.peek() {
+            if offset >= next_base {
+                break;
+            }
+            wanted.next();
+            if offset >= base && offset <= extent.last_known {
+                let end = end.unwrap_or(extent.len).min(extent.len);
+                wanted_end = Some(wanted_end.map_or(end, |w| w.max(end)));
+            }
         }
         let end = position + u64::from(extent.len);
         log.push(LogBatch {
             start: position,
             end,
-            wanted_end: ends.get(&base).map(|&e| position + u64::from(e)),
+            wanted_end: wanted_end.map(|e| position + u64::from(e)),
         });
-        previous = Some((base, end));
+        previous_last = Some(extent.last_known);
         position = end;
     }
     floor_bytes(&log, rules).0
@@ -302,6 +314,59 @@ mod tests {
             let (bytes, fetches) = floor_bytes(&log, FetchRules::Kafka);
             proptest::prop_assert_eq!(bytes, brute_force(&log));
             proptest::prop_assert_eq!(bytes, fetches.iter().map(|r| r.end - r.start).sum::<u64>());
+        }
+    }
+
+    /// [`floor_from_layout`] as it was first written: each wanted record
+    /// looked up in the layout, adjacency asked of the layout.
+    fn floor_by_lookup(layout: &Layout, wanted: &[(i64, Option<u32>)], rules: FetchRules) -> u64 {
+        let mut ends = std::collections::BTreeMap::new();
+        for &(offset, end) in wanted {
+            if let Some((base, extent)) = layout.containing(offset) {
+                let end = end.unwrap_or(extent.len).min(extent.len);
+                let e = ends.entry(base).or_insert(0);
+                *e = (*e).max(end);
+            }
+        }
+        let mut log = Vec::new();
+        let mut position = 0u64;
+        let mut previous: Option<(i64, u64)> = None;
+        for (base, extent) in layout.batches() {
+            if let Some((prev_base, prev_end)) = previous {
+                let adjacent = layout.next_adjacent(prev_base).map(|(b, _)| b) == Some(base);
+                position = prev_end + if adjacent { 0 } else { 1 << 50 };
+            }
+            let end = position + u64::from(extent.len);
+            log.push(LogBatch {
+                start: position,
+                end,
+                wanted_end: ends.get(&base).map(|&e| position + u64::from(e)),
+            });
+            previous = Some((base, end));
+            position = end;
+        }
+        floor_bytes(&log, rules).0
+    }
+
+    proptest::proptest! {
+        /// Matching the wanted records to batches in one walk gives what
+        /// looking each one up gives, on any layout (batches overlapping,
+        /// apart or adjacent) and any wanted records, in any order.
+        #[test]
+        fn the_walk_matches_the_lookups(
+            batches in proptest::collection::vec((0i64..60, 0i64..12, 1u32..500), 0..12),
+            wanted in proptest::collection::vec((-5i64..80, proptest::option::of(0u32..600)), 0..30),
+        ) {
+            let mut layout = Layout::new();
+            for &(base, span, len) in &batches {
+                layout.observe(base, base + span, len);
+            }
+            for rules in [FetchRules::Kafka, FetchRules::NeverCut] {
+                proptest::prop_assert_eq!(
+                    floor_from_layout(&layout, wanted.iter().copied(), rules),
+                    floor_by_lookup(&layout, &wanted, rules)
+                );
+            }
         }
     }
 

@@ -132,11 +132,11 @@ impl LinkEstimator {
     /// pays each fetch's wait, and learns from all of them, once it has
     /// twice as many.
     fn fit(&self) -> Option<CostModel> {
-        let busy: Vec<&Sample> = self.samples.iter().filter(|s| s.busy).collect();
-        let pool: Vec<&Sample> = if busy.len() >= MIN_SAMPLES {
-            busy
+        let busy = self.samples.iter().filter(|s| s.busy).count();
+        let only_busy = if busy >= MIN_SAMPLES {
+            true
         } else if self.samples.len() >= 2 * MIN_SAMPLES {
-            self.samples.iter().collect()
+            false
         } else {
             return None;
         };
@@ -150,12 +150,16 @@ impl LinkEstimator {
         // bursts and looks cheaper than it is; one that serves a fetch
         // slowly whatever the connection (Tansu 0.6) does not.
         let per_byte = 1.0 / self.prior.bytes_per_second.max(1.0);
-        let mut beyond: Vec<f64> = pool
-            .iter()
-            .map(|s| s.service - per_byte * s.bytes)
-            .collect();
-        beyond.sort_by(f64::total_cmp);
-        let per_fetch = beyond[beyond.len() / 2].max(1e-6);
+        // Worked out after every answer: on the stack, and the median
+        // selected rather than the window sorted.
+        let mut beyond = [0.0f64; WINDOW];
+        let mut n = 0;
+        for s in self.samples.iter().filter(|s| s.busy || !only_busy) {
+            beyond[n] = s.service - per_byte * s.bytes;
+            n += 1;
+        }
+        let (_, median, _) = beyond[..n].select_nth_unstable_by(n / 2, f64::total_cmp);
+        let per_fetch = median.max(1e-6);
         // A fetch that costs no more than the prior's whole round trip,
         // pipeline full, is cheap: the prior (which prices it at its share
         // of the round trip) stays, and the plan spends no bytes to save it.
