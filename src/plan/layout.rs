@@ -87,24 +87,37 @@ impl Layout {
         Self::default()
     }
 
-    /// The batches the index's hints describe, across all regions.
+    /// The batches the index's hints describe, across all regions. A
+    /// batch's length is the one its first hinted entry states (in the
+    /// index's order: region by region, each in offset order).
     pub fn from_index(index: &WalIndex) -> Self {
-        let mut layout = Self::new();
-        for (_, region) in index.regions() {
-            for entry in region.entries() {
-                if let Some(h) = entry.hint {
-                    let e = layout.batches.entry(h.batch_base).or_insert(Extent {
-                        len: h.batch_len,
-                        last_known: entry.offset,
+        // Every hinted entry sorted by its batch's base (stably, so the
+        // first entry of a batch stays first), then one extent per base:
+        // built in one pass rather than looked up in the map per entry.
+        let mut hinted: Vec<(i64, u32, i64)> = index
+            .regions()
+            .flat_map(|(_, region)| region.entries())
+            .filter_map(|e| e.hint.map(|h| (h.batch_base, h.batch_len, e.offset)))
+            .collect();
+        hinted.sort_by_key(|&(base, _, _)| base);
+        let mut extents: Vec<(i64, Extent)> = Vec::new();
+        for (base, len, offset) in hinted {
+            match extents.last_mut() {
+                Some((b, e)) if *b == base => e.last_known = e.last_known.max(offset),
+                _ => extents.push((
+                    base,
+                    Extent {
+                        len,
+                        last_known: offset,
                         exact: false,
-                    });
-                    if !e.exact {
-                        e.last_known = e.last_known.max(entry.offset);
-                    }
-                }
+                    },
+                )),
             }
         }
-        layout
+        Self {
+            batches: extents.into_iter().collect(),
+            observed: Observed::default(),
+        }
     }
 
     /// Records a batch a response carried, complete or cut: its extent,
@@ -210,5 +223,49 @@ mod tests {
         layout.observe(30, 5, 100);
         assert_eq!(layout.len(), 1);
         assert!(layout.containing(12).is_some());
+    }
+
+    proptest::proptest! {
+        /// The index's batches come out as looking each hinted entry up in
+        /// the map would make them, whatever the hints claim (batches
+        /// shared by regions, lengths that disagree, entries past a batch).
+        #[test]
+        fn from_index_is_the_map_of_every_hint(
+            entries in proptest::collection::vec(
+                (1u64..5, 0i64..50, proptest::option::of((0i64..6, 0u32..3))),
+                0..40,
+            ),
+        ) {
+            let mut index = WalIndex::new();
+            let mut expected: BTreeMap<i64, Extent> = BTreeMap::new();
+            for (region, offset, hint) in entries {
+                // A hint the index takes: its batch starts at or before the
+                // entry, and is at least a header long.
+                let hint = hint.map(|(back, extra)| {
+                    let len = walfetch_codec::HEADER_LEN as u32 + extra;
+                    crate::index::Hint {
+                        batch_base: (offset - back).max(0),
+                        batch_len: len,
+                        record_end: len,
+                    }
+                });
+                // An offset not above its region's last is refused; skip it.
+                let _ = index.push(region, crate::index::IndexEntry { offset, hint });
+            }
+            for (_, region) in index.regions() {
+                for e in region.entries() {
+                    if let Some(h) = e.hint {
+                        let x = expected.entry(h.batch_base).or_insert(Extent {
+                            len: h.batch_len,
+                            last_known: e.offset,
+                            exact: false,
+                        });
+                        x.last_known = x.last_known.max(e.offset);
+                    }
+                }
+            }
+            let layout = Layout::from_index(&index);
+            proptest::prop_assert_eq!(layout.batches().collect::<Vec<_>>(), expected.into_iter().collect::<Vec<_>>());
+        }
     }
 }
