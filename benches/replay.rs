@@ -20,7 +20,8 @@
 //! 5. `walfetch hints`: walfetch's planner with the writer's hints.
 //!
 //! Then the restart scenario (`replay/restart.rs`): every region at once,
-//! each from its own checkpoint, on one partition and on four, region by
+//! each from its own checkpoint, on one partition and on four (or the
+//! partition counts `--partitions` lists), region by
 //! region (walfetch, the estimate strategy) and in one pass (a scan split
 //! by region, walfetch's `Recovery`).
 //!
@@ -100,6 +101,8 @@ usage: cargo bench --bench replay -- [options]
   --linger-ms N        writer linger (default 5)
   --batch-kib N        writer batch size cap (default 256)
   --checkpoint F       replay from this fraction of the log (default 0.25)
+  --partitions LIST    restart: comma-separated partition counts the regions
+                       are split over (default 1,4; at most --regions)
   --runs N             measured runs per contender and scenario (default 5)
   --seed N             workload seed (default 42)
   --round-trip-us N    walfetch planner's cost model: round trip in µs
@@ -124,6 +127,8 @@ struct Args {
     round_trip: Option<Duration>,
     /// Run only this scenario: `replay` or `restart`.
     only: Option<String>,
+    /// Restart: the partition counts the regions are split over.
+    partitions: Vec<usize>,
 }
 
 impl Args {
@@ -148,6 +153,7 @@ impl Args {
             seed: 42,
             round_trip: None,
             only: None,
+            partitions: restart::LAYOUTS.to_vec(),
         }
     }
 
@@ -226,6 +232,14 @@ impl Args {
                     only @ ("replay" | "restart") => out.only = Some(only.to_owned()),
                     other => return Err(format!("--only: unknown {other:?}\n\n{USAGE}")),
                 },
+                "--partitions" => {
+                    out.partitions = value("--partitions")?
+                        .split(',')
+                        .map(|n| num("--partitions", n.to_owned()))
+                        .collect::<Result<_, _>>()?;
+                    out.partitions.sort_unstable();
+                    out.partitions.dedup();
+                }
                 "--round-trip-us" => {
                     let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
                     out.round_trip = Some(Duration::from_micros(us));
@@ -239,6 +253,17 @@ impl Args {
         if out.regions == 0 || out.entries == 0 || out.runs == 0 || out.workloads.is_empty() {
             return Err(format!(
                 "--regions, --entries, --runs and --workloads must not be zero or empty\n\n{USAGE}"
+            ));
+        }
+        if out.partitions.is_empty()
+            || out
+                .partitions
+                .iter()
+                .any(|&p| p == 0 || p as u64 > out.regions)
+        {
+            return Err(format!(
+                "--partitions: each count must be 1 to --regions ({})\n\n{USAGE}",
+                out.regions
             ));
         }
         if !(0.0..1.0).contains(&out.checkpoint) || out.rate <= 0.0 {
@@ -563,6 +588,7 @@ async fn bench_broker(
                 runs: args.runs,
                 warmups,
                 seed: args.seed,
+                partitions: &args.partitions,
             };
             let workload = restart::Workload {
                 spec: &spec,

@@ -4,10 +4,11 @@
 //! Every region of the workload is recovered from a seeded checkpoint
 //! (a fraction of its partition's log drawn uniformly, the same fractions
 //! for every layout), on the workload's own partition and on a topic of
-//! four partitions, the regions split over them (region `r` on partition
-//! `(r - 1) % 4`), each partition written by its own [`WalWriter`] with its
-//! own index: the workload's batches, each split by partition, so a
-//! partition's batches close when the workload's do.
+//! four partitions (by default; `--partitions` lists others), the regions
+//! split over them (region `r` on partition `(r - 1) % N`), each partition
+//! written by its own [`WalWriter`] with its own index: the workload's
+//! batches, each split by partition, so a partition's batches close when
+//! the workload's do.
 //!
 //! Four contenders, on walfetch's connection layer through the proxy:
 //!
@@ -49,8 +50,9 @@ use crate::proxy::Proxy;
 use crate::report::{broker_tables, bytes, median, ms, TargetCheck};
 use crate::workload::{self, PlannedBatch, WorkloadSpec, Written, WrittenEntry};
 
-/// The layouts a restart runs on: partitions the regions are split over.
-const LAYOUTS: [usize; 2] = [1, 4];
+/// The layouts a restart runs on by default: partitions the regions are
+/// split over (`--partitions` chooses others).
+pub(crate) const LAYOUTS: [usize; 2] = [1, 4];
 
 /// A contender stops being measured once its measured runs took this long
 /// together (after one run at least, at most the bench's `--runs`): a
@@ -674,6 +676,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) runs: usize,
     pub(crate) warmups: usize,
     pub(crate) seed: u64,
+    /// The partition counts the regions are split over, one restart each.
+    pub(crate) partitions: &'a [usize],
 }
 
 /// The workload as the bench wrote it to its one-partition topic.
@@ -696,7 +700,7 @@ pub(crate) async fn bench(
     let name = setup.broker;
     let spec = workload.spec;
     let fractions = checkpoints(spec.regions, setup.seed);
-    for partitions in LAYOUTS {
+    for &partitions in setup.partitions {
         let t = Instant::now();
         let (parts, written) = if partitions == 1 {
             let part = part(workload.topic, 0, workload.written, workload.layout.clone())?;
@@ -874,9 +878,12 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
     if rows.is_empty() {
         return s;
     }
+    let counts: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.partitions).collect();
+    let counts: Vec<String> = counts.iter().map(usize::to_string).collect();
     let _ = writeln!(
         s,
-        "\n## Restart: every region at once, each from its own checkpoint\n\nEvery region of the workload, each from a seeded checkpoint spread uniformly over its partition's log, on the workload's one partition and split over 4 partitions (region r on partition (r-1) mod 4, one writer and one index per partition). Region by region: one `Consumer` after another. One pass: one `Recovery` of every region. Every run of every contender was checked region by region against the written entries."
+        "\n## Restart: every region at once, each from its own checkpoint\n\nEvery region of the workload, each from a seeded checkpoint spread uniformly over its partition's log, with the regions on {} partition(s): on one, they share the workload's own partition; over N, region r is on partition (r-1) mod N, with one writer and one index per partition. Region by region: one `Consumer` after another. One pass: one `Recovery` of every region. Every run of every contender was checked region by region against the written entries.",
+        counts.join(", ")
     );
     broker_tables(
         &mut s,

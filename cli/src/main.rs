@@ -26,9 +26,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Write a WAL of many regions to a broker (a local Tansu unless -b is
-    /// given), replay one region four ways, recover every region from its
-    /// own checkpoint four ways, and compare what each cost.
+    /// Write a WAL of many regions to a broker (walfetch's in-process one
+    /// unless -b or --broker says otherwise), replay one region four ways,
+    /// recover every region from its own checkpoint four ways, and compare
+    /// what each cost.
     Demo(demo::Args),
     /// Replay regions' entries using the partitions' indexes, many regions
     /// over many partitions in one pass: JSON lines (or raw values) on
