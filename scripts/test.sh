@@ -27,7 +27,7 @@ step "tests"
 cargo test --locked --workspace --all-features
 
 step "benchmarks, quick: every replay contender checked against the written entries; writer bench smoke; codec bench smoke"
-cargo bench --locked --bench replay -- --quick
+cargo bench --locked --bench replay -- --quick --partitions 1,4,16
 cargo bench --locked --bench writer -- --quick
 cargo bench --locked -p walfetch-codec --bench decode -- --test
 

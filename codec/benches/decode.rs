@@ -6,6 +6,9 @@
 //! 1 MiB, for each codec and for records of 100 B, 1 KiB and 16 KiB (key plus
 //! value). Payloads are seeded, deterministic, JSON-like WAL entries with a
 //! share of random characters, so they compress partly (about 2:1 with gzip).
+//! zstd comes twice: as walfetch's encoder writes it (each frame states its
+//! content size) and "streamed", recompressed by zstd's streaming encoder as
+//! the Java client, rskafka and kafka-protocol write it (no content size).
 //!
 //! Each case is a criterion group with up to five benchmarks on the same bytes:
 //! - `walfetch`: our decoder, CRC on, every record's key and value touched,
@@ -82,10 +85,16 @@ fn main() {
         .configure_from_args();
 
     let mut cases = Vec::new();
-    for codec in Compression::ALL {
+    // Every codec as walfetch's encoder writes it, then zstd as streaming
+    // compressors write it (no content size in the frame header).
+    let codecs = Compression::ALL
+        .into_iter()
+        .map(|codec| (codec, false))
+        .chain([(Compression::Zstd, true)]);
+    for (codec, streamed) in codecs {
         for record_size in RECORD_SIZES {
             for batch_size in BATCH_SIZES {
-                let case = build_case(codec, record_size, batch_size);
+                let case = build_case(codec, streamed, record_size, batch_size);
                 bench_case(&mut criterion, &case);
                 cases.push(case);
             }

@@ -88,7 +88,27 @@ fn decode_seeds() -> Result<Vec<(String, Vec<u8>)>> {
     let cut = last.record_ranges[2].start + 3;
     buf.extend_from_slice(&last.bytes[..cut]);
     seeds.push(("multi-partial".into(), buf));
+
+    // zstd as streaming compressors write it (the Java client, rskafka,
+    // kafka-protocol): the frame does not state its content size.
+    let plain = BatchBuilder::new(30).encode(&records(6))?.bytes;
+    seeds.push(("zstd-streamed".into(), restream_zstd(&plain)?));
     Ok(seeds)
+}
+
+/// `batch` (uncompressed) with its records section compressed by zstd's
+/// streaming encoder, its attributes saying zstd, length and CRC updated.
+fn restream_zstd(batch: &[u8]) -> Result<Vec<u8>> {
+    const HEADER_LEN: usize = 61;
+    let mut out = batch[..HEADER_LEN].to_vec();
+    out.extend(zstd::stream::encode_all(&batch[HEADER_LEN..], 3)?);
+    // Attributes (bytes 21..23): the codec in the low three bits, 4 = zstd.
+    out[22] = (out[22] & !0x07) | 4;
+    let batch_length = i32::try_from(out.len() - 12)?;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
 }
 
 /// Pseudo-random byte strings (a `StdRng` with a fixed seed) that

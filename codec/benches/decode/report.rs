@@ -200,7 +200,7 @@ pub(crate) fn report(cases: &[Case], since: SystemTime) -> Option<String> {
         }
         let label = format!(
             "| {} | {} | {} ×{} |",
-            case.codec.name(),
+            case.codec_label(),
             size_label(case.record_size),
             size_label(case.batch_size),
             case.batches

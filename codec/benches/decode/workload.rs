@@ -17,6 +17,10 @@ pub(crate) const BATCH_SIZES: [usize; 2] = [16 << 10, 1 << 20];
 /// One benchmark case: a buffer of batches and what decoding it must yield.
 pub(crate) struct Case {
     pub(crate) codec: Compression,
+    /// zstd only: the records sections recompressed by a streaming
+    /// compressor, whose frames do not state their content size (as the
+    /// Java client, rskafka and kafka-protocol write them).
+    pub(crate) streamed: bool,
     pub(crate) record_size: usize,
     pub(crate) batch_size: usize,
     /// The buffer every benchmark of the case reads.
@@ -34,12 +38,38 @@ pub(crate) struct Case {
 impl Case {
     pub(crate) fn group_name(&self) -> String {
         format!(
-            "decode-{}-r{}-b{}",
+            "decode-{}{}-r{}-b{}",
             self.codec.name(),
+            if self.streamed { "-streamed" } else { "" },
             size_name(self.record_size),
             size_name(self.batch_size)
         )
     }
+
+    /// The codec, as the tables name it.
+    pub(crate) fn codec_label(&self) -> String {
+        match self.streamed {
+            true => format!("{} (streamed)", self.codec.name()),
+            false => self.codec.name().to_owned(),
+        }
+    }
+}
+
+/// `batch` (a zstd-compressed record batch) with its records section
+/// recompressed by zstd's streaming encoder at level 3, which does not
+/// state the content size in the frame header; length and CRC updated.
+fn restream_zstd(batch: &[u8], decompressed_len: usize) -> Vec<u8> {
+    let records = zstd::bulk::decompress(&batch[HEADER_LEN..], decompressed_len)
+        .expect("the batch decompresses");
+    let mut out = batch[..HEADER_LEN].to_vec();
+    out.extend(zstd::stream::encode_all(&records[..], 3).expect("recompresses"));
+    // batchLength counts from the partition leader epoch (byte 12); the
+    // CRC (bytes 17..21) covers everything from the attributes (byte 21).
+    let batch_length = i32::try_from(out.len() - 12).expect("a batch under 2 GiB");
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 fn size_name(n: usize) -> String {
@@ -110,7 +140,13 @@ fn wal_entry(rng: &mut StdRng, lsn: u64, size: usize) -> (Bytes, Bytes) {
     (key.into(), value.into())
 }
 
-pub(crate) fn build_case(codec: Compression, record_size: usize, batch_size: usize) -> Case {
+/// Builds a case; `streamed` (zstd only, see [`Case::streamed`]).
+pub(crate) fn build_case(
+    codec: Compression,
+    streamed: bool,
+    record_size: usize,
+    batch_size: usize,
+) -> Case {
     let mut rng =
         StdRng::seed_from_u64(0x5eed ^ ((record_size as u64) << 8) ^ ((batch_size as u64) << 32));
     let batches = (BUFFER_RECORD_BYTES / batch_size).max(1);
@@ -142,13 +178,18 @@ pub(crate) fn build_case(codec: Compression, record_size: usize, batch_size: usi
             Compression::None => r.end - HEADER_LEN,
             _ => r.end,
         });
+        let bytes = match streamed {
+            true => Bytes::from(restream_zstd(&encoded.bytes, decompressed_len)),
+            false => encoded.bytes,
+        };
         records += per_batch;
         logical_len += HEADER_LEN + decompressed_len;
-        payloads.push((encoded.bytes.slice(HEADER_LEN..), decompressed_len));
-        buf.extend_from_slice(&encoded.bytes);
+        payloads.push((bytes.slice(HEADER_LEN..), decompressed_len));
+        buf.extend_from_slice(&bytes);
     }
     let case = Case {
         codec,
+        streamed,
         record_size,
         batch_size,
         buf: buf.into(),

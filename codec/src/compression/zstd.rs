@@ -5,6 +5,7 @@ use std::io::{self, Read};
 
 use bytes::{Buf, Bytes};
 use zstd::bulk::Decompressor;
+use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
 
 /// A streaming decoder whose window may not exceed the decompressed-size cap
 /// (the window is the largest buffer a zstd frame can make a decoder
@@ -12,10 +13,16 @@ use zstd::bulk::Decompressor;
 /// compressors still decode far enough to report the cap itself.
 pub(super) fn reader(data: Bytes, limit: usize) -> io::Result<Box<dyn Read + Send>> {
     let mut decoder = zstd::stream::read::Decoder::with_buffer(data.reader())?;
-    // ceil(log2(limit)): the smallest window that can hold `limit` bytes.
-    let window_log = usize::BITS - limit.saturating_sub(1).leading_zeros();
-    decoder.window_log_max(window_log.clamp(23, 31))?;
+    decoder.window_log_max(window_log_max(limit))?;
     Ok(Box::new(decoder))
+}
+
+/// The largest window a decoder capped at `limit` bytes accepts:
+/// ceil(log2(limit)), the smallest window that can hold `limit` bytes,
+/// at least 8 MiB (see [`reader`]).
+fn window_log_max(limit: usize) -> u32 {
+    let window_log = usize::BITS - limit.saturating_sub(1).leading_zeros();
+    window_log.clamp(23, 31)
 }
 
 pub(super) fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
@@ -29,15 +36,99 @@ pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
     usize::try_from(size).ok()
 }
 
-/// One-shot decompression of a payload whose first frame states a content
-/// size of at most `limit`, into a buffer of exactly that size. `None` when
-/// the size is not stated or over `limit`, or when the payload does not
-/// decompress into exactly it (more frames, damage): the caller then streams
-/// it, which reports what was wrong.
-pub(super) fn decompress_whole(data: &[u8], limit: usize) -> Option<Vec<u8>> {
-    let size = stated_len(data).filter(|&size| size <= limit)?;
+/// Decompresses all of a payload at once, with one of this thread's kept
+/// contexts. A payload whose first frame states a content size of at most
+/// `limit` goes in one shot into a buffer of exactly that size. One whose
+/// first frame does not state it (streaming compressors leave it out: the
+/// Java client's, rskafka's, which GreptimeDB writes with, and
+/// kafka-protocol's) is streamed into a buffer starting at `capacity`
+/// bytes. `None` when the stated size is over `limit`, when the output
+/// would pass `limit`, or when the payload does not decompress cleanly
+/// (damage, a frame cut short, more frames than the one-shot call takes):
+/// the caller then streams it, which reports what was wrong.
+pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Option<Vec<u8>> {
+    let Some(size) = stated_len(data) else {
+        return decompress_streamed(data, limit, capacity);
+    };
+    if size > limit {
+        return None;
+    }
     let mut out = Vec::with_capacity(size);
     with_decompressor(|decompressor| decompressor.decompress_to_buffer(data, &mut out))?.ok()?;
+    Some(out)
+}
+
+/// Streams every frame of `data` into one buffer with this thread's kept
+/// streaming context; `None` on an error, a frame cut short, or past
+/// `limit`.
+fn decompress_streamed(data: &[u8], limit: usize, capacity: usize) -> Option<Vec<u8>> {
+    with_stream_context(limit, |ctx| {
+        let mut out = Vec::with_capacity(capacity.min(limit));
+        let mut input = InBuffer::around(data);
+        loop {
+            if out.len() == out.capacity() {
+                let room = limit.saturating_sub(out.len());
+                if room == 0 {
+                    // Full at the cap: only an input that ends here, its
+                    // frame done, fits; anything more is past `limit`.
+                    return None;
+                }
+                out.reserve_exact(out.capacity().clamp(1, room));
+            }
+            let (read, written) = (input.pos(), out.len());
+            let hint = {
+                let mut output = OutBuffer::around_pos(&mut out, written);
+                ctx.decompress_stream(&mut output, &mut input).ok()?
+            };
+            // 0: a frame ended. With no input left, that is the payload's
+            // end; with more, the next frame starts on the next call.
+            if hint == 0 && input.pos() == data.len() {
+                return Some(out);
+            }
+            let progressed = input.pos() > read || out.len() > written;
+            // All input read and room left in the output, but the frame
+            // is not done: it was cut short.
+            let starved = input.pos() == data.len() && out.len() < out.capacity();
+            if !progressed || starved {
+                return None;
+            }
+        }
+    })
+    .flatten()
+}
+
+/// A kept streaming context holding more than this (its window buffer
+/// grew for a frame with a large window) is freed rather than kept: what a
+/// thread keeps stays small. Streaming compressors at their default
+/// levels write windows of 2 MiB or less, which fit.
+const KEEP_STREAM_CONTEXT_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// This thread's streaming decompression context, kept between
+    /// payloads whose frames do not state their size: setting one up
+    /// allocates its tables and, for each frame, a buffer of the frame's
+    /// window (2 MiB from a streaming compressor at level 3), which costs
+    /// many times more than decompressing a small batch's records does.
+    static STREAM_CONTEXT: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's streaming context (set up on first use),
+/// which accepts windows up to what `limit` allows, then resets it (a new
+/// frame with no dictionary, as a new context would start) and keeps it
+/// unless it grew past [`KEEP_STREAM_CONTEXT_BYTES`]. `None` if no context
+/// can be had.
+fn with_stream_context<T>(limit: usize, f: impl FnOnce(&mut DCtx<'static>) -> T) -> Option<T> {
+    let kept = STREAM_CONTEXT.try_with(RefCell::take).ok().flatten();
+    let mut ctx = match kept {
+        Some(ctx) => ctx,
+        None => DCtx::try_create()?,
+    };
+    ctx.set_parameter(DParameter::WindowLogMax(window_log_max(limit)))
+        .ok()?;
+    let out = f(&mut ctx);
+    if ctx.reset(ResetDirective::SessionOnly).is_ok() && ctx.sizeof() <= KEEP_STREAM_CONTEXT_BYTES {
+        let _ = STREAM_CONTEXT.try_with(|cell| cell.replace(Some(ctx)));
+    }
     Some(out)
 }
 
@@ -65,4 +156,114 @@ fn with_decompressor<T>(f: impl FnOnce(&mut Decompressor<'static>) -> T) -> Opti
         })
         .ok()
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `data` as a streaming compressor writes it: frames that do not state
+    /// their content size.
+    fn streamed(data: &[u8], level: i32) -> Vec<u8> {
+        let out = zstd::stream::encode_all(data, level).expect("compresses");
+        if !data.is_empty() {
+            assert_eq!(stated_len(&out), None, "a streamed frame states no size");
+        }
+        out
+    }
+
+    fn payload(n: usize, seed: u32) -> Vec<u8> {
+        (0..n as u32)
+            .map(|i| (i.wrapping_mul(seed) % 251) as u8 ^ (i / 97) as u8)
+            .collect()
+    }
+
+    /// What this thread keeps, and how large it is.
+    fn kept_size() -> Option<usize> {
+        STREAM_CONTEXT.with(|cell| cell.borrow().as_ref().map(DCtx::sizeof))
+    }
+
+    #[test]
+    fn frames_without_their_size_decode_whole_with_one_kept_context() {
+        let limit = 8 << 20;
+        for (n, seed) in [(100_000, 7), (10, 3), (0, 1), (1 << 20, 13), (3000, 5)] {
+            let data = payload(n, seed);
+            let out = decompress_whole(&streamed(&data, 3), limit, 16).expect("decodes");
+            assert_eq!(out, data, "{n} bytes");
+            assert!(kept_size().is_some_and(|k| k <= KEEP_STREAM_CONTEXT_BYTES));
+        }
+        // Two frames back to back, as a payload may hold.
+        let (a, b) = (payload(5000, 11), payload(70_000, 17));
+        let mut both = streamed(&a, 3);
+        both.extend_from_slice(&streamed(&b, 1));
+        let out = decompress_whole(&both, limit, 0).expect("decodes");
+        assert_eq!(out, [a, b].concat());
+    }
+
+    #[test]
+    fn a_failed_payload_leaves_the_kept_context_clean() {
+        let limit = 8 << 20;
+        let data = payload(200_000, 29);
+        let frame = streamed(&data, 3);
+        // The first block's header (after the magic number, the frame
+        // header descriptor and the window descriptor) given the reserved
+        // block type.
+        let mut reserved = frame.clone();
+        reserved[6] |= 0b110;
+        let mut magic = frame.clone();
+        magic[0] ^= 0xff;
+        let cut = &frame[..frame.len() - 7];
+        for bad in [&reserved[..], &magic[..], cut, &frame[..4], &[][..]] {
+            assert_eq!(decompress_whole(bad, limit, 0), None);
+            // The next payload decodes as on a new context.
+            let out = decompress_whole(&frame, limit, 0).expect("decodes");
+            assert_eq!(out, data);
+        }
+    }
+
+    #[test]
+    fn nothing_past_the_limit_is_produced() {
+        let data = payload(100_000, 31);
+        let frame = streamed(&data, 3);
+        assert_eq!(decompress_whole(&frame, data.len() - 1, 1 << 20), None);
+        assert_eq!(decompress_whole(&frame, 0, 1 << 20), None);
+        let exact = decompress_whole(&frame, data.len(), 4096);
+        // At exactly the cap the stream may not have shown the frame's end
+        // yet; then the caller streams it. Either way, never past it.
+        assert!(exact.is_none_or(|out| out == data));
+        // A frame whose window is over what the cap allows is refused
+        // before its window buffer is allocated.
+        let mut params = zstd::stream::Encoder::new(Vec::new(), 3).expect("encoder");
+        params.window_log(27).expect("window");
+        params.include_contentsize(false).expect("no size");
+        let big = payload(300_000, 37);
+        std::io::Write::write_all(&mut params, &big).expect("writes");
+        let wide = params.finish().expect("finishes");
+        assert_eq!(
+            decompress_whole(&wide, 1 << 20, 0),
+            None,
+            "window 128 MiB, cap 1 MiB"
+        );
+    }
+
+    #[test]
+    fn a_context_grown_for_a_large_window_is_not_kept() {
+        // A frame of 16 MiB window (and more content than that) makes the
+        // context allocate its window; it is freed afterwards.
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).expect("encoder");
+        enc.window_log(24).expect("window");
+        enc.include_contentsize(false).expect("no size");
+        let data = payload(20 << 20, 41);
+        std::io::Write::write_all(&mut enc, &data).expect("writes");
+        let frame = enc.finish().expect("finishes");
+        let out = decompress_whole(&frame, 64 << 20, 0).expect("decodes");
+        assert_eq!(out.len(), data.len());
+        assert_eq!(kept_size(), None, "the grown context was freed");
+        let small = payload(1000, 43);
+        assert_eq!(
+            decompress_whole(&streamed(&small, 3), 64 << 20, 0),
+            Some(small)
+        );
+        assert!(kept_size().is_some());
+    }
 }
