@@ -5,16 +5,91 @@ use std::io::{self, Read};
 
 use bytes::{Buf, Bytes};
 use zstd::bulk::Decompressor;
-use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
+use zstd::stream::raw::Operation;
+use zstd::stream::zio;
+use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective, WriteBuf};
 
 /// A streaming decoder whose window may not exceed the decompressed-size cap
 /// (the window is the largest buffer a zstd frame can make a decoder
 /// allocate), or 8 MiB for small caps so that frames from ordinary
-/// compressors still decode far enough to report the cap itself.
+/// compressors still decode far enough to report the cap itself. It runs
+/// on this thread's kept streaming context (see [`STREAM_CONTEXT`]), which
+/// goes back when the reader is dropped, read to the end or not (a cut
+/// batch is read only as far as its records go).
 pub(super) fn reader(data: Bytes, limit: usize) -> io::Result<Box<dyn Read + Send>> {
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(data.reader())?;
-    decoder.window_log_max(window_log_max(limit))?;
-    Ok(Box::new(decoder))
+    let ctx = stream_context(limit)
+        .ok_or_else(|| io::Error::other("no zstd decompression context could be set up"))?;
+    Ok(Box::new(zio::Reader::new(
+        data.reader(),
+        KeptContext(Some(ctx)),
+    )))
+}
+
+/// A streaming decompression context lent to a reader: zstd's streaming
+/// call over it, with the frame-level behaviour of the zstd crate's own
+/// decoder (a frame left unfinished at the end of the input is an error);
+/// given back to the thread when dropped.
+struct KeptContext(Option<DCtx<'static>>);
+
+impl KeptContext {
+    fn ctx(&mut self) -> io::Result<&mut DCtx<'static>> {
+        self.0
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the zstd context was given back"))
+    }
+}
+
+/// A zstd error code as an I/O error, with zstd's name for it.
+fn zstd_error(code: usize) -> io::Error {
+    io::Error::other(zstd_safe::get_error_name(code))
+}
+
+impl Operation for KeptContext {
+    fn run<C: WriteBuf + ?Sized>(
+        &mut self,
+        input: &mut InBuffer<'_>,
+        output: &mut OutBuffer<'_, C>,
+    ) -> io::Result<usize> {
+        self.ctx()?
+            .decompress_stream(output, input)
+            .map_err(zstd_error)
+    }
+
+    fn flush<C: WriteBuf + ?Sized>(&mut self, output: &mut OutBuffer<'_, C>) -> io::Result<usize> {
+        // Nothing more to give it: what it still holds comes out. Whether
+        // more is held is known only when the output did not fill.
+        self.run(&mut InBuffer::around(&[]), output)?;
+        Ok(usize::from(output.pos() == output.capacity()))
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        self.ctx()?
+            .reset(ResetDirective::SessionOnly)
+            .map(drop)
+            .map_err(zstd_error)
+    }
+
+    fn finish<C: WriteBuf + ?Sized>(
+        &mut self,
+        _output: &mut OutBuffer<'_, C>,
+        finished_frame: bool,
+    ) -> io::Result<usize> {
+        match finished_frame {
+            true => Ok(0),
+            false => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "incomplete zstd frame",
+            )),
+        }
+    }
+}
+
+impl Drop for KeptContext {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.0.take() {
+            give_back(ctx);
+        }
+    }
 }
 
 /// The largest window a decoder capped at `limit` bytes accepts:
@@ -112,12 +187,19 @@ thread_local! {
     static STREAM_CONTEXT: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's streaming context (set up on first use),
-/// which accepts windows up to what `limit` allows, then resets it (a new
-/// frame with no dictionary, as a new context would start) and keeps it
-/// unless it grew past [`KEEP_STREAM_CONTEXT_BYTES`]. `None` if no context
-/// can be had.
+/// Runs `f` with this thread's streaming context (see [`stream_context`]),
+/// then gives it back. `None` if no context can be had.
 fn with_stream_context<T>(limit: usize, f: impl FnOnce(&mut DCtx<'static>) -> T) -> Option<T> {
+    let mut ctx = stream_context(limit)?;
+    let out = f(&mut ctx);
+    give_back(ctx);
+    Some(out)
+}
+
+/// This thread's streaming context, taken (set up if it has none), ready
+/// for a new frame and accepting windows up to what `limit` allows. `None`
+/// if no context can be had.
+fn stream_context(limit: usize) -> Option<DCtx<'static>> {
     let kept = STREAM_CONTEXT.try_with(RefCell::take).ok().flatten();
     let mut ctx = match kept {
         Some(ctx) => ctx,
@@ -125,11 +207,22 @@ fn with_stream_context<T>(limit: usize, f: impl FnOnce(&mut DCtx<'static>) -> T)
     };
     ctx.set_parameter(DParameter::WindowLogMax(window_log_max(limit)))
         .ok()?;
-    let out = f(&mut ctx);
-    if ctx.reset(ResetDirective::SessionOnly).is_ok() && ctx.sizeof() <= KEEP_STREAM_CONTEXT_BYTES {
-        let _ = STREAM_CONTEXT.try_with(|cell| cell.replace(Some(ctx)));
+    Some(ctx)
+}
+
+/// Keeps `ctx` as this thread's streaming context, reset (a new frame with
+/// no dictionary, as a new context would start), unless it grew past
+/// [`KEEP_STREAM_CONTEXT_BYTES`] or cannot be reset, or the thread already
+/// keeps one (a reader still open when another payload was decoded).
+fn give_back(mut ctx: DCtx<'static>) {
+    if ctx.reset(ResetDirective::SessionOnly).is_err() || ctx.sizeof() > KEEP_STREAM_CONTEXT_BYTES {
+        return;
     }
-    Some(out)
+    let _ = STREAM_CONTEXT.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            slot.get_or_insert(ctx);
+        }
+    });
 }
 
 thread_local! {
@@ -246,6 +339,49 @@ mod tests {
         );
     }
 
+    /// Reads `data` through [`reader`] in small steps: what it produced,
+    /// and the error that ended it, if any.
+    fn read_stream(data: &[u8], limit: usize, at_most: usize) -> (Vec<u8>, Option<io::Error>) {
+        let mut stream = reader(Bytes::copy_from_slice(data), limit).expect("a reader");
+        let mut out = Vec::new();
+        let mut step = [0u8; 1000];
+        while out.len() < at_most {
+            match stream.read(&mut step) {
+                Ok(0) => return (out, None),
+                Ok(n) => out.extend_from_slice(&step[..n]),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    #[test]
+    fn a_reader_gives_its_context_back_however_far_it_read() {
+        let limit = 8 << 20;
+        let data = payload(300_000, 47);
+        let frame = streamed(&data, 3);
+        // Stopped early, as a cut batch's records are read only so far.
+        let (head, err) = read_stream(&frame, limit, 5000);
+        assert!(err.is_none() && data.starts_with(&head) && head.len() >= 5000);
+        assert!(kept_size().is_some(), "given back when dropped");
+        // A frame cut short: what is there, then an error.
+        let (part, err) = read_stream(&frame[..frame.len() / 2], limit, usize::MAX);
+        assert!(err.is_some(), "a cut frame is an error at its end");
+        assert!(data.starts_with(&part), "only whole blocks, in order");
+        // The kept context starts each payload afresh: whole, by either
+        // path, and a frame that states its size too.
+        assert_eq!(read_stream(&frame, limit, usize::MAX).0, data);
+        assert_eq!(decompress_whole(&frame, limit, 0), Some(data.clone()));
+        let sized = zstd::bulk::compress(&data, 3).expect("compresses");
+        assert_eq!(read_stream(&sized, limit, usize::MAX).0, data);
+        // Two readers open at once: each has its own context.
+        let mut first = reader(Bytes::from(frame.clone()), limit).expect("a reader");
+        let second = read_stream(&frame, limit, usize::MAX).0;
+        let mut rest = Vec::new();
+        first.read_to_end(&mut rest).expect("reads");
+        assert_eq!((rest, second), (data.clone(), data));
+    }
+
     #[test]
     fn a_context_grown_for_a_large_window_is_not_kept() {
         // A frame of 16 MiB window (and more content than that) makes the
@@ -259,6 +395,9 @@ mod tests {
         let out = decompress_whole(&frame, 64 << 20, 0).expect("decodes");
         assert_eq!(out.len(), data.len());
         assert_eq!(kept_size(), None, "the grown context was freed");
+        let (streamed_out, err) = read_stream(&frame, 64 << 20, usize::MAX);
+        assert!(err.is_none() && streamed_out.len() == data.len());
+        assert_eq!(kept_size(), None, "nor kept after a reader");
         let small = payload(1000, 43);
         assert_eq!(
             decompress_whole(&streamed(&small, 3), 64 << 20, 0),
