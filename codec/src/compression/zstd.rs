@@ -4,7 +4,6 @@ use std::cell::RefCell;
 use std::io::{self, Read};
 
 use bytes::{Buf, Bytes};
-use zstd::bulk::Decompressor;
 use zstd::stream::raw::Operation;
 use zstd::stream::zio;
 use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirective, WriteBuf};
@@ -13,11 +12,11 @@ use zstd::zstd_safe::{self, DCtx, DParameter, InBuffer, OutBuffer, ResetDirectiv
 /// (the window is the largest buffer a zstd frame can make a decoder
 /// allocate), or 8 MiB for small caps so that frames from ordinary
 /// compressors still decode far enough to report the cap itself. It runs
-/// on this thread's kept streaming context (see [`STREAM_CONTEXT`]), which
+/// on this thread's kept streaming context (see [`CONTEXT`]), which
 /// goes back when the reader is dropped, read to the end or not (a cut
 /// batch is read only as far as its records go).
 pub(super) fn reader(data: Bytes, limit: usize) -> io::Result<Box<dyn Read + Send>> {
-    let ctx = stream_context(limit)
+    let ctx = context(limit)
         .ok_or_else(|| io::Error::other("no zstd decompression context could be set up"))?;
     Ok(Box::new(zio::Reader::new(
         data.reader(),
@@ -111,11 +110,11 @@ pub(super) fn stated_len(data: &[u8]) -> Option<usize> {
     usize::try_from(size).ok()
 }
 
-/// Decompresses all of a payload at once, with one of this thread's kept
-/// contexts. A payload whose first frame states a content size of at most
-/// `limit` goes in one shot into a buffer of exactly that size. One whose
-/// first frame does not state it (streaming compressors leave it out: the
-/// Java client's, rskafka's, which GreptimeDB writes with, and
+/// Decompresses all of a payload at once, with this thread's kept context
+/// (see [`CONTEXT`]). A payload whose first frame states a content size of
+/// at most `limit` goes in one shot into a buffer of exactly that size. One
+/// whose first frame does not state it (streaming compressors leave it out:
+/// the Java client's, rskafka's, which GreptimeDB writes with, and
 /// kafka-protocol's) is streamed into a buffer starting at `capacity`
 /// bytes. `None` when the stated size is over `limit`, when the output
 /// would pass `limit`, or when the payload does not decompress cleanly
@@ -129,7 +128,7 @@ pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Op
         return None;
     }
     let mut out = Vec::with_capacity(size);
-    with_decompressor(|decompressor| decompressor.decompress_to_buffer(data, &mut out))?.ok()?;
+    with_context(limit, |ctx| ctx.decompress(&mut out, data))?.ok()?;
     Some(out)
 }
 
@@ -137,7 +136,7 @@ pub(super) fn decompress_whole(data: &[u8], limit: usize, capacity: usize) -> Op
 /// streaming context; `None` on an error, a frame cut short, or past
 /// `limit`.
 fn decompress_streamed(data: &[u8], limit: usize, capacity: usize) -> Option<Vec<u8>> {
-    with_stream_context(limit, |ctx| {
+    with_context(limit, |ctx| {
         let mut out = Vec::with_capacity(capacity.min(limit));
         let mut input = InBuffer::around(data);
         loop {
@@ -172,35 +171,35 @@ fn decompress_streamed(data: &[u8], limit: usize, capacity: usize) -> Option<Vec
     .flatten()
 }
 
-/// A kept streaming context holding more than this (its window buffer
-/// grew for a frame with a large window) is freed rather than kept: what a
-/// thread keeps stays small. Streaming compressors at their default
-/// levels write windows of 2 MiB or less, which fit.
-const KEEP_STREAM_CONTEXT_BYTES: usize = 4 << 20;
+/// A kept context holding more than this (its window buffer grew for a
+/// streamed frame with a large window) is freed rather than kept: what a
+/// thread keeps stays small. Streaming compressors at their default levels
+/// write windows of 2 MiB or less, which fit.
+const KEEP_CONTEXT_BYTES: usize = 4 << 20;
 
 thread_local! {
-    /// This thread's streaming decompression context, kept between
-    /// payloads whose frames do not state their size: setting one up
-    /// allocates its tables and, for each frame, a buffer of the frame's
-    /// window (2 MiB from a streaming compressor at level 3), which costs
-    /// many times more than decompressing a small batch's records does.
-    static STREAM_CONTEXT: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+    /// This thread's decompression context, kept between payloads: setting
+    /// one up allocates some 100 KiB of tables and, for each frame it
+    /// streams, a buffer of the frame's window (2 MiB from a streaming
+    /// compressor at level 3), which costs more than decompressing a small
+    /// batch's records does.
+    static CONTEXT: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's streaming context (see [`stream_context`]),
-/// then gives it back. `None` if no context can be had.
-fn with_stream_context<T>(limit: usize, f: impl FnOnce(&mut DCtx<'static>) -> T) -> Option<T> {
-    let mut ctx = stream_context(limit)?;
+/// Runs `f` with this thread's context (see [`context`]), then gives it
+/// back. `None` if no context can be had.
+fn with_context<T>(limit: usize, f: impl FnOnce(&mut DCtx<'static>) -> T) -> Option<T> {
+    let mut ctx = context(limit)?;
     let out = f(&mut ctx);
     give_back(ctx);
     Some(out)
 }
 
-/// This thread's streaming context, taken (set up if it has none), ready
-/// for a new frame and accepting windows up to what `limit` allows. `None`
-/// if no context can be had.
-fn stream_context(limit: usize) -> Option<DCtx<'static>> {
-    let kept = STREAM_CONTEXT.try_with(RefCell::take).ok().flatten();
+/// This thread's context, taken (set up if it has none), ready for a new
+/// frame and accepting windows up to what `limit` allows. `None` if no
+/// context can be had.
+fn context(limit: usize) -> Option<DCtx<'static>> {
+    let kept = CONTEXT.try_with(RefCell::take).ok().flatten();
     let mut ctx = match kept {
         Some(ctx) => ctx,
         None => DCtx::try_create()?,
@@ -210,45 +209,19 @@ fn stream_context(limit: usize) -> Option<DCtx<'static>> {
     Some(ctx)
 }
 
-/// Keeps `ctx` as this thread's streaming context, reset (a new frame with
-/// no dictionary, as a new context would start), unless it grew past
-/// [`KEEP_STREAM_CONTEXT_BYTES`] or cannot be reset, or the thread already
-/// keeps one (a reader still open when another payload was decoded).
+/// Keeps `ctx` as this thread's context, reset (a new frame with no
+/// dictionary, as a new context would start), unless it grew past
+/// [`KEEP_CONTEXT_BYTES`] or cannot be reset, or the thread already keeps
+/// one (a reader still open when another payload was decoded).
 fn give_back(mut ctx: DCtx<'static>) {
-    if ctx.reset(ResetDirective::SessionOnly).is_err() || ctx.sizeof() > KEEP_STREAM_CONTEXT_BYTES {
+    if ctx.reset(ResetDirective::SessionOnly).is_err() || ctx.sizeof() > KEEP_CONTEXT_BYTES {
         return;
     }
-    let _ = STREAM_CONTEXT.try_with(|cell| {
+    let _ = CONTEXT.try_with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut() {
             slot.get_or_insert(ctx);
         }
     });
-}
-
-thread_local! {
-    /// This thread's one-shot decompression context, kept between batches:
-    /// setting one up (some 100 KiB of tables and buffers) costs more than
-    /// decompressing a small batch's records does.
-    static DECOMPRESSOR: RefCell<Option<Decompressor<'static>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` with this thread's one-shot decompression context, set up on
-/// first use. Every one-shot call starts a new frame with no dictionary and
-/// default parameters, so what an earlier call did (or failed at) does not
-/// carry over. `None` if no context can be had (it could not be created, or
-/// the thread is exiting).
-fn with_decompressor<T>(f: impl FnOnce(&mut Decompressor<'static>) -> T) -> Option<T> {
-    DECOMPRESSOR
-        .try_with(|cell| {
-            let mut slot = cell.try_borrow_mut().ok()?;
-            let decompressor = match &mut *slot {
-                Some(decompressor) => decompressor,
-                empty => empty.insert(Decompressor::new().ok()?),
-            };
-            Some(f(decompressor))
-        })
-        .ok()
-        .flatten()
 }
 
 #[cfg(test)]
@@ -273,7 +246,7 @@ mod tests {
 
     /// What this thread keeps, and how large it is.
     fn kept_size() -> Option<usize> {
-        STREAM_CONTEXT.with(|cell| cell.borrow().as_ref().map(DCtx::sizeof))
+        CONTEXT.with(|cell| cell.borrow().as_ref().map(DCtx::sizeof))
     }
 
     #[test]
@@ -283,7 +256,7 @@ mod tests {
             let data = payload(n, seed);
             let out = decompress_whole(&streamed(&data, 3), limit, 16).expect("decodes");
             assert_eq!(out, data, "{n} bytes");
-            assert!(kept_size().is_some_and(|k| k <= KEEP_STREAM_CONTEXT_BYTES));
+            assert!(kept_size().is_some_and(|k| k <= KEEP_CONTEXT_BYTES));
         }
         // Two frames back to back, as a payload may hold.
         let (a, b) = (payload(5000, 11), payload(70_000, 17));
