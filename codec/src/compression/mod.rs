@@ -93,13 +93,12 @@ pub(crate) fn decompressed_len_hint(codec: Compression, data: &[u8]) -> usize {
 }
 
 /// Decompresses all of `data` at once where the codec does that better than
-/// through `Read`: a zstd frame stating its content size goes straight into
-/// a buffer of exactly that size (no window buffer to copy out of, no
-/// zeroing), one that does not is streamed with a kept context; LZ4 blocks
-/// are appended as decoded (no zeroing). Buffers start at `capacity`
-/// where the size is not stated. Nothing past `limit` is produced. `None`
-/// means "stream it instead", which also reports what was wrong, if
-/// anything.
+/// through `Read`: zstd goes straight into a buffer of the size its frame
+/// states, or of zstd's bound for it where the frame does not state it (no
+/// window buffer to copy out of, no zeroing); LZ4 blocks are appended as
+/// decoded (no zeroing), starting from `capacity`. Nothing past `limit` is
+/// produced. `None` means "stream it instead", which also reports what was
+/// wrong, if anything.
 pub(crate) fn decompress_whole(
     codec: Compression,
     data: &Bytes,
@@ -107,7 +106,7 @@ pub(crate) fn decompress_whole(
     capacity: usize,
 ) -> Option<Vec<u8>> {
     match codec {
-        Compression::Zstd => zstd::decompress_whole(data, limit, capacity),
+        Compression::Zstd => zstd::decompress_whole(data, limit),
         Compression::Lz4 => lz4::decompress_whole(data, limit, capacity),
         Compression::None | Compression::Gzip | Compression::Snappy => None,
     }
