@@ -253,6 +253,39 @@ fn offsets_only_resumes_a_cut_run_in_one_fetch() {
     assert_eq!(out.stats.fetches, 2);
 }
 
+/// GreptimeDB's layout: each region's records of a linger window are one
+/// lz4 batch. With offsets only, each wanted batch is fetched from the
+/// entry that starts it with a limit of one byte: it comes whole
+/// (KIP-74), and nothing after it does. Batches of one to three records
+/// of 20 KB, the wanted region's every tenth (the batches between are
+/// more than the cost model's merge gap); the entries of one batch are
+/// adjacent offsets, which responses show share a batch.
+#[test]
+fn offsets_only_on_one_region_a_batch_reads_only_the_wanted_batches() {
+    let specs: Vec<BatchSpec> = (0..300usize)
+        .map(|b| BatchSpec {
+            regions: vec![if b % 10 == 3 { WANTED } else { OTHER }; 1 + b % 3],
+            gap: 0,
+            writer: 0,
+        })
+        .collect();
+    let log = SimLog::build(&specs, Compression::Lz4, |_| 20_000);
+    let out = replay(&log, &log.offsets_index(), Habits::KAFKA);
+    let wanted: u64 = log
+        .batches()
+        .iter()
+        .zip(&specs)
+        .filter(|(_, spec)| spec.regions[0] == WANTED)
+        .map(|(b, _)| u64::from(b.len))
+        .sum();
+    let probe = u64::from(PlanConfig::default().probe_bytes);
+    assert!(
+        out.stats.records_bytes <= wanted + wanted / 20 + probe,
+        "{} bytes for {wanted} of wanted batches",
+        out.stats.records_bytes
+    );
+}
+
 #[test]
 fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
     let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();

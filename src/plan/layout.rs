@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::Neighbours;
 use crate::index::WalIndex;
 
 /// One batch as far as it is known.
@@ -48,6 +49,8 @@ pub struct Observed {
     pub batches: u64,
     /// How many were compressed.
     pub compressed: u64,
+    /// The most offsets one of them spanned.
+    pub widest: u64,
 }
 
 impl Observed {
@@ -79,6 +82,7 @@ impl Observed {
 pub struct Layout {
     batches: BTreeMap<i64, Extent>,
     observed: Observed,
+    neighbours: Neighbours,
 }
 
 impl Layout {
@@ -116,7 +120,7 @@ impl Layout {
         }
         Self {
             batches: extents.into_iter().collect(),
-            observed: Observed::default(),
+            ..Self::default()
         }
     }
 
@@ -125,12 +129,14 @@ impl Layout {
     pub fn observe_batch(&mut self, batch: &SeenBatch) {
         self.observe(batch.base, batch.last, batch.len);
         let o = &mut self.observed;
-        o.bytes += u64::from(batch.len);
-        o.offsets += batch
+        let span = batch
             .last
             .saturating_sub(batch.base)
             .saturating_add(1)
             .max(1) as u64;
+        o.bytes += u64::from(batch.len);
+        o.offsets += span;
+        o.widest = o.widest.max(span);
         o.batches += 1;
         o.compressed += u64::from(batch.compressed);
     }
@@ -138,6 +144,17 @@ impl Layout {
     /// Totals of the batches responses carried.
     pub fn observed(&self) -> Observed {
         self.observed
+    }
+
+    /// Records a pair of wanted entries `d` offsets apart that a response
+    /// showed in one batch (`same`) or not.
+    pub fn observe_neighbours(&mut self, d: i64, same: bool) {
+        self.neighbours.observe(d, same);
+    }
+
+    /// How often wanted entries were seen sharing a batch.
+    pub fn neighbours(&self) -> &Neighbours {
+        &self.neighbours
     }
 
     /// Records a batch a response carried: its real extent. An extent

@@ -23,6 +23,11 @@
 //! an estimated end claims every remaining entry and takes all its response
 //! carries; the rest follows from where it really ended.
 //!
+//! The batch a fetch from a wanted offset starts in costs no limit: it
+//! comes whole (KIP-74). A fetch whose entries most likely all sit in it
+//! (whether a region's next entry shares its batch is learned from
+//! responses, see `Neighbours`) asks for one byte.
+//!
 //! # References
 //! - Kafka protocol guide, Fetch API; KIP-74 (fetch `max_bytes`).
 
@@ -30,6 +35,7 @@ mod cost;
 mod estimate;
 mod floor;
 mod layout;
+mod neighbours;
 mod planner;
 mod strategy;
 
@@ -45,6 +51,8 @@ pub use estimate::EstimatePlanner;
 pub use floor::floor_from_layout;
 #[doc(hidden)]
 pub use layout::{Extent, Layout, Observed, SeenBatch};
+#[doc(hidden)]
+pub use neighbours::Neighbours;
 #[doc(hidden)]
 pub use planner::{FetchKind, PlannedFetch, Planner};
 #[doc(hidden)]

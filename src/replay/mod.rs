@@ -61,7 +61,7 @@ use crate::error::Error;
 use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
     floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlanView,
-    PlannedFetch, Planner,
+    PlannedFetch, Planner, SeenBatch,
 };
 use absorb::{absorb, AbsorbOptions, Absorbed, Response};
 use queue::{Work, WorkQueue};
@@ -201,6 +201,9 @@ enum Slot {
 struct InFlight {
     fetch: PlannedFetch,
     round_trip: u64,
+    /// The bytes counted in flight for it: its limit, or the batch it
+    /// starts in if that is larger (it comes whole, KIP-74).
+    asked: u64,
 }
 
 /// One partition's replay of a set of regions; see the module docs.
@@ -520,7 +523,14 @@ impl ReplayCore {
         let fetch = self.plan(&work);
         let id = self.next_id;
         self.next_id += 1;
-        self.in_flight_bytes += u64::from(fetch.max_bytes);
+        // A fetch asking for less than its first batch gets that batch
+        // whole: count what it will bring, as well as it is known.
+        let first_batch = match self.layout.containing(fetch.offset) {
+            Some((_, e)) => u64::from(e.len),
+            None => self.layout.observed().average_batch() as u64,
+        };
+        let asked = u64::from(fetch.max_bytes).max(first_batch);
+        self.in_flight_bytes += asked;
         let fits = self
             .layout
             .containing(fetch.offset)
@@ -537,6 +547,7 @@ impl ReplayCore {
             InFlight {
                 fetch,
                 round_trip: round_trip + 1,
+                asked,
             },
         );
         self.note_buffered();
@@ -664,7 +675,10 @@ impl ReplayCore {
     /// answer again (unless the decoder's reading does not hold, see
     /// [`ResponseDecoder::decode`]). An unknown id is ignored.
     pub fn handle_decoded(&mut self, id: FetchId, answer: FetchAnswer, decoded: Option<Decoded>) {
-        let Some(InFlight { fetch, round_trip }) = self.take_in_flight(id) else {
+        let Some(InFlight {
+            fetch, round_trip, ..
+        }) = self.take_in_flight(id)
+        else {
             return;
         };
         self.stats.round_trips = self.stats.round_trips.max(round_trip);
@@ -721,6 +735,24 @@ impl ReplayCore {
         Some(Err(error))
     }
 
+    /// Shows the layout, for each entry delivered for the first time,
+    /// whether the next wanted entry is in its batch (which the batch's
+    /// last offset tells, whether or not the response carried the next).
+    fn learn_neighbours(&mut self, delivered: &[(usize, Record)], batches: &[SeenBatch]) {
+        let mut batches = batches.iter().peekable();
+        for (i, record) in delivered {
+            let offset = record.offset();
+            while batches.next_if(|b| b.last < offset).is_some() {}
+            let (Some(batch), Some(next)) = (batches.peek(), self.entries.get(i + 1)) else {
+                continue;
+            };
+            if batch.base <= offset && matches!(self.slots[*i], Slot::Pending) {
+                let d = next.offset - self.entries[*i].offset;
+                self.layout.observe_neighbours(d, next.offset <= batch.last);
+            }
+        }
+    }
+
     /// The counters so far, with the floor of what was yielded and each
     /// region's figures. The floor is worked out on each call from every
     /// batch seen, in time that grows with them.
@@ -742,7 +774,7 @@ impl ReplayCore {
 
     fn take_in_flight(&mut self, id: FetchId) -> Option<InFlight> {
         let f = self.in_flight.remove(&id)?;
-        self.in_flight_bytes -= u64::from(f.fetch.max_bytes);
+        self.in_flight_bytes -= f.asked;
         Some(f)
     }
 
@@ -870,6 +902,7 @@ impl ReplayCore {
             || !absorbed.delivered.is_empty()
             || !absorbed.lost.is_empty()
             || !absorbed.tail.is_empty();
+        self.learn_neighbours(&absorbed.delivered, &absorbed.batches);
         for (i, record) in absorbed.delivered {
             if matches!(self.slots[i], Slot::Pending) {
                 self.buffered_bytes += record.wire_len() as u64;
@@ -893,7 +926,8 @@ impl ReplayCore {
                 }
                 progress = true;
             } else {
-                self.queue.requeue(requeue);
+                let missed = requeue.start == range.start;
+                self.queue.requeue(requeue, missed);
             }
         }
         if let Some(next) = absorbed.tail_next {
@@ -949,7 +983,7 @@ impl ReplayCore {
         self.count_stall(progress, fetch.offset)?;
         self.strategy.observe_response(fetch, 0, 0);
         if let Some(start) = kept {
-            self.queue.requeue(start..range.end);
+            self.queue.requeue(start..range.end, start == range.start);
         }
         if let Some(from) = tail_from {
             if from < log_start && from < log_end {
@@ -1183,17 +1217,24 @@ mod tests {
 
     /// A core replaying `REGION`'s offsets 0..10, and its first fetch.
     fn core() -> (ReplayCore, OutgoingFetch) {
+        core_of(&(0..10).collect::<Vec<_>>())
+    }
+
+    /// A core replaying `REGION`'s `offsets` (offsets only, the index
+    /// complete to the last), and its first fetch.
+    fn core_of(offsets: &[i64]) -> (ReplayCore, OutgoingFetch) {
         let mut index = WalIndex::new();
-        for offset in 0..10 {
+        for &offset in offsets {
             index
                 .push(REGION, IndexEntry::offset_only(offset))
                 .expect("push");
         }
-        index.set_last_index(9);
+        let last = offsets.last().copied().unwrap_or(0);
+        index.set_last_index(last);
         let range = RegionRange {
             region: REGION,
             from: 0,
-            to: 10,
+            to: last + 1,
         };
         let mut core = ReplayCore::new(
             "t",
@@ -1226,6 +1267,35 @@ mod tests {
         apart.handle_decoded(fetch.id, reply, decoded);
         assert_eq!(yielded(&mut apart), (0..10).collect::<Vec<_>>());
         assert_eq!(yielded(&mut direct), (0..10).collect::<Vec<_>>());
+    }
+
+    /// The first batch (offsets 0..5) shows the layout that each of
+    /// entries 0..4 has its next entry in its batch, and entry 4 not
+    /// (entry 5 starts the next batch), whether or not the answer carried
+    /// that batch.
+    #[test]
+    fn an_answer_teaches_which_wanted_entries_share_a_batch() {
+        let (mut core, fetch) = core();
+        core.handle_response(fetch.id, answer(batch(0)));
+        // Four pairs one offset apart in one batch, one not: 4 of 5 seen,
+        // after a prior worth two pairs (here 0).
+        let n = core.layout.neighbours();
+        assert!((n.together(1, 0.0) - 4.0 / 7.0).abs() < 1e-9, "{n:?}");
+    }
+
+    /// A fetch asking for one byte gets its first batch whole (KIP-74):
+    /// the bytes counted in flight for it are those of a batch as seen.
+    #[test]
+    fn a_fetch_of_one_byte_counts_a_batch_in_flight() {
+        let (mut core, fetch) = core_of(&[0, 500]);
+        core.handle_response(fetch.id, answer(batch(0)));
+        let next = core.poll_fetch(u64::MAX, 1).expect("a fetch for 500");
+        assert_eq!((next.offset, next.max_bytes), (500, 1));
+        assert_eq!(
+            core.in_flight_bytes(),
+            batch(0).len() as u64,
+            "one batch as large as the one seen"
+        );
     }
 
     #[test]

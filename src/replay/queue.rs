@@ -103,12 +103,16 @@ impl WorkQueue {
 
     /// Hands back entries a fetch did not deliver: asked for again before
     /// anything new, as one run with the entries right after them if those
-    /// were not asked for yet.
-    pub(crate) fn requeue(&mut self, entries: Range<usize>) {
+    /// were not asked for yet. `missed`: the fetch was for the first of
+    /// them and came back without it, which counts an attempt (entries a
+    /// fetch claimed past what it delivered do not).
+    pub(crate) fn requeue(&mut self, entries: Range<usize>, missed: bool) {
         if entries.start >= entries.end {
             return;
         }
-        *self.attempts.entry(entries.start).or_default() += 1;
+        if missed {
+            *self.attempts.entry(entries.start).or_default() += 1;
+        }
         let mut end = entries.end;
         if let Some(following) = self.requeued.remove(&end) {
             end = following;
@@ -170,18 +174,28 @@ mod tests {
             }
         );
         // The second fetch delivered nothing past entry 4; the rest of the
-        // entries were not asked for yet, so they join it.
-        q.requeue(4..6);
+        // entries were not asked for yet, so they join it. Entry 4 was not
+        // the first it was for: no attempt counted.
+        q.requeue(4..6, false);
         assert_eq!(
             q.peek(),
             Some(Work::Entries {
                 run: 4..10,
-                attempt: 1
+                attempt: 0
             })
         );
         take(&mut q, 2);
         // The first one delivered only its first entry.
-        q.requeue(1..3);
+        q.requeue(1..3, false);
+        assert_eq!(
+            take(&mut q, 1),
+            Work::Entries {
+                run: 1..3,
+                attempt: 0
+            }
+        );
+        // That fetch, for entry 1, came back without it: an attempt.
+        q.requeue(1..2, true);
         assert_eq!(
             take(&mut q, 1),
             Work::Entries {
