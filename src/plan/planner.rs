@@ -16,11 +16,10 @@ pub struct PlanConfig {
     /// cuts.
     pub max_fetch_bytes: u32,
     /// Byte limit of a fetch with nothing to size it from (no hints, no
-    /// observed batches yet). Default 16 KiB: its first batch comes whole
-    /// anyway; a few small batches after it show what batches are like,
-    /// and a large probe mostly reads other regions' records (1 MiB read
-    /// 6.5× the floor for a median region of GreptimeDB's layout in the
-    /// replay bench, 16 KiB 1.23×).
+    /// observed batches yet). Default 1: its first batch comes whole
+    /// anyway (KIP-74), and is what the next fetches are sized from; more
+    /// mostly reads other regions' records (docs/benchmarks.md measures
+    /// 1 byte, 16 KiB and 1 MiB).
     pub probe_bytes: u32,
 }
 
@@ -29,7 +28,7 @@ impl Default for PlanConfig {
         Self {
             cost: CostModel::default(),
             max_fetch_bytes: 8 << 20,
-            probe_bytes: 16 << 10,
+            probe_bytes: 1,
         }
     }
 }
@@ -501,11 +500,18 @@ impl<'a> Plan<'a> {
     }
 
     /// The chance that a wanted entry `d` offsets after another shares its
-    /// batch: as seen so far; before that, even odds up to the most
-    /// offsets a batch was seen to span, none past it.
+    /// batch: as seen so far; before that, for the next offset, one writer's
+    /// next append, sure (a batch boundary between them is what answers
+    /// show, and cheaply: the rest of a fetch claimed in vain is asked for
+    /// again, one round trip later, no byte lost); further, even odds up
+    /// to the most offsets a batch was seen to span, none past it.
     fn together(&self, d: i64) -> f64 {
         let within = u64::try_from(d).is_ok_and(|d| d <= self.observed.widest);
-        let prior = if within { 0.5 } else { 0.0 };
+        let prior = match d {
+            _ if !within => 0.0,
+            1 => 1.0,
+            _ => 0.5,
+        };
         self.view.layout.neighbours().together(d, prior)
     }
 
@@ -890,7 +896,14 @@ mod tests {
             (alone.offset, alone.max_bytes, alone.kind),
             (5000, 1, FetchKind::Indexed { entries: 3..4 })
         );
-        // Neighbours one offset apart seen in one batch: the run to 502.
+        // The next offset is taken to share the batch before any pair was
+        // seen: the run to 502, one byte.
+        let run = plan(&layout, 0..4);
+        assert_eq!(
+            (run.offset, run.max_bytes, run.kind),
+            (500, 1, FetchKind::Indexed { entries: 0..3 })
+        );
+        // And after pairs one offset apart were seen in one batch.
         for _ in 0..10 {
             layout.observe_neighbours(1, true);
         }
@@ -925,6 +938,11 @@ mod tests {
                 len: 10_000,
                 compressed: false,
             });
+            // As the answers that showed it would have: every wanted
+            // offset's next in its batch but the last.
+            for k in 0..10 {
+                layout.observe_neighbours(1, k < 9);
+            }
         }
         let first = Planner::new(PlanConfig::default()).plan_entries(
             &view(&entries, &layout),
