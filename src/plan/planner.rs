@@ -840,15 +840,15 @@ mod tests {
         assert_eq!(fetch.kind, FetchKind::Indexed { entries: 0..1 });
     }
 
-    /// Ten observed batches of ten offsets, 1000 B each (100 B per
-    /// offset), compressed or not.
-    fn observed_layout(compressed: bool) -> Layout {
+    /// `batches` observed batches of ten offsets from offset 0, `len`
+    /// bytes each, compressed or not.
+    fn observed(batches: i64, len: u32, compressed: bool) -> Layout {
         let mut layout = Layout::new();
-        for b in 0..10 {
+        for b in 0..batches {
             layout.observe_batch(&SeenBatch {
                 base: b * 10,
                 last: b * 10 + 9,
-                len: 1000,
+                len,
                 compressed,
             });
         }
@@ -862,7 +862,7 @@ mod tests {
             let entries = [IndexEntry::offset_only(500), IndexEntry::offset_only(650)];
             let fetches = plan_entries_in(
                 &entries,
-                &observed_layout(compressed),
+                &observed(10, 1000, compressed),
                 PlanConfig::default(),
             );
             assert_eq!(fetches[0].kind, FetchKind::Indexed { entries: 0..2 });
@@ -890,7 +890,7 @@ mod tests {
         let plan = |layout: &Layout, run: Range<usize>| {
             Planner::new(PlanConfig::default()).plan_entries(&view(&entries, layout), run, 0)
         };
-        let mut layout = observed_layout(true);
+        let mut layout = observed(10, 1000, true);
         let alone = plan(&layout, 3..4);
         assert_eq!(
             (alone.offset, alone.max_bytes, alone.kind),
@@ -913,7 +913,7 @@ mod tests {
             (500, 1, FetchKind::Indexed { entries: 0..3 })
         );
         // Seen apart: the limit reaches for the next entries by estimate.
-        let mut apart = observed_layout(true);
+        let mut apart = observed(10, 1000, true);
         for _ in 0..10 {
             apart.observe_neighbours(1, false);
         }
@@ -930,19 +930,11 @@ mod tests {
         // 1000 B per offset seen; 19 MB of wanted offsets: more than one
         // fetch can take.
         let entries: Vec<IndexEntry> = (1000..20_000).map(IndexEntry::offset_only).collect();
-        let mut layout = Layout::new();
-        for b in 0..100 {
-            layout.observe_batch(&SeenBatch {
-                base: b * 10,
-                last: b * 10 + 9,
-                len: 10_000,
-                compressed: false,
-            });
-            // As the answers that showed it would have: every wanted
-            // offset's next in its batch but the last.
-            for k in 0..10 {
-                layout.observe_neighbours(1, k < 9);
-            }
+        let mut layout = observed(100, 10_000, false);
+        // As the answers that showed those batches would have: every
+        // wanted offset's next in its batch but the last.
+        for k in 0..1000 {
+            layout.observe_neighbours(1, k % 10 < 9);
         }
         let first = Planner::new(PlanConfig::default()).plan_entries(
             &view(&entries, &layout),
