@@ -523,18 +523,16 @@ impl ReplayCore {
         let fetch = self.plan(&work);
         let id = self.next_id;
         self.next_id += 1;
+        let known = self.layout.containing(fetch.offset);
         // A fetch asking for less than its first batch gets that batch
         // whole: count what it will bring, as well as it is known.
-        let first_batch = match self.layout.containing(fetch.offset) {
+        let first_batch = match known {
             Some((_, e)) => u64::from(e.len),
             None => self.layout.observed().average_batch() as u64,
         };
         let asked = u64::from(fetch.max_bytes).max(first_batch);
         self.in_flight_bytes += asked;
-        let fits = self
-            .layout
-            .containing(fetch.offset)
-            .is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
+        let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
         let out = OutgoingFetch {
             id,
             offset: fetch.offset,
