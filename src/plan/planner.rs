@@ -297,7 +297,8 @@ impl<'a> Plan<'a> {
     /// in a batch not known, which comes whole whatever the limit: the
     /// entries after it most likely in that batch too (as far as seen,
     /// see [`super::Neighbours`]) cost no bytes, and a fetch of only
-    /// those asks for one byte.
+    /// those asks for one byte; past them, it goes on only where reading
+    /// what lies between costs less than another fetch.
     fn extend(
         &self,
         start: usize,
@@ -321,6 +322,9 @@ impl<'a> Plan<'a> {
         // anyway (a prefix of it read here would be read twice).
         let mut before_batch: Option<(Position, usize)> = None;
         for i in start + 1..end {
+            // Whether entry `i` is the first one likelier outside the first
+            // batch than in it.
+            let mut leaving_first = false;
             let rest = self.unread_rest(i, end, at.batch.map(|b| b.base));
             let Some(next) = self.position(i, &at, at.end + gap_limit + rest) else {
                 break;
@@ -338,6 +342,7 @@ impl<'a> Plan<'a> {
                     continue;
                 }
                 chance = None;
+                leaving_first = true;
             }
             // Splitting here would not save the slack an estimated end
             // carries, nor the half batch a fetch from an offset whose batch
@@ -356,6 +361,18 @@ impl<'a> Plan<'a> {
             let same_batch =
                 matches!((at.batch, next.batch), (Some(a), Some(b)) if a.base == b.base);
             let gap = next.start - at.end;
+            // Up to here the fetch asks for one byte and gets exactly its
+            // first batch. Going on reads what lies between that batch and
+            // entry `i`'s (the gap less the rest of the first batch and the
+            // part of `i`'s before its record, half a batch each on
+            // average; both come whole either way) and gives the fetch an
+            // estimated end, with its slack; stopping costs one fetch.
+            if leaving_first {
+                let between = gap - batch / 2.0 - unknown_start;
+                if between + self.estimated_end_slack(batch) > gap_limit {
+                    break;
+                }
+            }
             if !same_batch && gap > allowance {
                 break;
             }
@@ -519,10 +536,18 @@ impl<'a> Plan<'a> {
     /// estimated, room for the estimate's error, more when records arrive
     /// only with their whole (compressed) batch.
     fn end_slack(&self, at: &Position, batch: f64) -> f64 {
-        match (at.estimated, self.observed.mostly_compressed()) {
-            (false, _) => 0.0,
-            (true, false) => batch / 2.0,
-            (true, true) => batch,
+        match at.estimated {
+            true => self.estimated_end_slack(batch),
+            false => 0.0,
+        }
+    }
+
+    /// Bytes a fetch whose end is estimated reads past it (see
+    /// [`Plan::end_slack`]).
+    fn estimated_end_slack(&self, batch: f64) -> f64 {
+        match self.observed.mostly_compressed() {
+            true => batch,
+            false => batch / 2.0,
         }
     }
 
