@@ -20,10 +20,16 @@
 
 use std::ops::Range;
 
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{ApiKey, ResponseHeader, TopicName};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use walfetch::cluster::{Cluster, FetchParams};
 use walfetch::codec::{Batches, Compression, DecodeOptions, RecordCheck};
-use walfetch::plan::{floor_bytes, FetchRules, LogBatch as FloorBatch};
+use walfetch::plan::{floor_bytes, floor_bytes_framed, FetchRules, LogBatch as FloorBatch};
 use walfetch_testkit::fetch_rules::{kafka_fetch, BatchExtent};
+use walfetch_testkit::served_versions;
 
 /// One record of the log.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +57,9 @@ pub(crate) struct LogBatch {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LogLayout {
     pub(crate) batches: Vec<LogBatch>,
+    /// The fewest bytes a Fetch response for the partition carries besides
+    /// its records ([`response_framing`]).
+    pub(crate) framing: u64,
 }
 
 impl LogLayout {
@@ -72,7 +81,10 @@ pub(crate) async fn scan(
     partition: i32,
     end: i64,
 ) -> Result<LogLayout, String> {
-    let mut layout = LogLayout::default();
+    let mut layout = LogLayout {
+        framing: response_framing(topic, partition)?,
+        ..LogLayout::default()
+    };
     let mut offset = 0i64;
     let mut position = 0usize;
     while offset < end {
@@ -139,11 +151,43 @@ pub(crate) async fn scan(
     Ok(layout)
 }
 
+/// The fewest bytes a Fetch response for `topic`/`partition` carries
+/// besides the partition's records, at any Fetch version the Kafka-rules
+/// broker (testkit) serves: the size prefix, the response header and every
+/// field of a response naming that one partition, with no aborted
+/// transactions and the shortest length prefix of the records. Every fetch
+/// of a replay of one partition gets a response of its own (a request
+/// names a partition once), so any replay moves at least this for each
+/// fetch beyond the records' bytes.
+pub(crate) fn response_framing(topic: &str, partition: i32) -> Result<u64, String> {
+    let versions = served_versions(ApiKey::Fetch).ok_or("the broker serves no Fetch")?;
+    let response = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+        .with_partitions(vec![PartitionData::default()
+            .with_partition_index(partition)
+            .with_aborted_transactions(None)
+            .with_records(Some(bytes::Bytes::new()))])]);
+    (versions.min..=versions.max)
+        .map(|version| {
+            let mut frame = bytes::BytesMut::new();
+            ResponseHeader::default()
+                .encode(&mut frame, FetchResponse::header_version(version))
+                .and_then(|()| response.encode(&mut frame, version))
+                .map(|()| 4 + frame.len() as u64)
+                .map_err(|e| format!("encoding a Fetch v{version} response: {e}"))
+        })
+        .try_fold(u64::MAX, |least, size| size.map(|s| least.min(s)))
+}
+
 /// What a replay must receive at the least, and the shape of what it wants.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub(crate) struct Floor {
     /// Fewest bytes under Kafka's rules (partial batches allowed).
     pub(crate) kafka_bytes: u64,
+    /// Fewest bytes under Kafka's rules with each fetch's response framing
+    /// counted ([`LogLayout::framing`]): a bound on wire bytes no client
+    /// can go below, where `kafka_bytes` bounds the records' bytes.
+    pub(crate) kafka_framed_bytes: u64,
     /// Fewest bytes from a broker that never cuts a batch (Tansu 0.6).
     pub(crate) whole_batch_bytes: u64,
     /// Fetches the Kafka-rules floor uses.
@@ -255,6 +299,7 @@ pub(crate) fn floor_of(
     out.whole_batch_bytes = floor_bytes(&log, FetchRules::NeverCut).0;
     let (kafka_bytes, fetches) = floor_bytes(&log, FetchRules::Kafka);
     out.kafka_bytes = kafka_bytes;
+    out.kafka_framed_bytes = floor_bytes_framed(&log, FetchRules::Kafka, layout.framing).0;
     // Check every fetch of the optimum against the rules themselves.
     let extents = layout.extents();
     for fetch in &fetches {

@@ -187,6 +187,12 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
     }
     let mut out = Vec::new();
     for ((broker, workload, class, mode), rows) in &by_scenario {
+        // What no client can go below on the wire, against the floor: the
+        // floor with each fetch's response framing; it bounds the targets
+        // on wire bytes over the floor.
+        let framed = rows
+            .get(&Contender::Hints)
+            .map(|r| r.floor.kafka_framed_bytes as f64 / r.floor.kafka_bytes.max(1) as f64);
         let mut push = |target: &'static str, value: f64, limit: f64| {
             out.push(TargetCheck {
                 target,
@@ -196,7 +202,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
                 value,
                 limit,
                 met: value <= limit,
-                floor: None,
+                floor: framed.filter(|_| target == TARGETS[0] || target == TARGETS[2]),
                 cpu_bound: None,
             });
         };
@@ -338,7 +344,7 @@ pub(crate) fn markdown(
     );
     let _ = writeln!(
         s,
-        "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries.\n"
+        "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries. The floor counts record bytes only; a miss of a target on wire bytes over the floor says when the floor with each fetch's response framing (the fewest bytes a Fetch response for the partition takes at any version the broker serves, `floor.rs`) is already over the limit: no client can meet it there.\n"
     );
     let _ = writeln!(s, "### Targets\n");
     let _ = writeln!(s, "| target | met | worst case | worst value | limit |");
@@ -371,9 +377,15 @@ pub(crate) fn markdown(
     if !missed.is_empty() {
         let _ = writeln!(s, "\nMissed, by how much (value / limit):\n");
         for t in missed {
+            let bound = match t.floor {
+                Some(f) if f > t.limit => format!(
+                    "; cannot be met here by any client: with each fetch's response framing, the fewest bytes on the wire are {f:.3}x the floor"
+                ),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "- {}: {} {} {}: {:.3} vs {:.2} ({:+.1} %)",
+                "- {}: {} {} {}: {:.3} vs {:.2} ({:+.1} %){bound}",
                 t.target,
                 t.broker,
                 t.workload,

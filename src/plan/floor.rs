@@ -30,6 +30,18 @@
 //! Round trips and response headers are free here: the floor bounds bytes,
 //! not time.
 //!
+//! # With each response's framing
+//! A response carries more than records: its size, header and the
+//! partition's own fields, at least some fixed number of bytes for every
+//! fetch ([`floor_bytes_framed`]'s `per_fetch`, e.g. the smallest Fetch
+//! response the broker could send). Any set of fetches then moves at least
+//! its intervals' lengths plus that for each fetch, and the same argument
+//! holds: merging two overlapping intervals saves a fetch and adds no byte,
+//! a run reads across whatever lies between its wanted batches, and the
+//! program weighs each fetch at its framing too. With framing, a consumer
+//! may read across a gap shorter than a response's framing, so the program
+//! applies under "never cut" rules as well, without the cut.
+//!
 //! # Under "never cut" rules
 //! Brokers that return whole batches only (Tansu 0.6) must send every
 //! wanted batch whole, and gain nothing from reading between them: the
@@ -73,16 +85,31 @@ pub enum FetchRules {
 /// wanted records of `log` (batches in log order, positions increasing),
 /// and the fetches that achieve it: each as the byte range it reads.
 pub fn floor_bytes(log: &[LogBatch], rules: FetchRules) -> (u64, Vec<Range<u64>>) {
+    floor_bytes_framed(log, rules, 0)
+}
+
+/// [`floor_bytes`] where every fetch also moves `per_fetch` bytes of
+/// response framing (see the module docs): the fewest bytes any consumer
+/// must receive, framing included, and the fetches that achieve it (their
+/// ranges, without the framing).
+pub fn floor_bytes_framed(
+    log: &[LogBatch],
+    rules: FetchRules,
+    per_fetch: u64,
+) -> (u64, Vec<Range<u64>>) {
     let wanted: Vec<usize> = (0..log.len())
         .filter(|&k| log[k].wanted_end.is_some())
         .collect();
+    let cuts = rules == FetchRules::Kafka;
     let need = |k: usize| {
         let b = &log[k];
-        b.wanted_end
-            .unwrap_or(b.end)
-            .clamp(b.start, b.end.max(b.start))
+        match cuts {
+            true => b.wanted_end.unwrap_or(b.end),
+            false => b.end,
+        }
+        .clamp(b.start, b.end.max(b.start))
     };
-    if rules == FetchRules::NeverCut {
+    if !cuts && per_fetch == 0 {
         let fetches: Vec<Range<u64>> = wanted.iter().map(|&k| log[k].start..log[k].end).collect();
         let bytes = fetches.iter().map(|r| r.end - r.start).sum();
         return (bytes, fetches);
@@ -97,7 +124,7 @@ pub fn floor_bytes(log: &[LogBatch], rules: FetchRules) -> (u64, Vec<Range<u64>>
     for (i, &k) in wanted.iter().enumerate() {
         let b = &log[k];
         // This batch alone, whole...
-        let mut value = f[i] + (b.end - b.start);
+        let mut value = f[i] + (b.end - b.start) + per_fetch;
         let mut fetch = (i, b.start..b.end);
         // ...or alone, starting at the batch before it and cut after the
         // wanted record (that batch is not wanted, or it would belong to a
@@ -105,7 +132,7 @@ pub fn floor_bytes(log: &[LogBatch], rules: FetchRules) -> (u64, Vec<Range<u64>>
         if let Some(p) = k.checked_sub(1).map(|p| &log[p]) {
             let before = i.checked_sub(1).map(|j| wanted[j]);
             if before != Some(k - 1) && p.start <= b.start {
-                let cut = f[i] + (need(k) - p.start);
+                let cut = f[i] + (need(k) - p.start) + per_fetch;
                 if cut < value {
                     (value, fetch) = (cut, (i, p.start..need(k)));
                 }
@@ -114,7 +141,8 @@ pub fn floor_bytes(log: &[LogBatch], rules: FetchRules) -> (u64, Vec<Range<u64>>
         // ...or the end of a run started at an earlier wanted batch (on a
         // tie, the fewer fetches).
         if let Some((v, a)) = best {
-            let run = u64::try_from(v + i128::from(need(k))).unwrap_or(u64::MAX);
+            let run =
+                u64::try_from(v + i128::from(need(k)) + i128::from(per_fetch)).unwrap_or(u64::MAX);
             if run <= value {
                 (value, fetch) = (run, (a, log[wanted[a]].start..need(k)));
             }
@@ -262,21 +290,31 @@ mod tests {
     /// least bytes that deliver every wanted record. Each fetch reads
     /// `[start(b), e)` with `e ≥ end(b)`; only `e` at a wanted end or a
     /// batch end matters.
-    fn brute_force(log: &[LogBatch]) -> u64 {
+    /// With `rules` never cutting, a fetch ends at a batch end and
+    /// delivers the batches it holds whole; every fetch costs `per_fetch`
+    /// more.
+    fn brute_force(log: &[LogBatch], rules: FetchRules, per_fetch: u64) -> u64 {
         let wanted: Vec<usize> = (0..log.len())
             .filter(|&k| log[k].wanted_end.is_some())
             .collect();
+        let cuts = rules == FetchRules::Kafka;
         let mut options: Vec<(u64, Vec<usize>)> = Vec::new();
         for (b, first) in log.iter().enumerate() {
             let mut ends: Vec<u64> = log.iter().map(|x| x.end).collect();
-            ends.extend(log.iter().filter_map(|x| x.wanted_end));
+            if cuts {
+                ends.extend(log.iter().filter_map(|x| x.wanted_end));
+            }
             for e in ends.into_iter().filter(|&e| e >= first.end) {
+                let delivered = |k: usize| match cuts {
+                    true => log[k].wanted_end.unwrap() <= e,
+                    false => log[k].end <= e,
+                };
                 let covered = wanted
                     .iter()
                     .copied()
-                    .filter(|&k| k == b || (k > b && log[k].wanted_end.unwrap() <= e))
+                    .filter(|&k| k == b || (k > b && delivered(k)))
                     .collect();
-                options.push((e - first.start, covered));
+                options.push((e - first.start + per_fetch, covered));
             }
         }
         // Least cost to cover `wanted` with any subset of options.
@@ -312,8 +350,25 @@ mod tests {
             let wanted: Vec<Option<u64>> = batches.iter().map(|&(len, w)| w.map(|w| 1 + w % len)).collect();
             let log = log(&lens, &wanted);
             let (bytes, fetches) = floor_bytes(&log, FetchRules::Kafka);
-            proptest::prop_assert_eq!(bytes, brute_force(&log));
+            proptest::prop_assert_eq!(bytes, brute_force(&log, FetchRules::Kafka, 0));
             proptest::prop_assert_eq!(bytes, fetches.iter().map(|r| r.end - r.start).sum::<u64>());
+        }
+
+        /// So does it with each response's framing, under both rules.
+        #[test]
+        fn the_framed_floor_is_the_minimum_over_every_way_to_fetch(
+            batches in proptest::collection::vec((1u64..400, proptest::option::of(0u64..400)), 1..7),
+            per_fetch in 0u64..300,
+        ) {
+            let lens: Vec<u64> = batches.iter().map(|b| b.0).collect();
+            let wanted: Vec<Option<u64>> = batches.iter().map(|&(len, w)| w.map(|w| 1 + w % len)).collect();
+            let log = log(&lens, &wanted);
+            for rules in [FetchRules::Kafka, FetchRules::NeverCut] {
+                let (bytes, fetches) = floor_bytes_framed(&log, rules, per_fetch);
+                proptest::prop_assert_eq!(bytes, brute_force(&log, rules, per_fetch));
+                let framed = fetches.iter().map(|r| r.end - r.start + per_fetch).sum::<u64>();
+                proptest::prop_assert_eq!(bytes, framed);
+            }
         }
     }
 

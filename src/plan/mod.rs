@@ -40,7 +40,7 @@ mod planner;
 mod strategy;
 
 pub use cost::CostModel;
-pub use floor::{floor_bytes, FetchRules, LogBatch};
+pub use floor::{floor_bytes, floor_bytes_framed, FetchRules, LogBatch};
 pub use planner::PlanConfig;
 
 // The planners and the layout they keep are the replay core's internals
