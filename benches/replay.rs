@@ -107,6 +107,9 @@ usage: cargo bench --bench replay -- [options]
   --seed N             workload seed (default 42)
   --round-trip-us N    walfetch planner's cost model: round trip in µs
                        (default: the planner's own, 150); 0 never merges runs
+  --restart-index I    restart: the index walfetch recovers with, hints
+                       (default: the writer's, with batch positions) or
+                       offsets (offsets only, as GreptimeDB's index files)
 ";
 
 #[derive(Debug, Clone)]
@@ -125,6 +128,8 @@ struct Args {
     runs: usize,
     seed: u64,
     round_trip: Option<Duration>,
+    /// Restart: walfetch recovers with an index of offsets only.
+    restart_offsets_only: bool,
     /// Run only this scenario: `replay` or `restart`.
     only: Option<String>,
     /// Restart: the partition counts the regions are split over.
@@ -152,6 +157,7 @@ impl Args {
             runs: if quick { 1 } else { 5 },
             seed: 42,
             round_trip: None,
+            restart_offsets_only: false,
             only: None,
             partitions: restart::LAYOUTS.to_vec(),
         }
@@ -239,6 +245,15 @@ impl Args {
                         .collect::<Result<_, _>>()?;
                     out.partitions.sort_unstable();
                     out.partitions.dedup();
+                }
+                "--restart-index" => {
+                    out.restart_offsets_only = match value("--restart-index")?.as_str() {
+                        "hints" => false,
+                        "offsets" => true,
+                        other => {
+                            return Err(format!("--restart-index: unknown {other:?}\n\n{USAGE}"))
+                        }
+                    }
                 }
                 "--round-trip-us" => {
                     let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
@@ -351,10 +366,11 @@ fn run() -> Result<ExitCode, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },
         args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
+        if args.restart_offsets_only { " (--restart-index offsets)" } else { "" },
         args.regions,
         args.zipf,
         args.entries,
@@ -589,6 +605,7 @@ async fn bench_broker(
                 warmups,
                 seed: args.seed,
                 partitions: &args.partitions,
+                offsets_only: args.restart_offsets_only,
             };
             let workload = restart::Workload {
                 spec: &spec,

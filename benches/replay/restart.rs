@@ -99,12 +99,17 @@ impl RestartContender {
     }
 
     /// Its name in the tables: "+ back-off" on the estimate where it needs
-    /// walfetch's back-off to finish (see `Contender::label`).
-    fn label(self, kafka_rules: bool) -> String {
-        if self == RestartContender::EstimateRegions && !kafka_rules {
-            "estimate + back-off, region by region".to_owned()
-        } else {
-            self.name().to_owned()
+    /// walfetch's back-off to finish (see `Contender::label`), "(offsets
+    /// only)" on walfetch's where it recovers with an index of offsets only.
+    fn label(self, kafka_rules: bool, offsets_only: bool) -> String {
+        match self {
+            RestartContender::EstimateRegions if !kafka_rules => {
+                "estimate + back-off, region by region".to_owned()
+            }
+            _ if offsets_only && self.strategy() == StrategyKind::Index => {
+                format!("{} (offsets only)", self.name())
+            }
+            _ => self.name().to_owned(),
         }
     }
 
@@ -365,15 +370,14 @@ struct RestartRun {
 /// Recovers every region of `restart` by `contender` and checks the output.
 async fn run(
     contender: RestartContender,
-    cluster: &Arc<Cluster>,
-    plan: PlanConfig,
-    proxy: &Proxy,
+    setup: &Setup<'_>,
     restart: &Restart,
 ) -> Result<RestartRun, String> {
+    let (cluster, proxy) = (setup.cluster, setup.proxy);
     let (received, sent) = (proxy.received(), proxy.sent());
     let options = crate::contenders::walfetch_options(
         contender.strategy(),
-        plan,
+        setup.plan,
         contender == RestartContender::OnePassFewestBytes,
     );
     let cpu_before = crate::harness::cpu_time();
@@ -388,12 +392,13 @@ async fn run(
         .collect();
     let (stats, replays) = match contender {
         RestartContender::Regions | RestartContender::EstimateRegions => {
-            region_by_region(cluster, options, restart, &mut checkers).await?
+            region_by_region(cluster, options, setup.offsets_only, restart, &mut checkers).await?
         }
         RestartContender::ScanOnce
         | RestartContender::OnePass
         | RestartContender::OnePassFewestBytes => {
-            let stats = one_pass(cluster, options, restart, &mut checkers).await?;
+            let stats =
+                one_pass(cluster, options, setup.offsets_only, restart, &mut checkers).await?;
             (stats, vec![started.elapsed()])
         }
     };
@@ -430,10 +435,12 @@ async fn run(
     Ok(run)
 }
 
-/// One [`Consumer`] per region, one after another.
+/// One [`Consumer`] per region, one after another; walfetch's with an
+/// index of offsets only if `offsets_only`.
 async fn region_by_region(
     cluster: &Arc<Cluster>,
     options: ReplayOptions,
+    offsets_only: bool,
     restart: &Restart,
     checkers: &mut [Checker<'_>],
 ) -> Result<(ReplayStats, Vec<Duration>), String> {
@@ -442,7 +449,7 @@ async fn region_by_region(
     for (w, checker) in restart.wishes.iter().zip(checkers.iter_mut()) {
         let part = &restart.parts[w.part];
         let index = match options.strategy {
-            StrategyKind::Index => &part.hinted,
+            StrategyKind::Index if !offsets_only => &part.hinted,
             _ => &part.offsets_only,
         };
         let range = ReplayRange {
@@ -468,10 +475,12 @@ async fn region_by_region(
     Ok((stats, replays))
 }
 
-/// One [`Recovery`] of every region.
+/// One [`Recovery`] of every region; with an index of offsets only if
+/// `offsets_only`.
 async fn one_pass(
     cluster: &Arc<Cluster>,
     options: ReplayOptions,
+    offsets_only: bool,
     restart: &Restart,
     checkers: &mut [Checker<'_>],
 ) -> Result<ReplayStats, String> {
@@ -480,7 +489,12 @@ async fn one_pass(
     // A scan needs no index.
     if strategy == StrategyKind::Index {
         for part in &restart.parts {
-            builder = builder.index(part.topic.clone(), part.partition, &part.hinted);
+            let index = if offsets_only {
+                &part.offsets_only
+            } else {
+                &part.hinted
+            };
+            builder = builder.index(part.topic.clone(), part.partition, index);
         }
     }
     for w in &restart.wishes {
@@ -620,6 +634,7 @@ impl RestartRow {
         restart: &Restart,
         kind: RestartContender,
         runs: &[RestartRun],
+        offsets_only: bool,
     ) -> Self {
         let wire = Spread::of(runs.iter().map(|r| r.wire_bytes).collect());
         let total = Spread::of(runs.iter().map(|r| r.total).collect());
@@ -629,7 +644,7 @@ impl RestartRow {
             broker: broker.into(),
             workload: workload.into(),
             partitions: restart.parts.len(),
-            contender: kind.label(floor::kafka_rules(broker)),
+            contender: kind.label(floor::kafka_rules(broker), offsets_only),
             kind,
             regions: restart.wishes.len(),
             entries: runs.last().map_or(0, |r| r.entries),
@@ -678,6 +693,9 @@ pub(crate) struct Setup<'a> {
     pub(crate) seed: u64,
     /// The partition counts the regions are split over, one restart each.
     pub(crate) partitions: &'a [usize],
+    /// walfetch recovers with an index of offsets only (GreptimeDB's),
+    /// not the writer's hints.
+    pub(crate) offsets_only: bool,
 }
 
 /// The workload as the bench wrote it to its one-partition topic.
@@ -741,15 +759,13 @@ pub(crate) async fn bench(
                 if (warmup && !c.one_pass()) || (!measured.is_empty() && spent >= RUN_BUDGET) {
                     continue;
                 }
-                let result = run(c, setup.cluster, setup.plan, setup.proxy, &restart)
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "{name} {} restart over {partitions} partition(s), {}: {e}",
-                            spec.name,
-                            c.name()
-                        )
-                    })?;
+                let result = run(c, setup, &restart).await.map_err(|e| {
+                    format!(
+                        "{name} {} restart over {partitions} partition(s), {}: {e}",
+                        spec.name,
+                        c.name()
+                    )
+                })?;
                 if !warmup {
                     results.entry(c).or_default().push(result);
                 }
@@ -757,7 +773,16 @@ pub(crate) async fn bench(
         }
         let new_rows: Vec<RestartRow> = all
             .iter()
-            .map(|&c| RestartRow::new(name, &spec.name, &restart, c, &results[&c]))
+            .map(|&c| {
+                RestartRow::new(
+                    name,
+                    &spec.name,
+                    &restart,
+                    c,
+                    &results[&c],
+                    setup.offsets_only,
+                )
+            })
             .collect();
         let one = &new_rows[3];
         eprintln!(
