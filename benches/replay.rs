@@ -39,6 +39,7 @@
 //! cargo bench --bench replay                 # default profile, < 10 min on 2 cores
 //! cargo bench --bench replay -- --quick      # correctness of every contender, < 2 min
 //! cargo bench --bench replay -- --only restart   # the restart scenario alone
+//! cargo bench --bench replay -- --only restart --restart-index offsets   # with GreptimeDB's index
 //! cargo bench --bench replay -- --help       # every option
 //! ```
 //!
