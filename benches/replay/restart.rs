@@ -147,6 +147,16 @@ struct Part {
     layout: LogLayout,
 }
 
+impl Part {
+    /// The index walfetch recovers with: the writer's, or offsets only.
+    fn walfetch_index(&self, offsets_only: bool) -> &WalIndex {
+        match offsets_only {
+            true => &self.offsets_only,
+            false => &self.hinted,
+        }
+    }
+}
+
 /// One region to recover.
 struct Wish {
     /// Its partition, an index into [`Restart::parts`].
@@ -449,7 +459,7 @@ async fn region_by_region(
     for (w, checker) in restart.wishes.iter().zip(checkers.iter_mut()) {
         let part = &restart.parts[w.part];
         let index = match options.strategy {
-            StrategyKind::Index if !offsets_only => &part.hinted,
+            StrategyKind::Index => part.walfetch_index(offsets_only),
             _ => &part.offsets_only,
         };
         let range = ReplayRange {
@@ -489,11 +499,7 @@ async fn one_pass(
     // A scan needs no index.
     if strategy == StrategyKind::Index {
         for part in &restart.parts {
-            let index = if offsets_only {
-                &part.offsets_only
-            } else {
-                &part.hinted
-            };
+            let index = part.walfetch_index(offsets_only);
             builder = builder.index(part.topic.clone(), part.partition, index);
         }
     }
