@@ -323,6 +323,78 @@ fn offsets_only_on_two_writers_skips_the_other_writers_batches() {
     assert_read_at_most(&log, &specs, &out, |spec| spec.writer == 0, 1.1);
 }
 
+/// GreptimeDB's layout (each batch one region's, lz4, no per-record
+/// checksums) recovered in one pass from each region's checkpoint with
+/// offsets only, 64 fetches in flight as a recovery keeps them: the wanted
+/// entries are the union of 16 regions', and two regions' entries at
+/// adjacent offsets are in two batches. Answers show it (pairs of two
+/// regions never share a batch, pairs of one do), so a fetch ends where
+/// its region's batch does: it asks for one byte and gets exactly that
+/// batch, instead of reading on, with an estimated end and its slack,
+/// through the batches of regions not yet at their checkpoints.
+#[test]
+fn offsets_only_one_pass_over_a_region_per_batch_reads_the_wanted_batches() {
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+    use walfetch::replay::RegionRange;
+
+    let mut rng = StdRng::seed_from_u64(7);
+    let specs: Vec<BatchSpec> = (0..3000)
+        .map(|_| {
+            // Region 1 writes most, in larger batches.
+            let region: RegionId = match rng.random_range(0..4) {
+                0 => 1,
+                _ => rng.random_range(2..=16),
+            };
+            let records = if region == 1 {
+                rng.random_range(2..6)
+            } else {
+                1
+            };
+            BatchSpec {
+                regions: vec![region; records],
+                gap: 0,
+                writer: 0,
+            }
+        })
+        .collect();
+    let lens: Vec<usize> = (0..4096).map(|_| rng.random_range(500..6000)).collect();
+    let log = SimLog::build_with(&specs, Compression::Lz4, |o| lens[o as usize % 4096], false);
+    let ranges: Vec<RegionRange> = (1..=16)
+        .map(|region| RegionRange {
+            region,
+            from: rng.random_range(0..log.end()),
+            to: log.end(),
+        })
+        .collect();
+    let wanted: Vec<i64> = log
+        .records()
+        .iter()
+        .filter(|r| {
+            ranges
+                .iter()
+                .any(|w| w.region == r.region && r.offset >= w.from)
+        })
+        .map(|r| r.offset)
+        .collect();
+    let mut options = ReplayOptions::default().with_max_in_flight(64);
+    options.plan.cost.in_flight = 64;
+    let out =
+        Sim::new(&log, Habits::KAFKA, 7)
+            .in_flight(64)
+            .run(&log.offsets_index(), &ranges, options);
+    assert!(out.error.is_none(), "{:?}", out.error);
+    for range in &ranges {
+        assert_eq!(out.regions[&range.region], log.expected(range));
+    }
+    let floor = log.floor(&wanted);
+    assert!(
+        out.stats.records_bytes as f64 <= floor as f64 * 1.1,
+        "{} bytes for a floor of {floor}",
+        out.stats.records_bytes
+    );
+}
+
 #[test]
 fn offsets_only_on_a_broker_that_skips_the_containing_batch() {
     let wanted: Vec<i64> = (0..40).filter(|b| b % 3 == 0).map(|b| b * 50 + 7).collect();

@@ -432,6 +432,7 @@ async fn replay_rskafka(
     loop {
         let view = PlanView {
             entries: &entries,
+            regions: &[],
             layout: &layout,
             log_start: 0,
             misaligned,

@@ -122,6 +122,7 @@ mod tests {
     fn view<'a>(entries: &'a [IndexEntry], layout: &'a Layout) -> PlanView<'a> {
         PlanView {
             entries,
+            regions: &[],
             layout,
             log_start: 0,
             misaligned: None,

@@ -146,10 +146,11 @@ impl Layout {
         self.observed
     }
 
-    /// Records a pair of wanted entries `d` offsets apart that a response
-    /// showed in one batch (`same`) or not.
-    pub fn observe_neighbours(&mut self, d: i64, same: bool) {
-        self.neighbours.observe(d, same);
+    /// Records a pair of wanted entries `d` offsets apart, of one region
+    /// (`one_region`) or two, that a response showed in one batch (`same`)
+    /// or not.
+    pub fn observe_neighbours(&mut self, d: i64, one_region: bool, same: bool) {
+        self.neighbours.observe(d, one_region, same);
     }
 
     /// How often wanted entries were seen sharing a batch.

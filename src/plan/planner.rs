@@ -5,6 +5,14 @@ use std::ops::Range;
 use super::layout::Observed;
 use super::{CostModel, FetchStrategy, PlanView};
 
+/// The chance of sharing a batch at or below which a pair of entries is
+/// taken to have a batch boundary between them (see [`Plan::extend`]):
+/// answers showed such pairs in one batch at most once in ten. Above it, a
+/// pair merely likelier apart than together is not a boundary a fetch may
+/// count on; on a mixed layout (the replay bench's `none-1w`) a higher
+/// threshold made single-region replays read more.
+const SEEN_APART: f64 = 0.1;
+
 /// Limits and defaults for planning.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlanConfig {
@@ -323,15 +331,19 @@ impl<'a> Plan<'a> {
         let mut before_batch: Option<(Position, usize)> = None;
         for i in start + 1..end {
             // Whether entry `i` is the first one likelier outside the first
-            // batch than in it.
+            // batch than in it; and whether answers showed pairs like `i`
+            // and the entry before it (nearly) never sharing a batch: the
+            // first batch then ends between the two.
             let mut leaving_first = false;
+            let mut ends_between = false;
             let rest = self.unread_rest(i, end, at.batch.map(|b| b.base));
             let Some(next) = self.position(i, &at, at.end + gap_limit + rest) else {
                 break;
             };
             if let Some(c) = chance {
                 let d = self.view.entries[i].offset - self.view.entries[i - 1].offset;
-                let c = c * self.together(d);
+                let pair = self.together(d, self.view.one_region(i));
+                let c = c * pair;
                 if c >= 0.5 {
                     chance = Some(c);
                     at = Position {
@@ -343,6 +355,7 @@ impl<'a> Plan<'a> {
                 }
                 chance = None;
                 leaving_first = true;
+                ends_between = pair <= SEEN_APART;
             }
             // Splitting here would not save the slack an estimated end
             // carries, nor the half batch a fetch from an offset whose batch
@@ -367,8 +380,18 @@ impl<'a> Plan<'a> {
             // part of `i`'s before its record, half a batch each on
             // average; both come whole either way) and gives the fetch an
             // estimated end, with its slack; stopping costs one fetch.
+            // Where the first batch ends between the entry before `i` and
+            // `i` (two regions' adjacent entries on a log written a region
+            // per batch), those two parts lie within the gap, and what lies
+            // between is never less than nothing. Where only the doubts of
+            // many pairs added up, `i` may well be in the first batch still,
+            // which stopping would read again: the difference is left to go
+            // below nothing, and the fetch reads on.
             if leaving_first {
-                let between = gap - batch / 2.0 - unknown_start;
+                let mut between = gap - batch / 2.0 - unknown_start;
+                if ends_between {
+                    between = between.max(0.0);
+                }
                 if between + self.estimated_end_slack(batch) > gap_limit {
                     break;
                 }
@@ -522,14 +545,14 @@ impl<'a> Plan<'a> {
     /// show, and cheaply: the rest of a fetch claimed in vain is asked for
     /// again, one round trip later, no byte lost); further, even odds up
     /// to the most offsets a batch was seen to span, none past it.
-    fn together(&self, d: i64) -> f64 {
+    fn together(&self, d: i64, one_region: bool) -> f64 {
         let within = u64::try_from(d).is_ok_and(|d| d <= self.observed.widest);
         let prior = match d {
             _ if !within => 0.0,
             1 => 1.0,
             _ => 0.5,
         };
-        self.view.layout.neighbours().together(d, prior)
+        self.view.layout.neighbours().together(d, one_region, prior)
     }
 
     /// Bytes a fetch ending at `at` reads past it: where the end is
@@ -646,6 +669,7 @@ mod tests {
     fn view<'a>(entries: &'a [IndexEntry], layout: &'a Layout) -> PlanView<'a> {
         PlanView {
             entries,
+            regions: &[],
             layout,
             log_start: 0,
             misaligned: None,
@@ -930,7 +954,7 @@ mod tests {
         );
         // And after pairs one offset apart were seen in one batch.
         for _ in 0..10 {
-            layout.observe_neighbours(1, true);
+            layout.observe_neighbours(1, true, true);
         }
         let run = plan(&layout, 0..4);
         assert_eq!(
@@ -940,7 +964,7 @@ mod tests {
         // Seen apart: the limit reaches for the next entries by estimate.
         let mut apart = observed(10, 1000, true);
         for _ in 0..10 {
-            apart.observe_neighbours(1, false);
+            apart.observe_neighbours(1, true, false);
         }
         let run = plan(&apart, 0..4);
         assert!(run.max_bytes > 1000, "{run:?}");
@@ -948,6 +972,47 @@ mod tests {
         let again =
             Planner::new(PlanConfig::default()).plan_entries(&view(&entries, &layout), 3..4, 1);
         assert!(again.max_bytes > 1, "{again:?}");
+    }
+
+    /// A recovery's entries are several regions'. Where answers showed two
+    /// regions' adjacent entries never sharing a batch (a region per
+    /// batch), a fetch of the first region's entries stops at the next
+    /// region's: it asks for one byte and gets that batch exactly, rather
+    /// than reading on with an estimated end and a compressed batch of
+    /// slack, more than a fetch costs at 64 in flight.
+    #[test]
+    fn a_fetch_stops_where_another_region_begins_on_a_region_per_batch() {
+        let entries: Vec<IndexEntry> = [500, 501, 502, 503, 504]
+            .into_iter()
+            .map(IndexEntry::offset_only)
+            .collect();
+        let regions = [7, 7, 7, 9, 9];
+        let mut layout = observed(10, 10_000, true);
+        for _ in 0..40 {
+            layout.observe_neighbours(1, true, true);
+            layout.observe_neighbours(1, false, false);
+        }
+        let mut config = PlanConfig::default();
+        config.cost.in_flight = 64;
+        let plan = |regions: &[usize]| {
+            let view = PlanView {
+                regions,
+                ..view(&entries, &layout)
+            };
+            Planner::new(config).plan_entries(&view, 0..entries.len(), 0)
+        };
+        let fetch = plan(&regions);
+        assert_eq!(
+            (fetch.offset, fetch.max_bytes, fetch.kind),
+            (500, 1, FetchKind::Indexed { entries: 0..3 })
+        );
+        // Not told the regions, the pairs look like one region's, which
+        // share batches: the fetch claims them all in its first batch.
+        let fetch = plan(&[]);
+        assert_eq!(
+            (fetch.offset, fetch.max_bytes, fetch.kind),
+            (500, 1, FetchKind::Indexed { entries: 0..5 })
+        );
     }
 
     #[test]
@@ -959,7 +1024,7 @@ mod tests {
         // As the answers that showed those batches would have: every
         // wanted offset's next in its batch but the last.
         for k in 0..1000 {
-            layout.observe_neighbours(1, k % 10 < 9);
+            layout.observe_neighbours(1, true, k % 10 < 9);
         }
         let first = Planner::new(PlanConfig::default()).plan_entries(
             &view(&entries, &layout),

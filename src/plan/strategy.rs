@@ -19,6 +19,9 @@ use crate::index::IndexEntry;
 pub struct PlanView<'a> {
     /// The indexed entries the replay must deliver, in offset order.
     pub entries: &'a [IndexEntry],
+    /// For each of `entries`, its region, as any number that is equal for
+    /// entries of one region; empty when they are all one region's.
+    pub regions: &'a [usize],
     /// The log's layout as known: the index's hints (for strategies that
     /// use them) and every batch responses carried.
     pub layout: &'a Layout,
@@ -43,6 +46,17 @@ pub struct PlanView<'a> {
 }
 
 impl PlanView<'_> {
+    /// Whether entries `i - 1` and `i` are of one region.
+    pub fn one_region(&self, i: usize) -> bool {
+        match (
+            i.checked_sub(1).and_then(|p| self.regions.get(p)),
+            self.regions.get(i),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+
     /// Where to fetch from for `offset` when the batch holding it is not
     /// known, on the `attempt`th try (0 first): the offset itself; or, on a
     /// broker that skips the batch containing a mid-batch offset, a fetch

@@ -577,6 +577,7 @@ impl ReplayCore {
     fn plan(&mut self, work: &Work) -> PlannedFetch {
         let view = PlanView {
             entries: &self.entries,
+            regions: &self.entry_regions,
             layout: &self.layout,
             log_start: self.log_start,
             misaligned: self.misaligned,
@@ -746,7 +747,9 @@ impl ReplayCore {
             };
             if batch.base <= offset && matches!(self.slots[*i], Slot::Pending) {
                 let d = next.offset - self.entries[*i].offset;
-                self.layout.observe_neighbours(d, next.offset <= batch.last);
+                let one_region = self.entry_regions.get(*i) == self.entry_regions.get(i + 1);
+                self.layout
+                    .observe_neighbours(d, one_region, next.offset <= batch.last);
             }
         }
     }
@@ -1278,7 +1281,7 @@ mod tests {
         // Four pairs one offset apart in one batch, one not: 4 of 5 seen,
         // after a prior worth two pairs (here 0).
         let n = core.layout.neighbours();
-        assert!((n.together(1, 0.0) - 4.0 / 7.0).abs() < 1e-9, "{n:?}");
+        assert!((n.together(1, true, 0.0) - 4.0 / 7.0).abs() < 1e-9, "{n:?}");
     }
 
     /// A fetch asking for one byte gets its first batch whole (KIP-74):
