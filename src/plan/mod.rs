@@ -55,5 +55,6 @@ pub use layout::{Extent, Layout, Observed, SeenBatch};
 pub use neighbours::Neighbours;
 #[doc(hidden)]
 pub use planner::{FetchKind, PlannedFetch, Planner};
+pub(crate) use strategy::one_region;
 #[doc(hidden)]
 pub use strategy::{FetchStrategy, PlanView};

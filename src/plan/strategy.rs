@@ -48,13 +48,7 @@ pub struct PlanView<'a> {
 impl PlanView<'_> {
     /// Whether entries `i - 1` and `i` are of one region.
     pub fn one_region(&self, i: usize) -> bool {
-        match (
-            i.checked_sub(1).and_then(|p| self.regions.get(p)),
-            self.regions.get(i),
-        ) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        }
+        one_region(self.regions, i)
     }
 
     /// Where to fetch from for `offset` when the batch holding it is not
@@ -77,6 +71,18 @@ impl PlanView<'_> {
             .max(self.log_start)
             .min(offset);
         offset.saturating_sub(back).max(floor)
+    }
+}
+
+/// Whether entries `i - 1` and `i` are of one region, by `regions` (each
+/// entry's region, as in [`PlanView::regions`]; empty: all one region's).
+pub(crate) fn one_region(regions: &[usize], i: usize) -> bool {
+    match (
+        i.checked_sub(1).and_then(|p| regions.get(p)),
+        regions.get(i),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
     }
 }
 

@@ -60,8 +60,8 @@ use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
 use crate::error::Error;
 use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
-    floor_from_layout, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout, PlanView,
-    PlannedFetch, Planner, SeenBatch,
+    floor_from_layout, one_region, EstimatePlanner, FetchKind, FetchRules, FetchStrategy, Layout,
+    PlanView, PlannedFetch, Planner, SeenBatch,
 };
 use absorb::{absorb, AbsorbOptions, Absorbed, Response};
 use queue::{Work, WorkQueue};
@@ -747,7 +747,7 @@ impl ReplayCore {
             };
             if batch.base <= offset && matches!(self.slots[*i], Slot::Pending) {
                 let d = next.offset - self.entries[*i].offset;
-                let one_region = self.entry_regions.get(*i) == self.entry_regions.get(i + 1);
+                let one_region = one_region(&self.entry_regions, i + 1);
                 self.layout
                     .observe_neighbours(d, one_region, next.offset <= batch.last);
             }
