@@ -253,6 +253,63 @@ fn offsets_only_resumes_a_cut_run_in_one_fetch() {
     assert_eq!(out.stats.fetches, 2);
 }
 
+/// A region that wrote every record from its checkpoint to the log's end
+/// (GreptimeDB's default of a topic per region): every byte from there is
+/// wanted. The probe's answer shows where its batch ends; from there one
+/// fetch of the most a fetch may ask for reads exactly the rest, with no
+/// estimated end. Before, the fetch after the probe was sized from the
+/// probe's batch, here smaller than those after it, came back short, and
+/// the rest took more fetches one after another. On a broker that skips
+/// the batch holding a mid-batch offset, a checkpoint inside a batch
+/// costs a few batches, not the rest of the log sent in vain.
+#[test]
+fn offsets_only_a_run_to_the_logs_end_is_a_probe_and_one_fetch() {
+    let specs: Vec<BatchSpec> = (0..30)
+        .map(|b| BatchSpec {
+            regions: vec![if b < 10 { OTHER } else { WANTED }; 10],
+            ..BatchSpec::default()
+        })
+        .collect();
+    // The wanted region's first batch has small records, the rest large.
+    let value_len = |o: i64| if o < 110 { 100 } else { 3000 };
+    let options = ReplayOptions::default()
+        .with_max_in_flight(1)
+        .with_learn_link(false);
+    for compression in [Compression::None, Compression::Lz4] {
+        let log = SimLog::build_with(&specs, compression, value_len, false);
+        let replay = |from: i64, habits: Habits| {
+            let range = walfetch::replay::RegionRange {
+                region: WANTED,
+                from,
+                to: log.end(),
+            };
+            let out =
+                Sim::new(&log, habits, 0).run(&log.offsets_index(), &[range], options.clone());
+            assert!(out.error.is_none(), "{habits:?}: {:?}", out.error);
+            assert_eq!(out.regions[&WANTED], log.expected(&range), "{habits:?}");
+            out
+        };
+        let wanted: Vec<i64> = (100..300).collect();
+        let out = replay(100, Habits::KAFKA);
+        assert_eq!(out.stats.fetches, 2, "{compression:?}");
+        assert_eq!(
+            out.stats.records_bytes,
+            log.floor(&wanted),
+            "{compression:?}"
+        );
+
+        let wanted: Vec<i64> = (105..300).collect();
+        let out = replay(105, SKIP_CONTAINING);
+        let batch = u64::from(log.batches()[10..].iter().map(|b| b.len).max().unwrap());
+        assert!(
+            out.stats.records_bytes <= log.floor(&wanted) + 3 * batch,
+            "{compression:?}: {} bytes for a floor of {}",
+            out.stats.records_bytes,
+            log.floor(&wanted)
+        );
+    }
+}
+
 /// GreptimeDB's layout: each region's records of a linger window are one
 /// lz4 batch. With offsets only, each wanted batch is fetched from the
 /// entry that starts it with a limit of one byte: it comes whole

@@ -435,6 +435,7 @@ async fn replay_rskafka(
             regions: &[],
             layout: &layout,
             log_start: 0,
+            log_end: to,
             misaligned,
             cut_records: true,
             overshoots: false,

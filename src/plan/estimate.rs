@@ -125,6 +125,7 @@ mod tests {
             regions: &[],
             layout,
             log_start: 0,
+            log_end: i64::MAX,
             misaligned: None,
             cut_records: true,
             overshoots: false,

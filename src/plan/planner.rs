@@ -236,6 +236,9 @@ impl<'a> Plan<'a> {
     /// unknown, so it takes all it carries, and what follows is planned
     /// from there once the consumer hands it back.
     fn plan_run(&self, start: usize, end: usize) -> PlannedFetch {
+        if let Some(fetch) = self.to_the_end(start, end) {
+            return fetch;
+        }
         let first = self.locate(start);
         if first.is_none() && self.observed.bytes_per_offset().is_none() {
             return self.probe(start, end);
@@ -272,6 +275,46 @@ impl<'a> Plan<'a> {
             Some(cut) if cut.kind == fetch.kind && cut.max_bytes < fetch.max_bytes => cut,
             _ => fetch,
         }
+    }
+
+    /// A run of entries at every offset from its first to the log's end
+    /// (a partition only the replayed regions wrote past their
+    /// checkpoints; on GreptimeDB's default of a topic per region, every
+    /// partition of a restart): every byte from the first entry's batch on
+    /// is wanted, so one fetch takes the most a fetch may and claims the
+    /// whole run, and what the cap cuts off is asked for again from where
+    /// it ended. Nothing past the run can be read in vain, so nothing is
+    /// estimated.
+    ///
+    /// Only from where a batch is known to start: a broker that skips the
+    /// batch holding a mid-batch fetch offset (Tansu 0.6) would answer
+    /// such a fetch with the whole rest of the log, all of it discarded.
+    /// Elsewhere the run's first fetch is planned as any other (a probe of
+    /// one byte, with offsets only), and the rest of the run then starts
+    /// right after a batch it showed.
+    fn to_the_end(&self, start: usize, end: usize) -> Option<PlannedFetch> {
+        let run = self.view.entries.get(start..end)?;
+        let (first, last) = (run.first()?, run.last()?);
+        let span = last.offset.checked_sub(first.offset)?.checked_add(1)?;
+        if last.offset.checked_add(1) != Some(self.view.log_end) || span != run.len() as i64 {
+            return None;
+        }
+        let offset = match self.locate(start) {
+            Some(l) => l.base,
+            None if first.offset <= self.view.log_start
+                || self.view.layout.boundary_at_or_below(first.offset) == Some(first.offset) =>
+            {
+                first.offset
+            }
+            None => return None,
+        };
+        Some(PlannedFetch {
+            offset,
+            max_bytes: self.config.max_fetch_bytes,
+            kind: FetchKind::Indexed {
+                entries: start..end,
+            },
+        })
     }
 
     /// The run from `start` planned to begin at the known batch right
@@ -672,6 +715,7 @@ mod tests {
             regions: &[],
             layout,
             log_start: 0,
+            log_end: i64::MAX,
             misaligned: None,
             cut_records: true,
             overshoots: false,
@@ -1012,6 +1056,52 @@ mod tests {
         assert_eq!(
             (fetch.offset, fetch.max_bytes, fetch.kind),
             (500, 1, FetchKind::Indexed { entries: 0..5 })
+        );
+    }
+
+    #[test]
+    fn a_run_at_every_offset_to_the_logs_end_takes_the_most_at_once() {
+        // Offsets only, a batch seen ending at 99: entries 100..200 of a
+        // log ending at 200 are one fetch of the cap, claiming them all.
+        let entries: Vec<IndexEntry> = (100..200).map(IndexEntry::offset_only).collect();
+        let mut layout = Layout::new();
+        layout.observe_batch(&SeenBatch {
+            base: 90,
+            last: 99,
+            len: 1000,
+            compressed: true,
+        });
+        let config = PlanConfig::default();
+        let plan = |log_end: i64, entries: &[IndexEntry], layout: &Layout| {
+            let view = PlanView {
+                log_end,
+                ..view(entries, layout)
+            };
+            Planner::new(config).plan_entries(&view, 0..entries.len(), 0)
+        };
+        let all = PlannedFetch {
+            offset: 100,
+            max_bytes: config.max_fetch_bytes,
+            kind: FetchKind::Indexed { entries: 0..100 },
+        };
+        assert_eq!(plan(200, &entries, &layout), all);
+        // A record after the last entry, or a gap between two: what
+        // follows the run, or lies within it, may not be wanted.
+        assert_ne!(plan(201, &entries, &layout), all);
+        let gapped: Vec<IndexEntry> = (100..200)
+            .filter(|&o| o != 150)
+            .map(IndexEntry::offset_only)
+            .collect();
+        assert_ne!(
+            plan(200, &gapped, &layout).max_bytes,
+            config.max_fetch_bytes
+        );
+        // 100 not known to start a batch: a broker that skips the batch
+        // holding a mid-batch offset would send the rest of the log in
+        // vain; the first fetch is a probe.
+        assert_eq!(
+            plan(200, &entries, &Layout::new()).max_bytes,
+            config.probe_bytes
         );
     }
 

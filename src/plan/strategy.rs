@@ -27,6 +27,10 @@ pub struct PlanView<'a> {
     pub layout: &'a Layout,
     /// The log's start: no fetch starts below it.
     pub log_start: i64,
+    /// The log's end as the replay found it (the offset after its last
+    /// record), or `i64::MAX` if unknown: a run of entries at every offset
+    /// up to it has nothing after it to read in vain.
+    pub log_end: i64,
     /// Set once the broker answered a mid-batch fetch offset without the
     /// batch containing it (a habit of some Kafka-compatible brokers): the
     /// log start it reported then.

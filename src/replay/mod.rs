@@ -580,6 +580,7 @@ impl ReplayCore {
             regions: &self.entry_regions,
             layout: &self.layout,
             log_start: self.log_start,
+            log_end: self.end,
             misaligned: self.misaligned,
             cut_records: self.cut_usable,
             overshoots: self.overshoots,
