@@ -300,7 +300,9 @@ impl<'a> Plan<'a> {
     /// (`ReplayOptions::max_in_flight_bytes`), and a restart has one such
     /// fetch for each partition at once.
     ///
-    /// Only from where a batch is known to start: a broker that skips the
+    /// Only where the run's end must be estimated: where the last entry's
+    /// batch is known (hints), the usual plan ends the fetch exactly. And
+    /// only from where a batch is known to start: a broker that skips the
     /// batch holding a mid-batch fetch offset (Tansu 0.6) would answer
     /// such a fetch with the whole rest of the log, all of it discarded.
     /// Elsewhere the run's first fetch is planned as any other (a probe of
@@ -310,7 +312,10 @@ impl<'a> Plan<'a> {
         let run = self.view.entries.get(start..end)?;
         let (first, last) = (run.first()?, run.last()?);
         let span = last.offset.checked_sub(first.offset)?.checked_add(1)?;
-        if last.offset.checked_add(1) != Some(self.view.log_end) || span != run.len() as i64 {
+        if last.offset.checked_add(1) != Some(self.view.log_end)
+            || span != run.len() as i64
+            || self.locate(end - 1).is_some()
+        {
             return None;
         }
         let offset = match self.locate(start) {
@@ -1111,6 +1116,16 @@ mod tests {
             .map(IndexEntry::offset_only)
             .collect();
         assert_ne!(plan(200, &gapped, &layout).max_bytes, all.max_bytes);
+        // The last entry's batch known: the usual plan knows where the
+        // run ends.
+        let mut known_end = layout.clone();
+        known_end.observe_batch(&SeenBatch {
+            base: 190,
+            last: 199,
+            len: 1000,
+            compressed: true,
+        });
+        assert_ne!(plan(200, &entries, &known_end), all);
         // 100 not known to start a batch: a broker that skips the batch
         // holding a mid-batch offset would send the rest of the log in
         // vain; the first fetch is a probe.
