@@ -212,6 +212,15 @@ impl Layout {
         })
     }
 
+    /// Whether a fetch from `offset` is known not to fall inside a batch:
+    /// a batch seen starts there or ends right before it, or nothing lies
+    /// below it (`log_start`). A broker cannot skip the batch holding such
+    /// an offset (a habit of some brokers, see
+    /// [`super::PlanView::misaligned`]).
+    pub fn starts_batch(&self, offset: i64, log_start: i64) -> bool {
+        offset <= log_start || self.boundary_at_or_below(offset) == Some(offset)
+    }
+
     /// The known batches in offset order, as `(base, extent)`.
     pub fn batches(&self) -> impl Iterator<Item = (i64, Extent)> + '_ {
         self.batches.iter().map(|(&b, &e)| (b, e))

@@ -320,8 +320,10 @@ impl<'a> Plan<'a> {
         }
         let offset = match self.locate(start) {
             Some(l) => l.base,
-            None if first.offset <= self.view.log_start
-                || self.view.layout.boundary_at_or_below(first.offset) == Some(first.offset) =>
+            None if self
+                .view
+                .layout
+                .starts_batch(first.offset, self.view.log_start) =>
             {
                 first.offset
             }

@@ -819,11 +819,11 @@ impl ReplayCore {
         }
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
-        // A fetch offset where a batch seen starts or right after one
-        // ends, or one nothing can be fetched below, cannot fall inside a
-        // batch: a broker cannot have skipped the batch containing it.
-        let aligned = fetch.offset <= fetched.log_start_offset
-            || self.layout.boundary_at_or_below(fetch.offset) == Some(fetch.offset);
+        // A broker cannot have skipped the batch containing a fetch offset
+        // known to start one.
+        let aligned = self
+            .layout
+            .starts_batch(fetch.offset, fetched.log_start_offset);
         let absorbed = match decoded {
             Some(decoded) if decoded.holds(&fetched, aligned) => decoded.result,
             _ => {
