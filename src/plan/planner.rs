@@ -1083,7 +1083,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_at_every_offset_to_the_logs_end_takes_the_most_at_once() {
+    fn a_run_at_every_offset_to_the_logs_end_is_one_fetch_well_past_its_estimate() {
         // Offsets only, a batch seen ending at 99: entries 100..200 of a
         // log ending at 200 are one fetch, claiming them all.
         let entries: Vec<IndexEntry> = (100..200).map(IndexEntry::offset_only).collect();
