@@ -708,6 +708,37 @@ async fn a_garbled_first_frame_is_not_a_kafka_broker_and_not_retried() {
     }
 }
 
+/// The same garbled first frame from a broker the cluster already talks
+/// to, on a new connection after the last was cut, is a stream corrupted on
+/// the way, not a wrong address: the operation is retried on another
+/// connection and succeeds (found by the fault soak, where a recovery
+/// ended with "is not a Kafka broker").
+#[tokio::test]
+async fn a_garbled_first_frame_on_a_new_connection_to_a_known_broker_is_retried() {
+    let s = setup().await;
+    let fetched = s.fetch().await.expect("fetch");
+    assert_eq!(decode(&fetched.records), s.records);
+    s.scripted.reset_stats();
+    s.scripted.script(
+        Fault::on(ApiKey::Fetch)
+            .broker(1)
+            .then(FaultAction::CutAfterResponse),
+    );
+    s.scripted.script(
+        Fault::on(ApiKey::ApiVersions)
+            .broker(1)
+            .then(FaultAction::OversizedFrame {
+                length: 0x7fff_ffff,
+            }),
+    );
+    for _ in 0..2 {
+        let fetched = s.fetch().await.expect("fetch");
+        assert_eq!(decode(&fetched.records), s.records);
+    }
+    s.assert_fault_fired(&"a cut, then a garbled ApiVersions answer");
+    assert_eq!(s.stats(1).requests_of(ApiKey::ApiVersions), 2, "retried");
+}
+
 /// A connection cut right after a complete response: the response counts,
 /// and the next operation finds the connection gone (the broker's close
 /// follows the response at once, so the client's reader sees it before

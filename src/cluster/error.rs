@@ -154,9 +154,13 @@ impl ClientError {
     pub fn is_retriable(&self, idempotent: bool) -> bool {
         match self {
             Self::Connection(e) => {
-                // A malformed address or a peer that is not Kafka is
-                // before sending too, but not worth a retry.
-                e.is_connection_lost() && (idempotent || e.is_before_send())
+                // A malformed address is before sending too, but not worth
+                // a retry. A garbled answer to `ApiVersions` (not Kafka) is
+                // from a broker the cluster named: a stream corrupted on
+                // the way, as on any frame; a bootstrap address answering
+                // so is not retried (`is_retriable_at_bootstrap`).
+                let lost = e.is_connection_lost() || matches!(e, ConnectionError::NotKafka { .. });
+                lost && (idempotent || e.is_before_send())
             }
             Self::Kafka { api, code, .. } => {
                 code.is_retriable()
@@ -352,7 +356,9 @@ mod tests {
         assert_eq!(retried(&refused), (true, true, true));
         assert_eq!(retried(&silent), (true, true, true));
         assert_eq!(retried(&unresolvable), (false, true, true));
-        assert_eq!(retried(&not_kafka), (false, false, false));
+        // Not Kafka: a wrong bootstrap address, or a stream corrupted on
+        // the way from a broker the cluster named.
+        assert_eq!(retried(&not_kafka), (false, true, true));
         assert_eq!(retried(&invalid), (false, false, false));
         // With several bootstrap brokers, one that may come up is enough.
         let both = ClientError::NoBrokerAnswered {
