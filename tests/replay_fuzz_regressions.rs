@@ -10,7 +10,7 @@ use walfetch::cluster::FetchedPartition;
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::error_code::ErrorCode;
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
-use walfetch::replay::{FetchAnswer, RegionRange, ReplayCore, ReplayOptions};
+use walfetch::replay::{FetchAnswer, RegionRange, ReplayCore, ReplayOptions, Room};
 
 const REGION: RegionId = 1;
 
@@ -102,7 +102,7 @@ fn a_cut_batch_with_a_negative_last_offset_delta() {
                     now,
                 )
                 .unwrap();
-                let first = core.poll_fetch(u64::MAX, 0).unwrap();
+                let first = core.poll_fetch(Room::UNLIMITED, 0).unwrap();
                 let mut records = BytesMut::new();
                 for batch in &log[..whole_before] {
                     records.extend_from_slice(batch);
@@ -117,7 +117,7 @@ fn a_cut_batch_with_a_negative_last_offset_delta() {
                     while let Some(entry) = core.poll_entry(now) {
                         got.push(entry.unwrap().record.offset());
                     }
-                    let Some(fetch) = core.poll_fetch(u64::MAX, round) else {
+                    let Some(fetch) = core.poll_fetch(Room::UNLIMITED, round) else {
                         break;
                     };
                     let mut records = BytesMut::new();

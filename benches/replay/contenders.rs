@@ -439,6 +439,7 @@ async fn replay_rskafka(
             misaligned,
             cut_records: true,
             overshoots: false,
+            budget: u32::MAX,
         };
         let fetch = if next < entries.len() {
             planner.plan_entries(&view, next..entries.len(), attempt)

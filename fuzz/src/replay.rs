@@ -27,7 +27,7 @@ use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 use walfetch::replay::{
     CutRecords, FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore,
-    ReplayOptions, StrategyKind,
+    ReplayOptions, Room, StrategyKind,
 };
 use walfetch_testkit::fetch_rules::ReadRequest;
 use walfetch_testkit::{Habits, PartitionLog};
@@ -562,7 +562,7 @@ pub fn run(input: &Input) -> Summary {
         let apart = input.apart & (1 << (k % 64)) != 0;
         while in_flight.len() < in_flight_max {
             let headroom = max_buffered.saturating_sub(core.held_bytes());
-            let Some(fetch) = core.poll_fetch(headroom, round_trips) else {
+            let Some(fetch) = core.poll_fetch(Room::of_memory(headroom), round_trips) else {
                 break;
             };
             assert!(!check.failed, "a fetch after the replay failed");

@@ -19,7 +19,7 @@ use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
     Decoded, Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
-    ResponseDecoder, LEARNING_IN_FLIGHT,
+    ResponseDecoder, Room, LEARNING_IN_FLIGHT,
 };
 
 /// What became of a fetch.
@@ -361,13 +361,13 @@ impl Driver {
                     break;
                 }
                 let i = (self.send_from + k) % n;
-                let headroom = self
-                    .max_buffered_bytes
-                    .saturating_sub(held)
-                    .min(self.max_in_flight_bytes.saturating_sub(asked));
+                let room = Room {
+                    memory: self.max_buffered_bytes.saturating_sub(held),
+                    in_flight: self.max_in_flight_bytes.saturating_sub(asked),
+                };
                 let core = &mut self.cores[i];
                 let (held_before, asked_before) = (core.held_bytes(), core.in_flight_bytes());
-                let Some(out) = core.poll_fetch(headroom, self.answered) else {
+                let Some(out) = core.poll_fetch(room, self.answered) else {
                     continue;
                 };
                 let held_then = held;

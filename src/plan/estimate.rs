@@ -129,6 +129,7 @@ mod tests {
             misaligned: None,
             cut_records: true,
             overshoots: false,
+            budget: u32::MAX,
         }
     }
 

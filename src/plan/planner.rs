@@ -179,7 +179,7 @@ impl FetchStrategy for Planner {
         };
         PlannedFetch {
             offset,
-            max_bytes: self.config.max_fetch_bytes,
+            max_bytes: self.config.max_fetch_bytes.min(view.budget),
             kind: FetchKind::Tail { from },
         }
     }
@@ -197,6 +197,9 @@ impl FetchStrategy for Planner {
 struct Plan<'a> {
     view: &'a PlanView<'a>,
     config: &'a PlanConfig,
+    /// The most the fetch may ask for: the cap, or less where the replay's
+    /// memory is short ([`PlanView::budget`]).
+    max_fetch: u32,
     observed: Observed,
     attempt: u32,
 }
@@ -206,6 +209,7 @@ impl<'a> Plan<'a> {
         Self {
             view,
             config,
+            max_fetch: config.max_fetch_bytes.min(view.budget),
             observed: view.layout.observed(),
             attempt,
         }
@@ -254,7 +258,7 @@ impl<'a> Plan<'a> {
         if first.is_none() && self.observed.bytes_per_offset().is_none() {
             return self.probe(start, end);
         }
-        let max = f64::from(self.config.max_fetch_bytes);
+        let max = f64::from(self.max_fetch);
         let mut alone_first = false;
         let (offset, at) = match first {
             // The first batch comes whole regardless (KIP-74), so reaching
@@ -333,7 +337,7 @@ impl<'a> Plan<'a> {
         let limit = TO_THE_END_MARGIN * (span as f64 * per_offset + self.observed.average_batch());
         Some(PlannedFetch {
             offset,
-            max_bytes: limit.clamp(1.0, f64::from(self.config.max_fetch_bytes)) as u32,
+            max_bytes: limit.clamp(1.0, f64::from(self.max_fetch)) as u32,
             kind: FetchKind::Indexed {
                 entries: start..end,
             },
@@ -357,7 +361,7 @@ impl<'a> Plan<'a> {
         let (previous, extent) = self.view.layout.containing(l.base.checked_sub(1)?)?;
         let adjacent = self.view.layout.next_adjacent(previous).map(|(b, _)| b) == Some(l.base);
         let len = f64::from(extent.len);
-        let max = f64::from(self.config.max_fetch_bytes);
+        let max = f64::from(self.max_fetch);
         if !adjacent || previous < self.view.log_start || len + f64::from(l.record_end) > max {
             return None;
         }
@@ -384,7 +388,7 @@ impl<'a> Plan<'a> {
     ) -> PlannedFetch {
         let batch = self.observed.average_batch();
         let gap_limit = self.config.cost.merge_gap_bytes() as f64;
-        let max = f64::from(self.config.max_fetch_bytes);
+        let max = f64::from(self.max_fetch);
         let mut last = start;
         // The chance that every entry claimed so far is in the first
         // batch, while it is the likelier; and the last entry claimed so.
@@ -469,7 +473,7 @@ impl<'a> Plan<'a> {
                 if next.estimated {
                     return PlannedFetch {
                         offset,
-                        max_bytes: self.config.max_fetch_bytes,
+                        max_bytes: self.max_fetch,
                         kind: FetchKind::Indexed {
                             entries: start..end,
                         },
@@ -742,6 +746,7 @@ mod tests {
             misaligned: None,
             cut_records: true,
             overshoots: false,
+            budget: u32::MAX,
         }
     }
 

@@ -47,6 +47,12 @@ pub struct PlanView<'a> {
     /// The core then clears [`PlanView::cut_records`] too: such a broker
     /// does not cut batches.
     pub overshoots: bool,
+    /// The most this fetch may ask for: the memory left under the replay's
+    /// cap (`ReplayOptions::max_buffered_bytes`), at least 1. The core
+    /// holds every fetch to it; a strategy that plans within it chooses
+    /// where the fetch ends. A fetch asking for less than its first batch
+    /// still gets that batch whole (KIP-74).
+    pub budget: u32,
 }
 
 impl PlanView<'_> {

@@ -66,6 +66,13 @@ use crate::plan::{
 use absorb::{absorb, AbsorbOptions, Absorbed, Response};
 use queue::{Work, WorkQueue};
 
+/// A fetch is planned within the memory left under the cap only where that
+/// is at least this part of the cap (`1/SMALLEST_CUT`); with less left it
+/// waits for room (but the fetch that keeps a partition going): the crumbs
+/// freed as answers are taken would otherwise go out as many small
+/// fetches, a round trip each, while a large one holds the rest.
+const SMALLEST_CUT: u64 = 16;
+
 /// One region to replay from a partition: its entries in `from..to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegionRange {
@@ -97,6 +104,37 @@ pub struct OutgoingFetch {
     /// does for the first partition of a response only), and the last fetch
     /// of this partition made progress.
     pub shareable: bool,
+}
+
+/// What a driver's limits leave for the next fetch, summed over every
+/// partition it drives: see [`ReplayCore::poll_fetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Bytes left under the memory cap
+    /// ([`ReplayOptions::max_buffered_bytes`]: buffered records plus the
+    /// byte limits of fetches in flight). A fetch asks for no more.
+    pub memory: u64,
+    /// Byte limits still allowed in flight
+    /// ([`ReplayOptions::max_in_flight_bytes`]). A pacing limit: with none
+    /// left no fetch is given (but the one that keeps a partition going),
+    /// and a fetch given is not made smaller for it.
+    pub in_flight: u64,
+}
+
+impl Room {
+    /// No limit.
+    pub const UNLIMITED: Self = Self {
+        memory: u64::MAX,
+        in_flight: u64::MAX,
+    };
+
+    /// `bytes` of memory left, and no in-flight limit.
+    pub fn of_memory(bytes: u64) -> Self {
+        Self {
+            memory: bytes,
+            in_flight: u64::MAX,
+        }
+    }
 }
 
 /// What became of a fetch.
@@ -480,21 +518,35 @@ impl ReplayCore {
                 && self.tail.is_empty())
     }
 
-    /// The next fetch to send, if the strategy has one. `headroom` is how
-    /// many bytes the driver's limits (memory, bytes in flight) still
-    /// allow: with none, a fetch is given only when this partition can
-    /// yield nothing and has nothing in flight (so that a replay never
-    /// stalls on the cap). `round_trip` is the driver's count of round
-    /// trips answered so far (see [`ReplayStats::round_trips`]). The
-    /// replay's first fetch goes alone: no other is given until it is
-    /// answered.
-    pub fn poll_fetch(&mut self, headroom: u64, round_trip: u64) -> Option<OutgoingFetch> {
+    /// The next fetch to send, if the strategy has one. `room` is what the
+    /// driver's limits still allow (see [`Room`]): the fetch asks for at
+    /// most [`Room::memory`] bytes. With no room left, a fetch is given
+    /// only when this partition can yield nothing and has nothing in
+    /// flight, so that a replay never stalls on its limits; with no memory
+    /// left, that fetch asks for one byte, and gets its first batch whole
+    /// (KIP-74). `round_trip` is the driver's count of round trips answered
+    /// so far (see [`ReplayStats::round_trips`]). The replay's first fetch
+    /// goes alone: no other is given until it is answered.
+    pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
         if self.failed || self.error.is_some() || self.drained {
             return None;
         }
-        if headroom == 0 && !(self.in_flight.is_empty() && self.head_blocked()) {
+        // The fetch that keeps this partition going: it can yield nothing
+        // and has nothing in flight. It goes whatever the limits.
+        let keeps_going = self.in_flight.is_empty() && self.head_blocked();
+        if room.in_flight == 0 && !keeps_going {
             return None;
         }
+        // Short of memory, a fetch is planned within what is left, where
+        // that is a fair part of the cap; with less left, only the fetch
+        // that keeps the partition going is sent, of one byte.
+        let budget = if room.memory >= (self.options.max_buffered_bytes / SMALLEST_CUT).max(1) {
+            u32::try_from(room.memory).unwrap_or(u32::MAX)
+        } else if keeps_going {
+            1
+        } else {
+            return None;
+        };
         // The first fetch goes alone: its answer shows whether the broker
         // keeps to the byte limit (see `PlanView::overshoots`) before the
         // others are sized. One round trip, against a batch too many in
@@ -520,17 +572,21 @@ impl ReplayCore {
             }
             return None;
         };
-        let fetch = self.plan(&work);
+        let fetch = self.plan(&work, budget);
         let id = self.next_id;
         self.next_id += 1;
         let known = self.layout.containing(fetch.offset);
         // A fetch asking for less than its first batch gets that batch
-        // whole: count what it will bring, as well as it is known.
+        // whole: count what it will bring, as well as it is known, and no
+        // more than a fetch may ask for. A length learned from the header
+        // of a batch the broker cut is not covered by its CRC and may be
+        // anything; a batch really larger passes the cap by itself.
         let first_batch = match known {
             Some((_, e)) => u64::from(e.len),
             None => self.layout.observed().average_batch() as u64,
         };
-        let asked = u64::from(fetch.max_bytes).max(first_batch);
+        let counted = first_batch.min(u64::from(self.options.plan.max_fetch_bytes));
+        let asked = u64::from(fetch.max_bytes).max(counted);
         self.in_flight_bytes += asked;
         let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
         let out = OutgoingFetch {
@@ -571,10 +627,11 @@ impl ReplayCore {
         }
     }
 
-    /// Has the strategy size a fetch for `work`, holds it to what the work
-    /// allows (a prefix of the run, at least its first entry; no offset
-    /// below the log start), and takes the work off the queue.
-    fn plan(&mut self, work: &Work) -> PlannedFetch {
+    /// Has the strategy size a fetch for `work` within `budget` bytes,
+    /// holds it to what the work allows (a prefix of the run, at least its
+    /// first entry; no offset below the log start; no more than `budget`),
+    /// and takes the work off the queue.
+    fn plan(&mut self, work: &Work, budget: u32) -> PlannedFetch {
         let view = PlanView {
             entries: &self.entries,
             regions: &self.entry_regions,
@@ -584,6 +641,7 @@ impl ReplayCore {
             misaligned: self.misaligned,
             cut_records: self.cut_usable,
             overshoots: self.overshoots,
+            budget,
         };
         let mut fetch = match work {
             Work::Entries { run, attempt } => {
@@ -606,6 +664,7 @@ impl ReplayCore {
             }
         };
         fetch.offset = fetch.offset.max(self.log_start);
+        fetch.max_bytes = fetch.max_bytes.min(budget);
         let claimed = match &fetch.kind {
             FetchKind::Indexed { entries } => entries.clone(),
             FetchKind::Tail { .. } => 0..0,
@@ -1225,6 +1284,11 @@ mod tests {
     /// A core replaying `REGION`'s `offsets` (offsets only, the index
     /// complete to the last), and its first fetch.
     fn core_of(offsets: &[i64]) -> (ReplayCore, OutgoingFetch) {
+        core_with(offsets, ReplayOptions::default())
+    }
+
+    /// [`core_of`] with `options`.
+    fn core_with(offsets: &[i64], options: ReplayOptions) -> (ReplayCore, OutgoingFetch) {
         let mut index = WalIndex::new();
         for &offset in offsets {
             index
@@ -1238,16 +1302,9 @@ mod tests {
             from: 0,
             to: last + 1,
         };
-        let mut core = ReplayCore::new(
-            "t",
-            0,
-            &index,
-            &[range],
-            ReplayOptions::default(),
-            Instant::now(),
-        )
-        .expect("core");
-        let fetch = core.poll_fetch(u64::MAX, 0).expect("a first fetch");
+        let mut core =
+            ReplayCore::new("t", 0, &index, &[range], options, Instant::now()).expect("core");
+        let fetch = core.poll_fetch(Room::UNLIMITED, 0).expect("a first fetch");
         (core, fetch)
     }
 
@@ -1291,13 +1348,59 @@ mod tests {
     fn a_fetch_of_one_byte_counts_a_batch_in_flight() {
         let (mut core, fetch) = core_of(&[0, 500]);
         core.handle_response(fetch.id, answer(batch(0)));
-        let next = core.poll_fetch(u64::MAX, 1).expect("a fetch for 500");
+        let next = core
+            .poll_fetch(Room::UNLIMITED, 1)
+            .expect("a fetch for 500");
         assert_eq!((next.offset, next.max_bytes), (500, 1));
         assert_eq!(
             core.in_flight_bytes(),
             batch(0).len() as u64,
             "one batch as large as the one seen"
         );
+    }
+
+    /// A fetch asks for no more memory than is left under the cap, and
+    /// waits for room where little is left; with too little, only a
+    /// partition that can yield nothing and has nothing in flight sends
+    /// one, of one byte. The in-flight limit only paces.
+    #[test]
+    fn a_fetch_asks_for_no_more_than_the_memory_left() {
+        // Offsets 0..5 answered, 5..10 (the log's end) still wanted, under
+        // a cap of 1600 bytes: fetches are cut to no less than 100.
+        let answered = || {
+            let options = ReplayOptions::default().with_max_buffered_bytes(1600);
+            let (mut core, fetch) = core_with(&(0..10).collect::<Vec<_>>(), options);
+            core.handle_response(fetch.id, answer(batch(0)));
+            core
+        };
+        let planned = answered()
+            .poll_fetch(Room::UNLIMITED, 1)
+            .expect("a fetch for 5..10")
+            .max_bytes;
+        assert!(planned > 100, "{planned}");
+        let mut core = answered();
+        let fetch = core.poll_fetch(Room::of_memory(100), 1).expect("a fetch");
+        assert_eq!((fetch.offset, fetch.max_bytes), (5, 100));
+        // Less left, or none: entries 0..5 wait to be yielded, no fetch.
+        let mut core = answered();
+        assert_eq!(core.poll_fetch(Room::of_memory(99), 1), None);
+        assert_eq!(core.poll_fetch(Room::of_memory(0), 1), None);
+        // Once they are yielded the partition can yield nothing more: one
+        // fetch of one byte (its first batch whole) keeps it going.
+        assert_eq!(yielded(&mut core), (0..5).collect::<Vec<_>>());
+        let fetch = core
+            .poll_fetch(Room::of_memory(0), 1)
+            .expect("a fetch to go on");
+        assert_eq!((fetch.offset, fetch.max_bytes), (5, 1));
+        // The in-flight limit reached: that fetch goes as planned.
+        let mut core = answered();
+        yielded(&mut core);
+        let paced = Room {
+            memory: u64::MAX,
+            in_flight: 0,
+        };
+        let fetch = core.poll_fetch(paced, 1).expect("a fetch to go on");
+        assert_eq!((fetch.offset, fetch.max_bytes), (5, planned));
     }
 
     #[test]

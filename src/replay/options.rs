@@ -60,13 +60,21 @@ pub struct ReplayOptions {
     pub max_in_flight: usize,
     /// Byte limits of fetches in flight at once, summed over the whole
     /// replay: small fetches do not each cost a round trip, many travel
-    /// together. A partition that can yield nothing and has no fetch in
-    /// flight may still send one past it. Default 16 MiB.
+    /// together. A pacing limit, not a memory bound (that is
+    /// [`ReplayOptions::max_buffered_bytes`]): once it is reached no fetch
+    /// is sent but one that keeps a partition going (one that can yield
+    /// nothing and has no fetch in flight), and no fetch is made smaller
+    /// for it. Default 16 MiB.
     pub max_in_flight_bytes: u64,
     /// Cap on buffered records plus the byte limits of fetches in flight,
-    /// over the whole replay. A partition that can yield nothing and has no
-    /// fetch in flight may still send one, so a replay cannot stall on the
-    /// cap: it can be exceeded by at most one fetch per partition.
+    /// over the whole replay (every partition of a recovery together): a
+    /// fetch asks for no more than is left under it. Two things can pass
+    /// it, each by at most one batch (at most the broker's
+    /// `message.max.bytes`, 1 MiB by default): Kafka answers a fetch with
+    /// at least its first batch whole, whatever its limit (KIP-74); and
+    /// with nothing left, a partition that can yield nothing and has no
+    /// fetch in flight still sends a fetch of one byte (one batch), so a
+    /// replay cannot stall on the cap. Default 64 MiB.
     pub max_buffered_bytes: u64,
     /// `read_uncommitted` or `read_committed`.
     pub isolation: IsolationLevel,

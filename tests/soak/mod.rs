@@ -1004,11 +1004,12 @@ fn check_memory(context: &str, asked: &Asked, stats: &ReplayStats, report: &mut 
         .map(|(p, _)| *p)
         .collect::<std::collections::BTreeSet<_>>()
         .len() as u64;
-    // The cap may be passed by one fetch per partition (see
-    // `ReplayOptions::max_buffered_bytes`), whose answer may carry its
-    // first batch whole past its limit.
-    let allowed =
-        asked.cap + partitions * (u64::from(MAX_FETCH_BYTES) + 2 * MAX_BATCH_BYTES as u64);
+    // The cap may be passed by a batch for each partition's fetch that
+    // keeps it going, and for each fetch in flight whose first batch, which
+    // comes whole, was larger than counted (see
+    // `ReplayOptions::max_buffered_bytes`); a batch and its framing.
+    let fetches = partitions + asked.options.max_in_flight as u64;
+    let allowed = asked.cap + fetches * 2 * MAX_BATCH_BYTES as u64;
     if stats.peak_buffered_bytes > allowed {
         report.violations.push(format!(
             "{context}: peak buffered {} bytes over the cap {} (allowed {allowed})",

@@ -31,7 +31,7 @@ use walfetch::error_code::ErrorCode;
 use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
 use walfetch::plan::{floor_bytes, FetchRules, LogBatch};
 use walfetch::replay::{
-    Entry, FetchAnswer, OutgoingFetch, RegionRange, ReplayCore, ReplayOptions, ReplayStats,
+    Entry, FetchAnswer, OutgoingFetch, RegionRange, ReplayCore, ReplayOptions, ReplayStats, Room,
 };
 use walfetch_testkit::fetch_rules::{extents_of, BatchExtent, ReadRequest};
 use walfetch_testkit::{Habits, PartitionLog};
@@ -500,7 +500,8 @@ impl Sim {
                 assert!(core.is_finished(), "a replay that failed is finished");
                 assert!(core.poll_entry(now).is_none(), "an entry after the error");
                 assert!(
-                    core.poll_fetch(u64::MAX, answered_round_trips).is_none(),
+                    core.poll_fetch(Room::UNLIMITED, answered_round_trips)
+                        .is_none(),
                     "a fetch after the error"
                 );
                 break;
@@ -511,7 +512,8 @@ impl Sim {
             }
             while in_flight.len() < self.max_in_flight {
                 let headroom = max_buffered.saturating_sub(core.held_bytes());
-                let Some(fetch) = core.poll_fetch(headroom, answered_round_trips) else {
+                let Some(fetch) = core.poll_fetch(Room::of_memory(headroom), answered_round_trips)
+                else {
                     break;
                 };
                 progress = true;
