@@ -256,6 +256,33 @@ async fn one_memory_cap_holds_over_every_partition() {
     }
 }
 
+/// The cap is split evenly over the partitions still fetching: a scan of
+/// every partition (each about 100 KB, read with fetches asking for as much
+/// as they may) reads each partition in one fetch of its share at once,
+/// rather than the first partition taking the whole cap while the others
+/// go on a batch a round trip (4 KiB each).
+#[tokio::test]
+async fn the_memory_cap_is_shared_by_the_partitions() {
+    let (_broker, cluster, written, indexes) = setup(300, Compression::None).await;
+    let everything = written
+        .iter()
+        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
+        .collect();
+    let share = 128 << 10;
+    let options = ReplayOptions::default()
+        .with_strategy(StrategyKind::Scan)
+        .with_max_buffered_bytes(u64::try_from(PARTITIONS).unwrap() * share);
+    let (got, stats) = recover(&cluster, TOPIC, &indexes, &everything, options)
+        .await
+        .unwrap();
+    assert!(got == written);
+    let partitions = u64::try_from(PARTITIONS).unwrap();
+    assert!(stats.records_bytes < partitions * share, "{stats:?}");
+    // The lookups of the logs' ends, one fetch for each partition, and
+    // the empty answers past the ends.
+    assert!(stats.round_trips <= 3, "{stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recovery_dropped_while_its_large_fetches_are_in_flight_ends_them() {
     let (broker, cluster, written, indexes) = setup(5000, Compression::None).await;

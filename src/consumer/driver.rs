@@ -354,6 +354,9 @@ impl Driver {
         // Totals over every core, kept up to date as fetches go out.
         let mut held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
         let mut asked: u64 = self.cores.iter().map(ReplayCore::in_flight_bytes).sum();
+        // The memory cap split evenly over the partitions still fetching.
+        let fetching = self.cores.iter().filter(|c| !c.is_drained()).count();
+        let share = self.max_buffered_bytes / u64::try_from(fetching.max(1)).unwrap_or(1);
         loop {
             let mut any = false;
             for k in 0..n {
@@ -364,6 +367,7 @@ impl Driver {
                 let room = Room {
                     memory: self.max_buffered_bytes.saturating_sub(held),
                     in_flight: self.max_in_flight_bytes.saturating_sub(asked),
+                    share,
                 };
                 let core = &mut self.cores[i];
                 let (held_before, asked_before) = (core.held_bytes(), core.in_flight_bytes());

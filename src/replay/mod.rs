@@ -67,10 +67,11 @@ use absorb::{absorb, AbsorbOptions, Absorbed, Response};
 use queue::{Work, WorkQueue};
 
 /// A fetch is planned within the memory left under the cap only where that
-/// is at least this part of the cap (`1/SMALLEST_CUT`); with less left it
-/// waits for room (but the fetch that keeps a partition going): the crumbs
-/// freed as answers are taken would otherwise go out as many small
-/// fetches, a round trip each, while a large one holds the rest.
+/// is at least this part of its share of the cap (`1/SMALLEST_CUT`, see
+/// [`Room::share`]); with less left it waits for room (but the fetch that
+/// keeps a partition going): the crumbs freed as answers are taken would
+/// otherwise go out as many small fetches, a round trip each, while large
+/// ones hold the rest.
 const SMALLEST_CUT: u64 = 16;
 
 /// One region to replay from a partition: its entries in `from..to`.
@@ -119,6 +120,10 @@ pub struct Room {
     /// left no fetch is given (but the one that keeps a partition going),
     /// and a fetch given is not made smaller for it.
     pub in_flight: u64,
+    /// The most one fetch may ask for: the memory cap split evenly over
+    /// the partitions still fetching, so that the first of many do not
+    /// take it all (`u64::MAX`: not split).
+    pub share: u64,
 }
 
 impl Room {
@@ -126,13 +131,14 @@ impl Room {
     pub const UNLIMITED: Self = Self {
         memory: u64::MAX,
         in_flight: u64::MAX,
+        share: u64::MAX,
     };
 
-    /// `bytes` of memory left, and no in-flight limit.
+    /// `bytes` of memory left, no in-flight limit, the cap not split.
     pub fn of_memory(bytes: u64) -> Self {
         Self {
             memory: bytes,
-            in_flight: u64::MAX,
+            ..Self::UNLIMITED
         }
     }
 }
@@ -508,6 +514,12 @@ impl ReplayCore {
         self.buffered_bytes + self.in_flight_bytes
     }
 
+    /// Whether the replay has no fetch left to send (it may still have
+    /// fetches in flight and entries to yield).
+    pub fn is_drained(&self) -> bool {
+        self.drained || self.failed || self.error.is_some()
+    }
+
     /// Whether the replay is over: everything yielded (or the error handed
     /// out), nothing in flight.
     pub fn is_finished(&self) -> bool {
@@ -537,11 +549,14 @@ impl ReplayCore {
         if room.in_flight == 0 && !keeps_going {
             return None;
         }
-        // Short of memory, a fetch is planned within what is left, where
-        // that is a fair part of the cap; with less left, only the fetch
-        // that keeps the partition going is sent, of one byte.
-        let budget = if room.memory >= (self.options.max_buffered_bytes / SMALLEST_CUT).max(1) {
-            u32::try_from(room.memory).unwrap_or(u32::MAX)
+        // A fetch is planned within its share of the cap and what is left
+        // of it, where that is a fair part of a share; with less left,
+        // only the fetch that keeps the partition going is sent, of one
+        // byte.
+        let share = room.share.min(self.options.max_buffered_bytes);
+        let room_now = room.memory.min(share);
+        let budget = if room_now >= (share / SMALLEST_CUT).max(1) {
+            u32::try_from(room_now).unwrap_or(u32::MAX)
         } else if keeps_going {
             1
         } else {
@@ -1359,10 +1374,11 @@ mod tests {
         );
     }
 
-    /// A fetch asks for no more memory than is left under the cap, and
-    /// waits for room where little is left; with too little, only a
-    /// partition that can yield nothing and has nothing in flight sends
-    /// one, of one byte. The in-flight limit only paces.
+    /// A fetch asks for no more memory than is left under the cap, nor
+    /// more than its share of it, and waits for room where little is left;
+    /// with too little, only a partition that can yield nothing and has
+    /// nothing in flight sends one, of one byte. The in-flight limit only
+    /// paces.
     #[test]
     fn a_fetch_asks_for_no_more_than_the_memory_left() {
         // Offsets 0..5 answered, 5..10 (the log's end) still wanted, under
@@ -1396,11 +1412,18 @@ mod tests {
         let mut core = answered();
         yielded(&mut core);
         let paced = Room {
-            memory: u64::MAX,
             in_flight: 0,
+            ..Room::UNLIMITED
         };
         let fetch = core.poll_fetch(paced, 1).expect("a fetch to go on");
         assert_eq!((fetch.offset, fetch.max_bytes), (5, planned));
+        // The cap split over partitions: a fetch asks for its share.
+        let shared = Room {
+            share: 120,
+            ..Room::UNLIMITED
+        };
+        let fetch = answered().poll_fetch(shared, 1).expect("a fetch");
+        assert_eq!((fetch.offset, fetch.max_bytes), (5, 120));
     }
 
     #[test]

@@ -68,7 +68,9 @@ pub struct ReplayOptions {
     pub max_in_flight_bytes: u64,
     /// Cap on buffered records plus the byte limits of fetches in flight,
     /// over the whole replay (every partition of a recovery together): a
-    /// fetch asks for no more than is left under it. Two things can pass
+    /// fetch asks for no more than is left under it, nor more than the
+    /// cap split evenly over the partitions still fetching (64 partitions
+    /// under the default: 1 MiB a fetch). Two things can pass
     /// it, each by at most one batch (at most the broker's
     /// `message.max.bytes`, 1 MiB by default): Kafka answers a fetch with
     /// at least its first batch whole, whatever its limit (KIP-74); and
