@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -177,6 +178,14 @@ async fn one_pass_reads_no_more_than_region_by_region() {
     );
 }
 
+/// Every region of `written` from offset 0.
+fn from_the_start(written: &Written) -> BTreeMap<(i32, RegionId), i64> {
+    written
+        .iter()
+        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
+        .collect()
+}
+
 /// Partitions on one broker share a request while their fetches together
 /// ask for at most 1 MiB; a larger fetch goes in a request of its own,
 /// which another connection carries and the broker may serve beside the
@@ -186,10 +195,7 @@ async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
     let (_broker, cluster, written, indexes) = setup(5000, Compression::None).await;
     // Every region from the start: each partition is one run of about
     // 1.7 MB, read in one fetch.
-    let everything = written
-        .iter()
-        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
-        .collect();
+    let everything = from_the_start(&written);
     let (got, stats) = recover(
         &cluster,
         TOPIC,
@@ -221,10 +227,7 @@ async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
 async fn one_memory_cap_holds_over_every_partition() {
     const CAP: u64 = 256 << 10;
     let (_broker, cluster, written, indexes) = setup(5000, Compression::None).await;
-    let everything = written
-        .iter()
-        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
-        .collect();
+    let everything = from_the_start(&written);
     for strategy in [
         StrategyKind::Index,
         StrategyKind::Estimate,
@@ -264,10 +267,7 @@ async fn one_memory_cap_holds_over_every_partition() {
 #[tokio::test]
 async fn the_memory_cap_is_shared_by_the_partitions() {
     let (_broker, cluster, written, indexes) = setup(300, Compression::None).await;
-    let everything = written
-        .iter()
-        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
-        .collect();
+    let everything = from_the_start(&written);
     let share = 128 << 10;
     let options = ReplayOptions::default()
         .with_strategy(StrategyKind::Scan)

@@ -142,6 +142,9 @@ pub struct OptionsInput {
     pub max_attempts: u8,
     /// The memory cap in 256-byte units (`None`: the default).
     pub max_buffered: Option<u16>,
+    /// The partitions the cap is shared by (modulo 8, plus 1): this
+    /// replay's fetches ask for that share of it at most.
+    pub sharing: u8,
 }
 
 /// An offset a broker reports.
@@ -561,8 +564,12 @@ pub fn run(input: &Input) -> Summary {
     for (k, answer) in input.answers.iter().take(MAX_ANSWERS).enumerate() {
         let apart = input.apart & (1 << (k % 64)) != 0;
         while in_flight.len() < in_flight_max {
-            let headroom = max_buffered.saturating_sub(core.held_bytes());
-            let Some(fetch) = core.poll_fetch(Room::of_memory(headroom), round_trips) else {
+            let room = Room {
+                memory: max_buffered.saturating_sub(core.held_bytes()),
+                share: max_buffered / (u64::from(input.options.sharing % 8) + 1),
+                ..Room::UNLIMITED
+            };
+            let Some(fetch) = core.poll_fetch(room, round_trips) else {
                 break;
             };
             assert!(!check.failed, "a fetch after the replay failed");

@@ -48,10 +48,11 @@ pub struct PlanView<'a> {
     /// does not cut batches.
     pub overshoots: bool,
     /// The most this fetch may ask for: the memory left under the replay's
-    /// cap (`ReplayOptions::max_buffered_bytes`), at least 1. The core
-    /// holds every fetch to it; a strategy that plans within it chooses
-    /// where the fetch ends. A fetch asking for less than its first batch
-    /// still gets that batch whole (KIP-74).
+    /// cap (`ReplayOptions::max_buffered_bytes`) or this partition's share
+    /// of it (`crate::replay::Room`), at least 1. The core holds every
+    /// fetch to it; a strategy that plans within it chooses where the
+    /// fetch ends. A fetch asking for less than its first batch still gets
+    /// that batch whole (KIP-74).
     pub budget: u32,
 }
 

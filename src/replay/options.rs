@@ -68,15 +68,15 @@ pub struct ReplayOptions {
     pub max_in_flight_bytes: u64,
     /// Cap on buffered records plus the byte limits of fetches in flight,
     /// over the whole replay (every partition of a recovery together): a
-    /// fetch asks for no more than is left under it, nor more than the
-    /// cap split evenly over the partitions still fetching (64 partitions
-    /// under the default: 1 MiB a fetch). Two things can pass
-    /// it, each by at most one batch (at most the broker's
-    /// `message.max.bytes`, 1 MiB by default): Kafka answers a fetch with
-    /// at least its first batch whole, whatever its limit (KIP-74); and
-    /// with nothing left, a partition that can yield nothing and has no
-    /// fetch in flight still sends a fetch of one byte (one batch), so a
-    /// replay cannot stall on the cap. Default 64 MiB.
+    /// fetch asks for no more than is left under it, nor more than the cap
+    /// split evenly over the partitions still fetching (64 partitions under
+    /// the default: 1 MiB a fetch). Two things can pass it, each by at most
+    /// one batch (at most the broker's `message.max.bytes`, 1 MiB by
+    /// default): Kafka answers a fetch with at least its first batch whole,
+    /// whatever its limit (KIP-74); and with nothing left, a partition that
+    /// can yield nothing and has no fetch in flight still sends a fetch of
+    /// one byte (one batch), so a replay cannot stall on the cap. Default
+    /// 64 MiB.
     pub max_buffered_bytes: u64,
     /// `read_uncommitted` or `read_committed`.
     pub isolation: IsolationLevel,
