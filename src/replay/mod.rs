@@ -107,8 +107,9 @@ pub struct OutgoingFetch {
     pub shareable: bool,
 }
 
-/// What a driver's limits leave for the next fetch, summed over every
-/// partition it drives: see [`ReplayCore::poll_fetch`].
+/// What a driver's limits leave for the next fetch: memory and bytes in
+/// flight over every partition it drives, and the fetch's share of the
+/// cap. See [`ReplayCore::poll_fetch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Room {
     /// Bytes left under the memory cap
@@ -532,13 +533,15 @@ impl ReplayCore {
 
     /// The next fetch to send, if the strategy has one. `room` is what the
     /// driver's limits still allow (see [`Room`]): the fetch asks for at
-    /// most [`Room::memory`] bytes. With no room left, a fetch is given
-    /// only when this partition can yield nothing and has nothing in
-    /// flight, so that a replay never stalls on its limits; with no memory
-    /// left, that fetch asks for one byte, and gets its first batch whole
-    /// (KIP-74). `round_trip` is the driver's count of round trips answered
-    /// so far (see [`ReplayStats::round_trips`]). The replay's first fetch
-    /// goes alone: no other is given until it is answered.
+    /// most [`Room::memory`] bytes, nor more than [`Room::share`], and
+    /// waits where less than a sixteenth of a share is left. With no room
+    /// left, a fetch is given only when this partition can yield nothing
+    /// and has nothing in flight, so that a replay never stalls on its
+    /// limits; with too little memory left, that fetch asks for one byte,
+    /// and gets its first batch whole (KIP-74). `round_trip` is the
+    /// driver's count of round trips answered so far (see
+    /// [`ReplayStats::round_trips`]). The replay's first fetch goes alone:
+    /// no other is given until it is answered.
     pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
         if self.failed || self.error.is_some() || self.drained {
             return None;
