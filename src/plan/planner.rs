@@ -269,10 +269,15 @@ impl<'a> Plan<'a> {
                     .view
                     .start_for(self.view.entries[start].offset, self.attempt);
                 // The response starts at the batch holding `offset`: on
-                // average half a batch before it.
+                // average half a batch before it; on a broker that skips
+                // that batch, at the next one, half a batch after it.
                 let per_offset = self.observed.bytes_per_offset().unwrap_or(1.0);
-                let pos = self.observed.average_batch() / 2.0
-                    + (self.view.entries[start].offset - offset) as f64 * per_offset;
+                let lead = (self.view.entries[start].offset - offset) as f64 * per_offset;
+                let half = self.observed.average_batch() / 2.0;
+                let pos = match self.view.misaligned {
+                    Some(_) if offset < self.view.entries[start].offset => (lead - half).max(0.0),
+                    _ => lead + half,
+                };
                 // From the entry itself, the batch holding it comes first,
                 // whole whatever the limit (KIP-74): the limit pays only
                 // for entries past that batch.
@@ -298,20 +303,21 @@ impl<'a> Plan<'a> {
     /// partition of a restart): every byte from the first entry's batch on
     /// is wanted, and nothing past the run can come, so one fetch claims
     /// the whole run with a limit well past what it is estimated to hold
-    /// ([`TO_THE_END_MARGIN`], at most the cap); what the limit cuts off
-    /// is asked for again from where it ended. Not simply the cap: a
-    /// fetch's limit is memory the replay keeps for its answer
-    /// (`ReplayOptions::max_in_flight_bytes`), and a restart has one such
-    /// fetch for each partition at once.
+    /// ([`TO_THE_END_MARGIN`], at most the budget); what the limit cuts
+    /// off is asked for again from where it ended. With nothing seen to
+    /// estimate from, the limit is the budget: the partition's share of
+    /// the replay's memory cap (`crate::replay::Room`). Not the budget
+    /// always: a fetch's limit is memory the replay keeps for its answer,
+    /// and the estimate keeps most of it free.
     ///
     /// Only where the run's end must be estimated: where the last entry's
-    /// batch is known (hints), the usual plan ends the fetch exactly. And
-    /// only from where a batch is known to start: a broker that skips the
-    /// batch holding a mid-batch fetch offset (Tansu 0.6) would answer
-    /// such a fetch with the whole rest of the log, all of it discarded.
-    /// Elsewhere the run's first fetch is planned as any other (a probe of
-    /// one byte, with offsets only), and the rest of the run then starts
-    /// right after a batch it showed.
+    /// batch is known (hints), the usual plan ends the fetch exactly. The
+    /// fetch starts at the first entry's batch where it is known, else at
+    /// the first entry itself ([`PlanView::start_for`] on a broker seen to
+    /// skip the batch holding a mid-batch offset). Kafka answers with the
+    /// batch holding it; a broker that skips that batch (Tansu 0.6) sends
+    /// the batches after it, which are read as usual, and the entries of
+    /// the skipped one are fetched again, from a little lower.
     fn to_the_end(&self, start: usize, end: usize) -> Option<PlannedFetch> {
         let run = self.view.entries.get(start..end)?;
         let (first, last) = (run.first()?, run.last()?);
@@ -324,20 +330,15 @@ impl<'a> Plan<'a> {
         }
         let offset = match self.locate(start) {
             Some(l) => l.base,
-            None if self
-                .view
-                .layout
-                .starts_batch(first.offset, self.view.log_start) =>
-            {
-                first.offset
-            }
-            None => return None,
+            None => self.view.start_for(first.offset, self.attempt),
         };
-        let per_offset = self.observed.bytes_per_offset()?;
-        let limit = TO_THE_END_MARGIN * (span as f64 * per_offset + self.observed.average_batch());
+        let max = f64::from(self.max_fetch);
+        let limit = self.observed.bytes_per_offset().map_or(max, |per_offset| {
+            TO_THE_END_MARGIN * (span as f64 * per_offset + self.observed.average_batch())
+        });
         Some(PlannedFetch {
             offset,
-            max_bytes: limit.clamp(1.0, f64::from(self.max_fetch)) as u32,
+            max_bytes: limit.clamp(1.0, max) as u32,
             kind: FetchKind::Indexed {
                 entries: start..end,
             },
@@ -1088,7 +1089,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_at_every_offset_to_the_logs_end_is_one_fetch_well_past_its_estimate() {
+    fn a_run_at_every_offset_to_the_logs_end_is_one_fetch_from_its_first_entry() {
         // Offsets only, a batch seen ending at 99: entries 100..200 of a
         // log ending at 200 are one fetch, claiming them all.
         let entries: Vec<IndexEntry> = (100..200).map(IndexEntry::offset_only).collect();
@@ -1133,13 +1134,30 @@ mod tests {
             compressed: true,
         });
         assert_ne!(plan(200, &entries, &known_end), all);
-        // 100 not known to start a batch: a broker that skips the batch
-        // holding a mid-batch offset would send the rest of the log in
-        // vain; the first fetch is a probe.
-        assert_eq!(
-            plan(200, &entries, &Layout::new()).max_bytes,
-            config.probe_bytes
-        );
+        // Nothing seen: one fetch from the first entry, as large as a
+        // fetch may be (the budget, here the configured most).
+        let unseen = PlannedFetch {
+            max_bytes: config.max_fetch_bytes,
+            ..all.clone()
+        };
+        assert_eq!(plan(200, &entries, &Layout::new()), unseen);
+        // On a broker seen to skip the batch holding a mid-batch offset,
+        // from a little lower: it sends the batch after the one it skips.
+        let mut far = Layout::new();
+        far.observe_batch(&SeenBatch {
+            base: 0,
+            last: 9,
+            len: 1000,
+            compressed: true,
+        });
+        let skipping = PlanView {
+            log_end: 200,
+            misaligned: Some(0),
+            ..view(&entries, &far)
+        };
+        let fetch = Planner::new(config).plan_entries(&skipping, 0..entries.len(), 0);
+        assert_eq!(fetch.kind, all.kind);
+        assert!(fetch.offset < 100, "{fetch:?}");
     }
 
     #[test]

@@ -14,7 +14,11 @@
 //! - a response that starts above the first wanted offset skipped a batch
 //!   (some brokers skip the one containing a mid-batch fetch offset) unless
 //!   the fetch offset is known not to fall inside a batch: then the offsets
-//!   below the response's first batch do not exist.
+//!   below the response's first batch do not exist. Otherwise the entries
+//!   below its first batch go back to the planner, and the batches it
+//!   carried are read as any others (their records are what they are,
+//!   whichever batch the broker left out before them); a scan fetch takes
+//!   nothing from such a response, since its records must come in order.
 
 use std::ops::Range;
 
@@ -80,6 +84,10 @@ pub(crate) struct Absorbed {
     pub(crate) tail_next: Option<i64>,
     /// The response did not cover the first wanted offset.
     pub(crate) misaligned: bool,
+    /// Of a misaligned response: the asked-for entries below its first
+    /// batch, to fetch again (a try that missed, see
+    /// `crate::plan::PlanView::start_for`).
+    pub(crate) skipped: Option<Range<usize>>,
     /// The response's first batch starts above the first wanted offset:
     /// misaligned unless [`Response::aligned`], the only way that flag
     /// counts.
@@ -147,6 +155,9 @@ pub(crate) fn absorb(
     let mut at_or_above = 0usize;
     let mut batches = Batches::new(response.records.clone(), opts.decode);
     let mut first = true;
+    // The response is misaligned and nothing of it can be taken: a scan
+    // fetch's, or one whose only batch is cut.
+    let mut discard = false;
 
     // The highest last offset of the batches read so far.
     let mut seen_last: Option<i64> = None;
@@ -171,11 +182,19 @@ pub(crate) fn absorb(
             first = false;
             out.starts_above = h.base_offset > first_wanted;
             out.misaligned = out.starts_above && !response.aligned;
+            if out.misaligned && tail_from.is_none() {
+                // The entries below this batch are left for another fetch;
+                // from here on the response is read as any other.
+                cursor = wanted.end_at_or_below(h.base_offset - 1);
+                out.skipped = Some(range.start..range.start + cursor.min(wanted.asked));
+                covered = h.base_offset - 1;
+            }
+            discard = out.misaligned && tail_from.is_some();
         }
-        // A response that skipped the first wanted offset delivers nothing,
-        // but its batches still teach the layout and count toward the
-        // records it returned (the estimate strategy's average).
-        if out.misaligned {
+        // A scan's response that skipped the first wanted offset delivers
+        // nothing, but its batches still teach the layout and count toward
+        // the records it returned (the estimate strategy's average).
+        if discard {
             continue;
         }
         if h.last_offset() <= covered {
@@ -208,15 +227,16 @@ pub(crate) fn absorb(
 
     // A batch the broker cut at the byte limit: its header still teaches the
     // layout, and its complete uncompressed records can be used.
-    if let (false, Some(partial)) = (out.misaligned, batches.partial()) {
+    if let (false, Some(partial)) = (discard, batches.partial()) {
         if let Some(h) = partial.header() {
             out.batches.extend(seen(&h));
             if first && h.base_offset > first_wanted {
                 out.starts_above = true;
                 out.misaligned = !response.aligned;
+                discard = out.misaligned;
             }
             let usable = opts.cut_records != CutRecords::Never
-                && !out.misaligned
+                && !discard
                 && !h.is_control()
                 && (!opts.read_committed || !h.is_transactional())
                 && (h.base_offset <= first_wanted.max(covered + 1) || first);
@@ -268,7 +288,8 @@ pub(crate) fn absorb(
 
     out.at_or_above = at_or_above;
     out.overshot = complete > 1 && complete_bytes > fetch.max_bytes as usize;
-    if out.misaligned {
+    if discard {
+        out.skipped = None;
         out.unverified = 0;
         out.delivered.clear();
         out.tail.clear();
@@ -430,6 +451,71 @@ mod tests {
 
     fn offsets(out: &Absorbed) -> Vec<i64> {
         out.delivered.iter().map(|(_, r)| r.offset()).collect()
+    }
+
+    /// A batch of records at offsets `base..base + 5`.
+    fn whole_batch(base: i64) -> Bytes {
+        let records: Vec<NewRecord> = (0..5)
+            .map(|i| NewRecord::value(i, vec![b'v'; 10]))
+            .collect();
+        BatchBuilder::new(base)
+            .encode(&records)
+            .expect("encode")
+            .bytes
+    }
+
+    fn absorb_misaligned(records: Bytes, kind: FetchKind) -> Absorbed {
+        let entries: Vec<IndexEntry> = [2, 3, 6, 7, 12, 20]
+            .into_iter()
+            .map(IndexEntry::offset_only)
+            .collect();
+        let fetch = PlannedFetch {
+            offset: 2,
+            max_bytes: 1 << 20,
+            kind,
+        };
+        let response = Response {
+            records,
+            aborted: &[],
+            aligned: false,
+        };
+        let opts = AbsorbOptions {
+            decode: DecodeOptions::default(),
+            read_committed: false,
+            cut_records: CutRecords::Checked,
+            tail_end: i64::MAX,
+        };
+        absorb(&entries, &fetch, &response, &opts).expect("absorbed")
+    }
+
+    /// A broker that skipped the batch holding the fetch offset (offsets
+    /// 0..5) sent the two after it: their records are taken, an asked-for
+    /// offset they cover but do not hold is lost, and only the entries
+    /// below them go back, as a try that missed.
+    #[test]
+    fn a_misaligned_answer_keeps_the_batches_it_carried() {
+        let both: Bytes = [whole_batch(5), whole_batch(10)].concat().into();
+        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 0..6 });
+        assert!(out.misaligned);
+        assert_eq!(offsets(&out), [6, 7, 12]);
+        assert_eq!(out.skipped, Some(0..2));
+        assert_eq!(out.requeue, Some(5..6));
+        assert!(out.lost.is_empty());
+        // Asked for 3..5 only (6 and 7 are a bonus): 3 goes back, nothing
+        // is requeued past it.
+        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 1..3 });
+        assert_eq!(out.skipped, Some(1..2));
+        assert_eq!(out.requeue, None);
+        assert_eq!(offsets(&out), [6, 7, 12]);
+        // A scan takes nothing from it: its records must come in order.
+        let out = absorb_misaligned(both, FetchKind::Tail { from: 2 });
+        assert!(out.misaligned && out.tail.is_empty() && out.skipped.is_none());
+        assert_eq!(out.tail_next, Some(2));
+        // Its only batch cut: nothing of it is taken either.
+        let cut = whole_batch(5).slice(..80);
+        let out = absorb_misaligned(cut, FetchKind::Indexed { entries: 0..6 });
+        assert!(out.misaligned && out.delivered.is_empty() && out.skipped.is_none());
+        assert_eq!(out.requeue, Some(0..6));
     }
 
     #[test]

@@ -1009,6 +1009,11 @@ impl ReplayCore {
                 self.queue.requeue(requeue, missed);
             }
         }
+        if let Some(skipped) = absorbed.skipped {
+            // Below a batch the broker sent whole: a try that missed
+            // (after the requeue above, which it then joins if adjacent).
+            self.queue.requeue(skipped, true);
+        }
         if let Some(next) = absorbed.tail_next {
             let from = tail_from.unwrap_or(next);
             progress |= next > from;
@@ -1364,7 +1369,8 @@ mod tests {
     /// the bytes counted in flight for it are those of a batch as seen.
     #[test]
     fn a_fetch_of_one_byte_counts_a_batch_in_flight() {
-        let (mut core, fetch) = core_of(&[0, 500]);
+        // Not a run to the log's end, which would be claimed whole.
+        let (mut core, fetch) = core_of(&[0, 500, 5_000_000]);
         core.handle_response(fetch.id, answer(batch(0)));
         let next = core
             .poll_fetch(Room::UNLIMITED, 1)
