@@ -38,7 +38,9 @@ pub struct PlanConfig {
     /// observed batches yet). Default 1: its first batch comes whole
     /// anyway (KIP-74), and is what the next fetches are sized from; more
     /// mostly reads other regions' records (docs/benchmarks.md measures
-    /// 1 byte, 16 KiB and 1 MiB).
+    /// 1 byte, 16 KiB and 1 MiB). Not for a run of entries at every
+    /// offset to the log's end, where nothing read can be another's: that
+    /// fetch asks for its budget (`PlanView::budget`).
     pub probe_bytes: u32,
 }
 

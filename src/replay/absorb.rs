@@ -18,7 +18,9 @@
 //!   below its first batch go back to the planner, and the batches it
 //!   carried are read as any others (their records are what they are,
 //!   whichever batch the broker left out before them); a scan fetch takes
-//!   nothing from such a response, since its records must come in order.
+//!   nothing from such a response, since its records must come in order,
+//!   and nor does a `read_committed` one where an aborted transaction
+//!   began below its first batch (its marker may be the batch left out).
 
 use std::ops::Range;
 
@@ -156,7 +158,8 @@ pub(crate) fn absorb(
     let mut batches = Batches::new(response.records.clone(), opts.decode);
     let mut first = true;
     // The response is misaligned and nothing of it can be taken: a scan
-    // fetch's, or one whose only batch is cut.
+    // fetch's, one whose only batch is cut, or one an aborted transaction
+    // may reach into from the batch left out.
     let mut discard = false;
 
     // The highest last offset of the batches read so far.
@@ -182,18 +185,27 @@ pub(crate) fn absorb(
             first = false;
             out.starts_above = h.base_offset > first_wanted;
             out.misaligned = out.starts_above && !response.aligned;
-            if out.misaligned && tail_from.is_none() {
+            // Under read_committed, an aborted transaction that began
+            // below this batch may have its marker in the batch left out:
+            // whether its producer's batches here are aborted is unknown.
+            let unsure = filter.is_some()
+                && response
+                    .aborted
+                    .iter()
+                    .any(|t| t.first_offset < h.base_offset);
+            discard = out.misaligned && (tail_from.is_some() || unsure);
+            if out.misaligned && !discard {
                 // The entries below this batch are left for another fetch;
                 // from here on the response is read as any other.
                 cursor = wanted.end_at_or_below(h.base_offset - 1);
                 out.skipped = Some(range.start..range.start + cursor.min(wanted.asked));
                 covered = h.base_offset - 1;
             }
-            discard = out.misaligned && tail_from.is_some();
         }
-        // A scan's response that skipped the first wanted offset delivers
-        // nothing, but its batches still teach the layout and count toward
-        // the records it returned (the estimate strategy's average).
+        // A response that skipped the first wanted offset and cannot be
+        // read past it delivers nothing, but its batches still teach the
+        // layout and count toward the records it returned (the estimate
+        // strategy's average).
         if discard {
             continue;
         }
@@ -464,7 +476,13 @@ mod tests {
             .bytes
     }
 
-    fn absorb_misaligned(records: Bytes, kind: FetchKind) -> Absorbed {
+    /// [`absorb`] of `records`, which start above offset 2, to a fetch of
+    /// `kind` from 2; `read_committed` with `aborted` where given.
+    fn absorb_misaligned(
+        records: Bytes,
+        kind: FetchKind,
+        aborted: Option<&[AbortedTransaction]>,
+    ) -> Absorbed {
         let entries: Vec<IndexEntry> = [2, 3, 6, 7, 12, 20]
             .into_iter()
             .map(IndexEntry::offset_only)
@@ -476,12 +494,12 @@ mod tests {
         };
         let response = Response {
             records,
-            aborted: &[],
+            aborted: aborted.unwrap_or_default(),
             aligned: false,
         };
         let opts = AbsorbOptions {
             decode: DecodeOptions::default(),
-            read_committed: false,
+            read_committed: aborted.is_some(),
             cut_records: CutRecords::Checked,
             tail_end: i64::MAX,
         };
@@ -495,7 +513,7 @@ mod tests {
     #[test]
     fn a_misaligned_answer_keeps_the_batches_it_carried() {
         let both: Bytes = [whole_batch(5), whole_batch(10)].concat().into();
-        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 0..6 });
+        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 0..6 }, None);
         assert!(out.misaligned);
         assert_eq!(offsets(&out), [6, 7, 12]);
         assert_eq!(out.skipped, Some(0..2));
@@ -503,19 +521,37 @@ mod tests {
         assert!(out.lost.is_empty());
         // Asked for 3..5 only (6 and 7 are a bonus): 3 goes back, nothing
         // is requeued past it.
-        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 1..3 });
+        let out = absorb_misaligned(both.clone(), FetchKind::Indexed { entries: 1..3 }, None);
         assert_eq!(out.skipped, Some(1..2));
         assert_eq!(out.requeue, None);
         assert_eq!(offsets(&out), [6, 7, 12]);
         // A scan takes nothing from it: its records must come in order.
-        let out = absorb_misaligned(both, FetchKind::Tail { from: 2 });
+        let out = absorb_misaligned(both.clone(), FetchKind::Tail { from: 2 }, None);
         assert!(out.misaligned && out.tail.is_empty() && out.skipped.is_none());
         assert_eq!(out.tail_next, Some(2));
         // Its only batch cut: nothing of it is taken either.
         let cut = whole_batch(5).slice(..80);
-        let out = absorb_misaligned(cut, FetchKind::Indexed { entries: 0..6 });
+        let out = absorb_misaligned(cut, FetchKind::Indexed { entries: 0..6 }, None);
         assert!(out.misaligned && out.delivered.is_empty() && out.skipped.is_none());
         assert_eq!(out.requeue, Some(0..6));
+        // read_committed, with a transaction aborted that began below the
+        // first batch: its marker may be in the batch left out, so whether
+        // the batches here are aborted is unknown; nothing is taken. One
+        // that began in them is decided by the batches themselves.
+        let below = [AbortedTransaction {
+            first_offset: 4,
+            producer_id: 7,
+        }];
+        let kind = || FetchKind::Indexed { entries: 0..6 };
+        let out = absorb_misaligned(both.clone(), kind(), Some(&below));
+        assert!(out.misaligned && out.delivered.is_empty() && out.skipped.is_none());
+        assert_eq!(out.requeue, Some(0..6));
+        let within = [AbortedTransaction {
+            first_offset: 5,
+            producer_id: 7,
+        }];
+        let out = absorb_misaligned(both, kind(), Some(&within));
+        assert_eq!(offsets(&out), [6, 7, 12]);
     }
 
     #[test]
