@@ -16,12 +16,16 @@ const SEEN_APART: f64 = 0.1;
 /// How far past its estimate the limit of a fetch reading a run to the
 /// log's end reaches (see `Plan::to_the_end`): this many times the run's
 /// estimated bytes and an average batch. The estimate comes from the few
-/// batches seen (with offsets only, the probe's one), and batches vary;
+/// batches seen, and batches vary. Measured at `8a023c9`, when the first
+/// such fetch followed a one-byte probe and was sized from its one batch:
 /// in the restart bench over 64 partitions with offsets only (GreptimeDB's
 /// layout and `zstd-1w`), twice read 1.035–1.041× the floor in 158–159
 /// fetches, four times 1.014–1.019× in 136–142, eight times the floor in
 /// 126–128, the most a fetch may the floor in 126, with the peak of bytes
-/// asked for and held at 22–33, 29–44, 54–67 and 367–457 MiB.
+/// asked for and held at 22–33, 29–44, 54–67 and 367–457 MiB (before the
+/// memory cap was shared out). Since `a8c1d27` the first fetch of such a
+/// run, with nothing seen, asks for its budget instead, and the margin
+/// sizes the fetches after it.
 const TO_THE_END_MARGIN: f64 = 4.0;
 
 /// Limits and defaults for planning.
