@@ -543,7 +543,7 @@ impl ReplayCore {
     /// [`ReplayStats::round_trips`]). The replay's first fetch goes alone:
     /// no other is given until it is answered.
     pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
-        if self.failed || self.error.is_some() || self.drained {
+        if self.is_drained() {
             return None;
         }
         // The fetch that keeps this partition going: it can yield nothing
