@@ -1,6 +1,6 @@
-//! Arbitrary bytes as a walfetch index file (any version): decoding never
-//! panics, and a file that decodes encodes back to a file that decodes to
-//! the same index.
+//! Arbitrary bytes as a walfetch index file (any version) and as a
+//! GreptimeDB `index.json`: reading never panics, and an index read either
+//! way encodes to a walfetch index file that decodes to the same index.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

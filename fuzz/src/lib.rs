@@ -238,12 +238,19 @@ pub fn decode_response(data: &[u8]) {
     }
 }
 
-/// Decodes `data` as an index file; one that decodes must round-trip
-/// through the current format.
+/// Decodes `data` as a walfetch index file and as a GreptimeDB
+/// `index.json`; an index either yields must round-trip through walfetch's
+/// current format.
 pub fn index_file(data: &[u8]) {
-    if let Ok(index) = walfetch::index::decode_index(data, "fuzz") {
-        let again = walfetch::index::encode_index(&index);
+    let round_trips = |index: &walfetch::index::WalIndex| {
+        let again = walfetch::index::encode_index(index);
         let back = walfetch::index::decode_index(&again, "fuzz").expect("re-encoded index decodes");
-        assert_eq!(back, index, "an index file round-trips");
+        assert_eq!(&back, index, "an index file round-trips");
+    };
+    if let Ok(index) = walfetch::index::decode_index(data, "fuzz") {
+        round_trips(&index);
+    }
+    if let Ok(topics) = walfetch::index::import_greptime(data, "fuzz") {
+        topics.values().for_each(round_trips);
     }
 }

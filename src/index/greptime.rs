@@ -27,6 +27,9 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
         .map_err(|e| corrupt(format!("not a GreptimeDB index file: {e}")))?;
     let mut out = BTreeMap::new();
     for (topic, t) in topics {
+        if let Some(why) = invalid_topic_name(&topic) {
+            return Err(corrupt(format!("topic {topic:?} {why}")));
+        }
         let mut index = WalIndex::new();
         // The file names the topic; nothing else of the source.
         index.set_source(IndexSource {
@@ -72,6 +75,26 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
         out.insert(topic, index);
     }
     Ok(out)
+}
+
+/// Why Kafka would refuse `topic` as a topic name, if it would: empty,
+/// `.` or `..`, longer than 249 bytes, or a character other than ASCII
+/// letters, digits, `.`, `_` and `-` (Kafka's `Topic.validate`). The file
+/// names Kafka topics, so a name no topic can have means a corrupt file.
+fn invalid_topic_name(topic: &str) -> Option<&'static str> {
+    const MAX_LEN: usize = 249;
+    if topic.is_empty() || topic == "." || topic == ".." {
+        Some("is not a topic name")
+    } else if topic.len() > MAX_LEN {
+        Some("is longer than Kafka's 249-character limit")
+    } else if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Some("has characters Kafka does not allow in a topic name")
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -127,9 +150,30 @@ mod tests {
                 "not a GreptimeDB index file",
             ),
             (b"[]", "not a GreptimeDB index file"),
+            (
+                br#"{"": {"regions": {}, "last_index": 0}}"#,
+                "is not a topic name",
+            ),
+            (
+                br#"{"..": {"regions": {}, "last_index": 0}}"#,
+                "is not a topic name",
+            ),
+            (
+                br#"{"wal topic": {"regions": {}, "last_index": 0}}"#,
+                "characters Kafka does not allow",
+            ),
         ] {
             let err = import_greptime(json, "idx.json").unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains("idx.json"), "{err}");
+        }
+        // A topic name at Kafka's limit is taken; one byte more is not.
+        for (len, ok) in [(249, true), (250, false)] {
+            let json = format!(
+                r#"{{"{}": {{"regions": {{}}, "last_index": 0}}}}"#,
+                "w".repeat(len)
+            );
+            let got = import_greptime(json.as_bytes(), "idx.json");
+            assert_eq!(got.is_ok(), ok, "{len}: {got:?}");
         }
     }
 }
