@@ -2,8 +2,10 @@
 //! a few small encoded batches for the decode targets (every codec, a
 //! transaction with its markers, several batches in one buffer, a buffer cut
 //! short), inputs for `encode_decode` that decode to non-empty batches, and
-//! inputs for `replay_core` that replay something, and index files of both
-//! format versions for `index_file`.
+//! inputs for `replay_core` that replay something, index files of both
+//! format versions and a GreptimeDB `index.json` for `index_file`, and a
+//! well-formed response of every API for `decode_responses`, and RFC 7677's
+//! SCRAM exchange for `sasl_scram`.
 //!
 //! Run from `fuzz/`: `cargo +nightly run --example write_seeds`.
 
@@ -201,16 +203,103 @@ fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
     let n = v1.len();
     let crc = crc32c::crc32c(&v1[..n - 4]);
     v1[n - 4..].copy_from_slice(&crc.to_be_bytes());
+    let greptime = br#"{"wal_topic_0": {"regions": {"4398046511104": [0, 3, 1, 7], "1": [2]}, "last_index": 12}}"#;
     vec![
         ("empty".into(), encode_index(&WalIndex::new())),
         ("full".into(), encode_index(&full)),
         ("version-1".into(), v1),
+        ("greptime-json".into(), greptime.to_vec()),
     ]
+}
+
+/// One response of each API `decode_response` picks, at its highest
+/// version, as `decode_response` reads them: the API's position, the
+/// version's offset from the lowest it picks, then the frame's payload
+/// (response header and body). The Fetch response carries a batch.
+fn decode_responses_seeds() -> Result<Vec<(String, Vec<u8>)>> {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{
+        ApiKey, ApiVersionsResponse, CreateTopicsResponse, FetchResponse, InitProducerIdResponse,
+        ListOffsetsResponse, MetadataResponse, ProduceResponse, ResponseHeader,
+        SaslAuthenticateResponse, SaslHandshakeResponse, TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+    use walfetch::connection::versions::MIN_FETCH_VERSION;
+    use walfetch::connection::VersionRange;
+
+    fn frame<T: Encodable + HeaderVersion>(
+        pick: u8,
+        api: ApiKey,
+        message: &T,
+    ) -> Result<(String, Vec<u8>)> {
+        let range = VersionRange::of_message_types(api);
+        let min = match api {
+            ApiKey::Fetch => range.min.max(MIN_FETCH_VERSION),
+            _ => range.min,
+        };
+        let version = range.max;
+        let mut out = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(1)
+            .encode(&mut out, T::header_version(version))?;
+        message.encode(&mut out, version)?;
+        let mut seed = vec![pick, u8::try_from(version - min)?];
+        seed.extend_from_slice(&out);
+        Ok((format!("{api:?}-v{version}").to_lowercase(), seed))
+    }
+    let batch = BatchBuilder::new(100)
+        .compression(Compression::Lz4)
+        .encode(&records(3))?
+        .bytes;
+    let fetch = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(TopicName(StrBytes::from_static_str("wal")))
+        .with_partitions(vec![PartitionData::default()
+            .with_high_watermark(103)
+            .with_records(Some(batch))])]);
+    // In the order of `decode_response`'s list.
+    Ok(vec![
+        frame(0, ApiKey::Fetch, &fetch)?,
+        frame(1, ApiKey::Metadata, &MetadataResponse::default())?,
+        frame(2, ApiKey::ListOffsets, &ListOffsetsResponse::default())?,
+        frame(3, ApiKey::ApiVersions, &ApiVersionsResponse::default())?,
+        frame(4, ApiKey::Produce, &ProduceResponse::default())?,
+        frame(
+            5,
+            ApiKey::InitProducerId,
+            &InitProducerIdResponse::default(),
+        )?,
+        frame(6, ApiKey::CreateTopics, &CreateTopicsResponse::default())?,
+        frame(7, ApiKey::SaslHandshake, &SaslHandshakeResponse::default())?,
+        frame(
+            8,
+            ApiKey::SaslAuthenticate,
+            &SaslAuthenticateResponse::default(),
+        )?,
+    ])
 }
 
 /// A fixed, non-nil topic id.
 fn uuid_like() -> uuid::Uuid {
     uuid::Uuid::from_u128(0x7761_6c66_6574_6368_0000_0000_0000_0001)
+}
+
+/// RFC 7677's SCRAM-SHA-256 example (user "user", password "pencil"), as
+/// `sasl_scram` reads it: the hash, server-first, a NUL, server-final; and
+/// the same server refusing the proof.
+fn sasl_scram_seeds() -> Vec<(String, Vec<u8>)> {
+    let first = format!(
+        "r={}%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+        walfetch_codec_fuzz::SCRAM_NONCE
+    );
+    let seed = |last: &str| [&[0u8][..], first.as_bytes(), &[0], last.as_bytes()].concat();
+    vec![
+        (
+            "rfc7677".into(),
+            seed("v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
+        ),
+        ("refused".into(), seed("e=invalid-proof")),
+    ]
 }
 
 fn write(dir: &Path, seeds: &[(String, Vec<u8>)]) -> Result<()> {
@@ -230,5 +319,7 @@ fn main() -> Result<()> {
     write(&root.join("encode_decode"), &encode_decode_seeds())?;
     write(&root.join("replay_core"), &replay_core_seeds())?;
     write(&root.join("index_file"), &index_file_seeds())?;
+    write(&root.join("decode_responses"), &decode_responses_seeds()?)?;
+    write(&root.join("sasl_scram"), &sasl_scram_seeds())?;
     Ok(())
 }

@@ -193,25 +193,49 @@ fn walk_borrowed(mut records: Records, owned: &Walked) {
     assert_eq!(owned.error, None, "borrowed walk ended without the error");
 }
 
-/// Decodes `data[1..]` as the payload of a response frame (header, then
-/// body) of the API and version `data[0]` picks: Fetch v4-v17, Metadata
-/// v1-v12, ListOffsets v1-v9 or ApiVersions v0-v3, through
-/// `walfetch::connection::decode_response_frame`, the path every response a
-/// connection receives takes. Fetch records go through the codec. Only
-/// panics and hangs are failures.
+/// Decodes `data[2..]` as the payload of a response frame (header, then
+/// body) of the API `data[0]` picks, in the version `data[1]` picks from
+/// the range the `kafka-protocol` message types implement (Fetch from v4,
+/// walfetch's lowest), through `walfetch::connection::decode_response_frame`,
+/// the path every response a connection receives takes. The APIs are every
+/// one the client and the writer send: ApiVersions, Metadata, ListOffsets,
+/// Fetch, Produce, InitProducerId, CreateTopics, SaslHandshake and
+/// SaslAuthenticate. Fetch records go through the codec. Only panics and
+/// hangs are failures.
 pub fn decode_response(data: &[u8]) {
     use kafka_protocol::messages::{
-        ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
+        ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+        ListOffsetsRequest, MetadataRequest, ProduceRequest, SaslAuthenticateRequest,
+        SaslHandshakeRequest,
     };
-    use walfetch::connection::decode_response_frame;
+    use walfetch::connection::versions::MIN_FETCH_VERSION;
+    use walfetch::connection::{decode_response_frame, VersionRange};
 
-    let Some((&pick, rest)) = data.split_first() else {
+    const APIS: [ApiKey; 9] = [
+        ApiKey::Fetch,
+        ApiKey::Metadata,
+        ApiKey::ListOffsets,
+        ApiKey::ApiVersions,
+        ApiKey::Produce,
+        ApiKey::InitProducerId,
+        ApiKey::CreateTopics,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+    ];
+    let [pick, v, rest @ ..] = data else {
         return;
     };
+    let api = APIS[usize::from(*pick) % APIS.len()];
+    let range = VersionRange::of_message_types(api);
+    let min = match api {
+        ApiKey::Fetch => range.min.max(MIN_FETCH_VERSION),
+        _ => range.min,
+    };
+    let span = u16::try_from(range.max - min + 1).unwrap_or(1).max(1);
+    let version = min + i16::try_from(u16::from(*v) % span).unwrap_or(0);
     let payload = bytes::Bytes::copy_from_slice(rest);
-    match pick % 4 {
-        0 => {
-            let version = 4 + i16::from(pick / 4 % 14);
+    match api {
+        ApiKey::Fetch => {
             let Ok(response) = decode_response_frame::<FetchRequest>(version, payload) else {
                 return;
             };
@@ -223,18 +247,26 @@ pub fn decode_response(data: &[u8]) {
                 }
             }
         }
-        1 => {
-            let version = 1 + i16::from(pick / 4 % 12);
-            let _ = decode_response_frame::<MetadataRequest>(version, payload);
-        }
-        2 => {
-            let version = 1 + i16::from(pick / 4 % 9);
-            let _ = decode_response_frame::<ListOffsetsRequest>(version, payload);
-        }
-        _ => {
-            let version = i16::from(pick / 4 % 4);
-            let _ = decode_response_frame::<ApiVersionsRequest>(version, payload);
-        }
+        ApiKey::Metadata => drop(decode_response_frame::<MetadataRequest>(version, payload)),
+        ApiKey::ListOffsets => drop(decode_response_frame::<ListOffsetsRequest>(
+            version, payload,
+        )),
+        ApiKey::ApiVersions => drop(decode_response_frame::<ApiVersionsRequest>(
+            version, payload,
+        )),
+        ApiKey::Produce => drop(decode_response_frame::<ProduceRequest>(version, payload)),
+        ApiKey::InitProducerId => drop(decode_response_frame::<InitProducerIdRequest>(
+            version, payload,
+        )),
+        ApiKey::CreateTopics => drop(decode_response_frame::<CreateTopicsRequest>(
+            version, payload,
+        )),
+        ApiKey::SaslHandshake => drop(decode_response_frame::<SaslHandshakeRequest>(
+            version, payload,
+        )),
+        _ => drop(decode_response_frame::<SaslAuthenticateRequest>(
+            version, payload,
+        )),
     }
 }
 
@@ -252,5 +284,51 @@ pub fn index_file(data: &[u8]) {
     }
     if let Ok(topics) = walfetch::index::import_greptime(data, "fuzz") {
         topics.values().for_each(round_trips);
+    }
+}
+
+/// The client nonce of the SCRAM exchanges `sasl_scram` runs (RFC 7677's
+/// example, so that its messages make a seed).
+pub const SCRAM_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
+
+/// Runs one SCRAM exchange, client side, against a server whose messages
+/// are `data[1..]` split at its first NUL (server-first, then
+/// server-final); `data[0]` picks SHA-256 or SHA-512. A server-first
+/// asking for more iterations than Kafka allows (16384) is skipped, not
+/// refused: the client takes up to [`MAX_ITERATIONS`], each run of which
+/// would slow the fuzzer to a crawl without reaching more code.
+///
+/// [`MAX_ITERATIONS`]: walfetch::connection::sasl::scram::MAX_ITERATIONS
+pub fn sasl_scram(data: &[u8]) {
+    use walfetch::connection::sasl::scram::{ScramClient, ScramHash};
+
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let (first, last) = match rest.iter().position(|&b| b == 0) {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => (rest, &[][..]),
+    };
+    let iterations = std::str::from_utf8(first).ok().and_then(|text| {
+        text.split(',')
+            .find_map(|attr| attr.strip_prefix("i="))
+            .and_then(|i| i.parse::<u64>().ok())
+    });
+    if iterations.is_some_and(|i| i > 16384) {
+        return;
+    }
+    let hash = if pick % 2 == 0 {
+        ScramHash::Sha256
+    } else {
+        ScramHash::Sha512
+    };
+    let mut client = ScramClient::with_nonce(hash, "user", "pencil", SCRAM_NONCE);
+    if pick & 2 != 0 {
+        // A server-final before server-first is refused, and the exchange
+        // goes on.
+        assert!(client.finish(last).is_err(), "server-final taken first");
+    }
+    if client.client_final(first).is_ok() {
+        let _ = client.finish(last);
     }
 }
