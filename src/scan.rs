@@ -8,7 +8,9 @@ use bytes::Bytes;
 use walfetch_codec::{Batches, DecodeOptions};
 
 use crate::cluster::{ClientError, Cluster, FetchParams};
-use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex};
+use crate::index::{
+    is_greptime_meta, Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex,
+};
 
 /// What can go wrong while building an index from a topic.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,9 @@ pub struct BuildReport {
     /// Data records whose region id field (the key, or the rule's header)
     /// is present and all ASCII digits.
     pub decimal_ids: u64,
+    /// Data records whose region id field is GreptimeDB's record meta
+    /// (JSON with `ns.region_id`).
+    pub greptime_ids: u64,
     /// Fetches made again from a lower offset because the broker answered a
     /// fetch at `from` from the batch after the one containing it (Tansu
     /// 0.6 does, for an offset inside a batch).
@@ -74,6 +79,12 @@ impl BuildReport {
                  is the region id somewhere else (--region-header) or written otherwise \
                  (--region-format)?",
                 self.unassigned
+            ));
+        }
+        if records > 0 && rule.format() != IdFormat::GreptimeMeta && self.greptime_ids == records {
+            out.push(format!(
+                "every region id field of the {records} records is GreptimeDB's record meta \
+                 (JSON with ns.region_id): use --region-format greptime"
             ));
         }
         if records > 0 && rule.format() == IdFormat::BigEndian && self.decimal_ids == records {
@@ -203,6 +214,7 @@ fn index_response(
                 .id_bytes(&record)
                 .is_some_and(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit));
             report.decimal_ids += u64::from(digits);
+            report.greptime_ids += u64::from(rule.id_bytes(&record).is_some_and(is_greptime_meta));
             let Some(region) = rule.region(&record) else {
                 report.unassigned += 1;
                 continue;
@@ -276,5 +288,25 @@ mod tests {
             ..digits
         };
         assert!(some_digits.warnings(&be).is_empty());
+        let greptime = BuildReport {
+            unassigned: 10,
+            greptime_ids: 10,
+            ..BuildReport::default()
+        };
+        let w = greptime.warnings(&be);
+        assert!(
+            w.len() == 2 && w[1].contains("--region-format greptime"),
+            "{w:?}"
+        );
+        assert!(greptime
+            .warnings(&RegionRule::Key(IdFormat::Decimal))
+            .iter()
+            .any(|w| w.contains("--region-format greptime")));
+        let read = BuildReport {
+            indexed: 10,
+            greptime_ids: 10,
+            ..BuildReport::default()
+        };
+        assert!(read.warnings(&RegionRule::GREPTIMEDB).is_empty());
     }
 }

@@ -1,6 +1,7 @@
-//! Replays with indexes from elsewhere, on the real broker: an index
-//! imported from a GreptimeDB-format file, and an index built by
-//! `build_index` over a topic that librdkafka wrote.
+//! Replays with indexes from elsewhere, on the real broker: a WAL written
+//! as GreptimeDB writes it with its index imported from GreptimeDB's index
+//! file, and an index built by `build_index` over a topic that librdkafka
+//! wrote.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -10,13 +11,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use support::greptime;
 use support::recovery::librdkafka_wal;
 use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
-use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange};
+use walfetch::consumer::{Consumer, Recovery, ReplayOptions, ReplayRange};
 use walfetch::index::{import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::scan::build_index;
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 async fn replay(
     cluster: &Arc<Cluster>,
@@ -47,59 +48,64 @@ async fn replay(
     out
 }
 
+/// A WAL written as GreptimeDB writes it (`support::greptime`: one region
+/// per lz4 batch, the region in the record key's JSON meta, split entries)
+/// and GreptimeDB's index of its first part (the index is
+/// dumped now and then, so entries past `last_index` are the rule's to
+/// place). With the imported index alone (no rule given), every region gets
+/// exactly its records, the tail's included, region by region and in one
+/// pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_with_an_index_imported_from_greptimedb() {
+async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
     let broker = Tansu::start().await;
     let topic = "greptime_wal_topic_0";
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
-    let mut config = WriterConfig::new(topic, 0);
-    config.max_batch_bytes = 2048;
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let mut pending = Vec::new();
-    for n in 0..500u64 {
-        let region = (4398046511104 + (n * 31 % 5)) as RegionId; // GreptimeDB-style region ids
-        let payload = Bytes::from(format!("entry {n} {}", "v".repeat((n % 50) as usize)));
-        pending.push((
-            region,
-            payload.clone(),
-            writer.append(WalEntry::new(region, payload)).await.unwrap(),
-        ));
-    }
-    let mut written: BTreeMap<RegionId, Vec<(i64, Bytes)>> = BTreeMap::new();
-    for (region, payload, appended) in pending {
-        written
-            .entry(region)
-            .or_default()
-            .push((appended.await.unwrap(), payload));
-    }
-    let last = writer.close().await.unwrap().last_index().unwrap();
-    // The index file as GreptimeDB writes it: delta-encoded offsets.
-    let regions: serde_json::Map<String, serde_json::Value> = written
-        .iter()
-        .map(|(region, entries)| {
-            let mut previous = 0;
-            let deltas: Vec<i64> = entries
-                .iter()
-                .enumerate()
-                .map(|(i, (o, _))| {
-                    let d = if i == 0 { *o } else { o - previous };
-                    previous = *o;
-                    d
-                })
-                .collect();
-            (region.to_string(), serde_json::json!(deltas))
-        })
-        .collect();
-    let json = serde_json::json!({ topic: { "regions": regions, "last_index": last } });
-    let mut topics = import_greptime(json.to_string().as_bytes(), "index.json").unwrap();
+    let written = greptime::write(&cluster, topic, 60).await;
+    let end = greptime::end(&written);
+    let last_index = end * 2 / 3;
+    let json = greptime::index_json(topic, &written, last_index);
+    let mut topics = import_greptime(json.as_bytes(), "index.json").unwrap();
     let index = topics.remove(topic).unwrap();
+    assert_eq!(index.source().rule, Some(RegionRule::GREPTIMEDB));
+    let mut recovery = Recovery::builder(Arc::clone(&cluster)).index(topic, 0, &index);
     for (region, want) in &written {
-        assert_eq!(
-            &replay(&cluster, &index, topic, *region).await,
-            want,
-            "region {region}"
+        let range = ReplayRange {
+            topic: topic.into(),
+            partition: 0,
+            region: *region,
+            from: 0,
+            to: Some(end),
+        };
+        let mut consumer = Consumer::new(
+            Arc::clone(&cluster),
+            &index,
+            range,
+            ReplayOptions::default(),
+        )
+        .await
+        .unwrap();
+        let mut got = Vec::new();
+        while let Some(record) = consumer.next().await {
+            let record = record.unwrap_or_else(|e| panic!("region {region}: {e}"));
+            got.push((record.offset(), record.value_bytes().unwrap()));
+        }
+        assert_eq!(&got, want, "region {region}");
+        assert!(
+            want.iter().any(|(o, _)| *o > last_index),
+            "region {region} has a tail"
         );
+        recovery = recovery.region(topic, 0, *region, 0);
     }
+    let mut recovery = recovery.build().await.unwrap();
+    let mut one_pass: BTreeMap<RegionId, Vec<(i64, Bytes)>> = BTreeMap::new();
+    while let Some(entry) = recovery.next().await {
+        let entry = entry.unwrap();
+        one_pass
+            .entry(entry.region)
+            .or_default()
+            .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
+    }
+    assert_eq!(one_pass, written);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

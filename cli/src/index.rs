@@ -43,6 +43,10 @@ pub(crate) enum RegionFormat {
     /// Text: the id in ASCII decimal digits, e.g. region 7 is the byte "7"
     /// (0x37). Read as `be`, that byte would be region 55.
     Decimal,
+    /// GreptimeDB's record meta: a JSON object whose `ns.region_id` is the
+    /// id, which GreptimeDB writes into every record's key. An index from
+    /// `import-greptime` already says so.
+    Greptime,
 }
 
 /// Where a record's region id is.
@@ -52,9 +56,10 @@ pub(crate) struct RuleArgs {
     #[arg(long)]
     region_header: Option<String>,
     /// How the region id (in the key, or in `--region-header`) is written:
-    /// binary big-endian or decimal digits. The wrong one reads other
-    /// regions' ids. Default: `be` for `index build`; for `replay`, the
-    /// rule the index was built with.
+    /// binary big-endian, decimal digits, or GreptimeDB's record meta
+    /// (JSON). The wrong one reads other regions' ids. Default: `be` for
+    /// `index build`; for `replay`, the rule the index was built with
+    /// (`greptime` for an index from `import-greptime`).
     #[arg(long, value_enum)]
     region_format: Option<RegionFormat>,
 }
@@ -68,6 +73,7 @@ impl RuleArgs {
         let format = match self.region_format.unwrap_or(RegionFormat::Be) {
             RegionFormat::Be => IdFormat::BigEndian,
             RegionFormat::Decimal => IdFormat::Decimal,
+            RegionFormat::Greptime => IdFormat::GreptimeMeta,
         };
         Ok(Some(match &self.region_header {
             Some(name) => RegionRule::Header(name.clone(), format),

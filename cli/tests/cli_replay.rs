@@ -352,3 +352,100 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A WAL GreptimeDB wrote (its records' keys are its JSON record meta) and
+/// GreptimeDB's index of its first part: `index import-greptime`, then
+/// `replay --checkpoints` with no region rule given, recovers every region
+/// whole, the records past `last_index` included; `index build` says to
+/// read such keys with `--region-format greptime`, and with it indexes
+/// every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
+    let broker = Tansu::start().await;
+    let topic = "greptimedb_wal_topic_1";
+    let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
+    let written = support::greptime::write(&cluster, topic, 40).await;
+    let end = support::greptime::end(&written);
+    let dir = temp_dir("greptime");
+    let json = dir.join("index.json");
+    let json_text = support::greptime::index_json(topic, &written, end / 2);
+    std::fs::write(&json, json_text).unwrap();
+    let index = dir.join("wal.idx");
+    let out = walfetch(&[
+        "index",
+        "import-greptime",
+        path(&json),
+        "--topic",
+        topic,
+        "--out",
+        path(&index),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checkpoints = dir.join("checkpoints.json");
+    let from_zero: serde_json::Map<String, serde_json::Value> = written
+        .keys()
+        .map(|r| (r.to_string(), serde_json::json!(0)))
+        .collect();
+    std::fs::write(
+        &checkpoints,
+        serde_json::Value::Object(from_zero).to_string(),
+    )
+    .unwrap();
+    let addr = broker.address();
+    let out = walfetch(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        topic,
+        "--index",
+        path(&index),
+        "--checkpoints",
+        path(&checkpoints),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got = support::greptime::GreptimeWal::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
+        got.entry(v["region"].as_u64().unwrap())
+            .or_default()
+            .push((v["offset"].as_i64().unwrap(), Bytes::from(value)));
+    }
+    assert!(got == written, "regions differ");
+    assert!(stats_line(&out)["tail_records"].as_u64().unwrap() > 0);
+
+    // Built by scanning: the default rule (the key, big-endian) finds no
+    // region in GreptimeDB's keys, and says how to read them.
+    let built = dir.join("built.idx");
+    let build = [
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        topic,
+        "--out",
+        path(&built),
+    ];
+    let out = walfetch(&build);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--region-format greptime"), "{stderr}");
+    let out = walfetch(&[&build[..], &["--region-format", "greptime"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records = written.values().map(Vec::len).sum::<usize>();
+    assert!(
+        stderr.contains(&format!("indexed {records} records")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--region-format"), "{stderr}");
+}

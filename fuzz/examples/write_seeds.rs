@@ -1,7 +1,7 @@
 //! Writes the seed corpora the fuzz targets start from, under `seeds/<target>/`:
 //! a few small encoded batches for the decode targets (every codec, a
 //! transaction with its markers, several batches in one buffer, a buffer cut
-//! short), inputs for `encode_decode` that decode to non-empty batches, and
+//! short, records keyed as GreptimeDB keys them), inputs for `encode_decode` that decode to non-empty batches, and
 //! inputs for `replay_core` that replay something, index files of both
 //! format versions and a GreptimeDB `index.json` for `index_file`, and a
 //! well-formed response of every API for `decode_responses`, and RFC 7677's
@@ -90,6 +90,27 @@ fn decode_seeds() -> Result<Vec<(String, Vec<u8>)>> {
     let cut = last.record_ranges[2].start + 3;
     buf.extend_from_slice(&last.bytes[..cut]);
     seeds.push(("multi-partial".into(), buf));
+
+    // Records as GreptimeDB writes them: its record meta (JSON) as the key,
+    // the region rule's `greptime` format (uncompressed, so that mutations
+    // reach the JSON).
+    let greptime: Vec<NewRecord> = ["\"Full\"", "\"First\"", "{\"Middle\":1}", "\"Last\""]
+        .iter()
+        .enumerate()
+        .map(|(i, tp)| NewRecord {
+            offset_delta: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: Some(Bytes::from(format!(
+                r#"{{"version":0,"tp":{tp},"entry_id":{i},"ns":{{"region_id":4398046511104,"topic":"wal"}}}}"#
+            ))),
+            value: Some(Bytes::from(format!("entry {i}"))),
+            headers: Vec::new(),
+        })
+        .collect();
+    seeds.push((
+        "greptime".into(),
+        BatchBuilder::new(40).encode(&greptime)?.bytes.to_vec(),
+    ));
 
     // zstd as streaming compressors write it (the Java client, rskafka,
     // kafka-protocol): the frame does not state its content size.

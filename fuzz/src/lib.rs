@@ -17,6 +17,7 @@ pub mod roundtrip;
 use std::hint::black_box;
 
 use bytes::Bytes;
+use walfetch::index::{IdFormat, RegionRule};
 use walfetch_codec::{
     AbortedTransaction, Batches, DecodeOptions, Header, Record, Records, TransactionFilter,
 };
@@ -133,6 +134,19 @@ fn walk(mut records: Records, first: i64, last: i64) -> Walked {
         prev = Some(offset);
 
         black_box((record.timestamp(), record.wire_len(), record.header_count()));
+        // Every way a region rule reads an id, on the record's key (and
+        // on a header of the record's first header's name).
+        for format in [
+            IdFormat::BigEndian,
+            IdFormat::Decimal,
+            IdFormat::GreptimeMeta,
+        ] {
+            black_box(RegionRule::Key(format).region(&record));
+            if let Some(h) = record.headers().next() {
+                let name = String::from_utf8_lossy(h.key).into_owned();
+                black_box(RegionRule::Header(name, format).region(&record));
+            }
+        }
         assert_eq!(record.key_bytes().as_deref(), record.key());
         assert_eq!(record.value_bytes().as_deref(), record.value());
         let mut headers = 0;

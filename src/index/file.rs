@@ -8,7 +8,8 @@
 //!   bit 2  topic id:     16 bytes (a UUID, KIP-516; never nil)
 //!   bit 3  first offset: uvarint, the first offset the index covers
 //!   bit 4  region rule:  u8 place (0 key, 1 header), u8 id format
-//!                        (0 big-endian, 1 decimal); for a header:
+//!                        (0 big-endian, 1 decimal, 2 GreptimeDB's record
+//!                        meta); for a header:
 //!                        uvarint length (..=32767), UTF-8 header name
 //! uvarint last_index + 1 (0: none)   uvarint region count
 //! per region:  uvarint region id     uvarint entry count
@@ -144,6 +145,7 @@ fn encode_source(out: &mut Vec<u8>, source: &IndexSource) {
         out.push(match rule.format() {
             IdFormat::BigEndian => 0,
             IdFormat::Decimal => 1,
+            IdFormat::GreptimeMeta => 2,
         });
         if let RegionRule::Header(name, _) = rule {
             put(out, name.len() as u64);
@@ -248,6 +250,7 @@ impl Cursor<'_> {
             let format = match self.byte("the region id format")? {
                 0 => IdFormat::BigEndian,
                 1 => IdFormat::Decimal,
+                2 => IdFormat::GreptimeMeta,
                 other => return Err(self.fail(&format!("unknown region id format {other}"))),
             };
             source.rule = Some(match place {
@@ -421,20 +424,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn source_strategy() -> impl Strategy<Value = IndexSource> {
+        let format = prop_oneof![
+            Just(IdFormat::Decimal),
+            Just(IdFormat::BigEndian),
+            Just(IdFormat::GreptimeMeta),
+        ];
         let rule = prop_oneof![
-            any::<bool>().prop_map(|d| RegionRule::Key(if d {
-                IdFormat::Decimal
-            } else {
-                IdFormat::BigEndian
-            })),
-            ("[a-zé_]{1,12}", any::<bool>()).prop_map(|(n, d)| RegionRule::Header(
-                n,
-                if d {
-                    IdFormat::Decimal
-                } else {
-                    IdFormat::BigEndian
-                }
-            )),
+            format.clone().prop_map(RegionRule::Key),
+            ("[a-zé_]{1,12}", format).prop_map(|(n, f)| RegionRule::Header(n, f)),
         ];
         (
             prop::option::of("[a-zA-Z0-9._-]{1,40}"),

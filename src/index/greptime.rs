@@ -3,12 +3,16 @@
 //! The file maps a topic name to `{"regions": {"<region id>": [offsets]},
 //! "last_index": N}`, with each region's offsets delta-encoded: the first
 //! value absolute, then differences. It carries offsets only, no hints.
+//! GreptimeDB writes each record's region into the record key, in its
+//! record meta (JSON), so an imported index carries
+//! [`RegionRule::GREPTIMEDB`]: a replay reads the region of the records past
+//! `last_index` from there, and checks the indexed ones against it.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{IndexEntry, IndexError, IndexSource, WalIndex};
+use super::{IndexEntry, IndexError, IndexSource, RegionRule, WalIndex};
 
 #[derive(Debug, Deserialize)]
 struct TopicIndex {
@@ -31,9 +35,12 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
             return Err(corrupt(format!("topic {topic:?} {why}")));
         }
         let mut index = WalIndex::new();
-        // The file names the topic; nothing else of the source.
+        // The file names the topic, and its records are GreptimeDB's,
+        // with the region in the key's record meta; nothing else of the
+        // source.
         index.set_source(IndexSource {
             topic: Some(topic.clone()),
+            rule: Some(RegionRule::GREPTIMEDB),
             ..IndexSource::default()
         });
         let last = i64::try_from(t.last_index).map_err(|_| {
@@ -112,6 +119,7 @@ mod tests {
         assert_eq!(t0.last_index(), Some(20));
         assert_eq!(t0.source().topic.as_deref(), Some("wal_topic_0"));
         assert_eq!(t0.source().partition, None);
+        assert_eq!(t0.source().rule, Some(RegionRule::GREPTIMEDB));
         let offsets: Vec<i64> = t0
             .region(4398046511104)
             .unwrap()

@@ -25,6 +25,7 @@ pub use file::{
     MAX_INDEX_FILE_BYTES,
 };
 pub use greptime::import_greptime;
+pub(crate) use rule::is_greptime_meta;
 pub use rule::{IdFormat, RegionRule};
 
 /// A region (shard) of the database: entries are grouped by it.

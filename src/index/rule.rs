@@ -1,5 +1,6 @@
 //! The region rule: where a record's region id is written, and how.
 
+use serde::Deserialize;
 use walfetch_codec::Record;
 
 use super::RegionId;
@@ -11,6 +12,13 @@ pub enum IdFormat {
     Decimal,
     /// Up to 8 bytes, big-endian (WalWriter writes 8).
     BigEndian,
+    /// GreptimeDB's record meta: a JSON object whose `ns.region_id` is the
+    /// region, as GreptimeDB's Kafka log store writes it into every
+    /// record's key (`{"version":0,"tp":"Full","entry_id":7,"ns":
+    /// {"region_id":4398046511104,"topic":"…"}}`). Other fields, and their
+    /// order, do not matter. [`RegionRule::GREPTIMEDB`] reads it from the
+    /// key.
+    GreptimeMeta,
 }
 
 /// Where a record's region id is.
@@ -23,6 +31,12 @@ pub enum RegionRule {
 }
 
 impl RegionRule {
+    /// Where GreptimeDB writes the region: its record meta (JSON) in the
+    /// record key ([`IdFormat::GreptimeMeta`]). An index imported from a
+    /// GreptimeDB index file ([`crate::index::import_greptime`]) carries
+    /// this rule.
+    pub const GREPTIMEDB: RegionRule = RegionRule::Key(IdFormat::GreptimeMeta);
+
     /// The record's region, if the rule finds a well-formed id.
     pub fn region(&self, record: &Record) -> Option<RegionId> {
         parse_id(self.id_bytes(record)?, self.format())
@@ -52,6 +66,7 @@ impl std::fmt::Display for IdFormat {
         f.write_str(match self {
             IdFormat::Decimal => "decimal",
             IdFormat::BigEndian => "be",
+            IdFormat::GreptimeMeta => "greptime",
         })
     }
 }
@@ -73,7 +88,33 @@ fn parse_id(bytes: &[u8], format: IdFormat) -> Option<RegionId> {
             Some(bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
         }
         IdFormat::BigEndian => None,
+        IdFormat::GreptimeMeta => greptime_region(bytes),
     }
+}
+
+/// The fields of GreptimeDB's record meta the rule reads; serde skips the
+/// others.
+#[derive(Deserialize)]
+struct GreptimeMeta {
+    ns: GreptimeNamespace,
+}
+
+#[derive(Deserialize)]
+struct GreptimeNamespace {
+    region_id: u64,
+}
+
+/// `ns.region_id` of a GreptimeDB record meta, if `bytes` are one.
+fn greptime_region(bytes: &[u8]) -> Option<RegionId> {
+    serde_json::from_slice::<GreptimeMeta>(bytes)
+        .ok()
+        .map(|meta| meta.ns.region_id)
+}
+
+/// Whether `bytes` are a GreptimeDB record meta (for a hint that the rule
+/// should read them so).
+pub(crate) fn is_greptime_meta(bytes: &[u8]) -> bool {
+    greptime_region(bytes).is_some()
 }
 
 #[cfg(test)]
@@ -91,5 +132,47 @@ mod tests {
         assert_eq!(parse_id(&[1, 0], IdFormat::BigEndian), Some(256));
         assert_eq!(parse_id(&[0; 9], IdFormat::BigEndian), None);
         assert_eq!(parse_id(b"", IdFormat::BigEndian), None);
+    }
+
+    #[test]
+    fn greptime_meta_gives_the_namespace_region() {
+        let g = |json: &str| parse_id(json.as_bytes(), IdFormat::GreptimeMeta);
+        // As GreptimeDB's log store writes it (serde_json, field order of
+        // its struct), whole and as the parts of a split entry.
+        assert_eq!(
+            g(
+                r#"{"version":0,"tp":"Full","entry_id":12,"ns":{"region_id":4398046511104,"topic":"greptimedb_wal_topic_3"}}"#
+            ),
+            Some(4_398_046_511_104)
+        );
+        assert_eq!(
+            g(r#"{"version":0,"tp":{"Middle":2},"entry_id":0,"ns":{"region_id":7,"topic":""}}"#),
+            Some(7)
+        );
+        // Any order, any spacing, fields it does not know.
+        assert_eq!(
+            g(" {\"ns\" : {\"topic\":\"t\", \"region_id\": 9}, \"new\": [1, {}]}\n"),
+            Some(9)
+        );
+        assert_eq!(
+            g(&format!(r#"{{"ns":{{"region_id":{}}}}}"#, u64::MAX)),
+            Some(u64::MAX)
+        );
+        for bad in [
+            "",
+            "7",
+            "{}",
+            r#"{"ns":{}}"#,
+            r#"{"ns":{"region_id":-1}}"#,
+            r#"{"ns":{"region_id":1.5}}"#,
+            r#"{"ns":{"region_id":"7"}}"#,
+            r#"{"ns":{"region_id":18446744073709551616}}"#,
+            r#"{"region_id":7}"#,
+            r#"{"ns":{"region_id":7}"#,
+        ] {
+            assert_eq!(g(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_id(&[0xff, 0xfe], IdFormat::GreptimeMeta), None);
+        assert_eq!(RegionRule::GREPTIMEDB.to_string(), "key, greptime");
     }
 }

@@ -1,6 +1,7 @@
 //! Shared test equipment. Each test binary uses only part of it.
 #![allow(dead_code)]
 
+pub(crate) mod greptime;
 pub(crate) mod recovery;
 pub(crate) mod sim;
 pub(crate) mod stunnel;

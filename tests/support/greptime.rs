@@ -1,0 +1,93 @@
+//! A WAL written the way GreptimeDB's Kafka log store writes it, and its
+//! index file, for tests of walfetch on GreptimeDB's own records.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use walfetch::cluster::Cluster;
+use walfetch::codec::{BatchBuilder, Compression, NewRecord};
+use walfetch::index::RegionId;
+
+/// Each region's records, in offset order: `(offset, value)`.
+pub(crate) type GreptimeWal = BTreeMap<RegionId, Vec<(i64, Bytes)>>;
+
+/// A record key as GreptimeDB writes it: its record meta (`RecordMeta`),
+/// serialized by serde_json in its struct's field order.
+pub(crate) fn key(tp: &str, entry_id: u64, region: RegionId, topic: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"version":0,"tp":{tp},"entry_id":{entry_id},"ns":{{"region_id":{region},"topic":"{topic}"}}}}"#
+    ))
+}
+
+/// Writes `entries` entries to `topic` partition 0 as GreptimeDB does:
+/// each region's write request its own lz4 batch (its own produce request),
+/// the region in the record key's meta, and every thirteenth entry too
+/// large for one record, split into First, Middle and Last records. Regions
+/// are GreptimeDB-style ids (table 1024, regions 0 to 4).
+pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> GreptimeWal {
+    let mut written = GreptimeWal::new();
+    for n in 0..entries {
+        let region = 4_398_046_511_104 + (n * 31 % 5);
+        let parts: &[&str] = match n % 13 {
+            5 => &[r#""First""#, r#"{"Middle":1}"#, r#""Last""#],
+            _ => &[r#""Full""#],
+        };
+        let records: Vec<NewRecord> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, tp)| NewRecord {
+                offset_delta: i32::try_from(i).unwrap_or(i32::MAX),
+                timestamp: 1_700_000_000_000,
+                key: Some(key(tp, n, region, topic)),
+                value: Some(Bytes::from(format!(
+                    "entry {n} part {i} {}",
+                    "v".repeat((n % 50) as usize)
+                ))),
+                headers: Vec::new(),
+            })
+            .collect();
+        let batch = BatchBuilder::new(0)
+            .compression(Compression::Lz4)
+            .encode(&records)
+            .expect("a GreptimeDB batch encodes");
+        let base = cluster
+            .produce(topic, 0, batch.bytes)
+            .await
+            .expect("a GreptimeDB batch is produced");
+        for (offset, r) in (base..).zip(&records) {
+            let value = r.value.clone().unwrap_or_default();
+            written.entry(region).or_default().push((offset, value));
+        }
+    }
+    written
+}
+
+/// GreptimeDB's `index.json` for `topic` up to `last_index`: each region's
+/// offsets delta-encoded (the first absolute).
+pub(crate) fn index_json(topic: &str, written: &GreptimeWal, last_index: i64) -> String {
+    let regions: serde_json::Map<String, serde_json::Value> = written
+        .iter()
+        .map(|(region, entries)| {
+            let offsets = entries.iter().map(|(o, _)| *o).filter(|o| *o <= last_index);
+            let deltas: Vec<i64> = offsets
+                .scan(0, |previous, o| {
+                    let delta = o - *previous;
+                    *previous = o;
+                    Some(delta)
+                })
+                .collect();
+            (region.to_string(), serde_json::json!(deltas))
+        })
+        .collect();
+    serde_json::json!({ topic: { "regions": regions, "last_index": last_index } }).to_string()
+}
+
+/// The offset past the last record of `written`.
+pub(crate) fn end(written: &GreptimeWal) -> i64 {
+    written
+        .values()
+        .flatten()
+        .map(|(o, _)| o + 1)
+        .max()
+        .unwrap_or(0)
+}
