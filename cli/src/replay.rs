@@ -215,14 +215,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let _ = out.flush();
     let strategy = strategy_kind(args.strategy);
+    let stats = recovery.stats();
+    if stats.tail_unassigned > 0 {
+        eprintln!(
+            "walfetch: note: the region rule found no region id in {} of the {} records the \
+             scan read (past last_index, or all with --strategy scan): if the ids are written \
+             otherwise (--region-format, --region-header), those regions' entries there were \
+             not printed",
+            stats.tail_unassigned,
+            stats.tail_records + stats.tail_skipped
+        );
+    }
     eprintln!(
         "{}",
-        stats_json(
-            strategy_name(strategy),
-            &recovery.stats(),
-            &printed,
-            started.elapsed()
-        )
+        stats_json(strategy_name(strategy), &stats, &printed, started.elapsed())
     );
     result.map(|()| ExitCode::SUCCESS)
 }
@@ -443,6 +449,7 @@ pub(crate) fn stats_json(
         "indexed_entries": stats.entries,
         "tail_records": stats.tail_records,
         "tail_skipped": stats.tail_skipped,
+        "tail_unassigned": stats.tail_unassigned,
         "fetches": stats.fetches,
         "requests": stats.requests,
         "omitted": stats.omitted,

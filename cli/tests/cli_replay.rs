@@ -356,9 +356,10 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
 /// A WAL GreptimeDB wrote (its records' keys are its JSON record meta) and
 /// GreptimeDB's index of its first part: `index import-greptime`, then
 /// `replay --checkpoints` with no region rule given, recovers every region
-/// whole, the records past `last_index` included; `index build` says to
-/// read such keys with `--region-format greptime`, and with it indexes
-/// every record.
+/// whole, the records past `last_index` included; forced to read the keys
+/// another way, it counts the records it found no region in and says so;
+/// `index build` says to read such keys with `--region-format greptime`,
+/// and with it indexes every record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
     let broker = Tansu::start().await;
@@ -421,7 +422,40 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
             .push((v["offset"].as_i64().unwrap(), Bytes::from(value)));
     }
     assert!(got == written, "regions differ");
-    assert!(stats_line(&out)["tail_records"].as_u64().unwrap() > 0);
+    let stats = stats_line(&out);
+    let tail = stats["tail_records"].as_u64().unwrap();
+    assert!(tail > 0, "{stats}");
+    assert_eq!(stats["tail_unassigned"], 0, "{stats}");
+
+    // Read with another rule (forced over the index's), from past
+    // `last_index` (an indexed entry would be refused as of no region), the
+    // tail's records carry no region: counted, and a note says so.
+    let past: serde_json::Map<String, serde_json::Value> = written
+        .keys()
+        .map(|r| (r.to_string(), serde_json::json!(end / 2 + 1)))
+        .collect();
+    std::fs::write(&checkpoints, serde_json::Value::Object(past).to_string()).unwrap();
+    let forced = [
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        topic,
+        "--index",
+        path(&index),
+        "--checkpoints",
+        path(&checkpoints),
+        "--region-format",
+        "decimal",
+        "--force-rule",
+    ];
+    let out = walfetch(&forced);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("found no region id in"), "{stderr}");
+    let stats = stats_line(&out);
+    assert_eq!(stats["entries"], 0, "{stats}");
+    assert_eq!(stats["tail_unassigned"].as_u64().unwrap(), tail, "{stats}");
 
     // Built by scanning: the default rule (the key, big-endian) finds no
     // region in GreptimeDB's keys, and says how to read them.

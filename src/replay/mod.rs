@@ -1127,15 +1127,35 @@ impl ReplayCore {
     }
 
     /// A record of the scan past `last_index`: kept for its region if the
-    /// region rule finds one asked for whose range holds the offset.
+    /// region rule finds one asked for whose range holds the offset. One in
+    /// which the rule finds no region at all is counted apart, and the
+    /// first is logged: the rule may not read this log's records.
     fn take_tail_record(&mut self, record: Record) {
         let offset = record.offset();
-        let rule = self.options.region_rule.as_ref();
-        let owner = rule.and_then(|rule| rule.region(&record)).and_then(|id| {
-            self.regions
-                .iter()
-                .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to)
-        });
+        let Some(rule) = self.options.region_rule.as_ref() else {
+            self.stats.tail_skipped += 1;
+            return;
+        };
+        let Some(id) = rule.region(&record) else {
+            if self.stats.tail_unassigned == 0 {
+                tracing::warn!(
+                    topic = %self.topic,
+                    partition = self.partition,
+                    offset,
+                    %rule,
+                    "a record past last_index has no region id by the region rule: \
+                     if the rule does not read this log's records, their regions' \
+                     entries past last_index are not yielded"
+                );
+            }
+            self.stats.tail_skipped += 1;
+            self.stats.tail_unassigned += 1;
+            return;
+        };
+        let owner = self
+            .regions
+            .iter()
+            .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to);
         match owner {
             Some(k) => {
                 self.buffered_bytes += record.wire_len() as u64;

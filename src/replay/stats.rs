@@ -50,6 +50,12 @@ pub struct ReplayStats {
     /// asked for (another region's, or none the region rule finds), and so
     /// were not yielded.
     pub tail_skipped: u64,
+    /// Of [`ReplayStats::tail_skipped`], the records in which the region
+    /// rule found no region id at all. Many of them mean the rule does not
+    /// read this log's records (the id is written otherwise, e.g.
+    /// GreptimeDB's JSON record meta, or elsewhere): their regions' entries
+    /// past `last_index` were not yielded.
+    pub tail_unassigned: u64,
     /// Encoded bytes of the records yielded (their size inside batches).
     pub yielded_bytes: u64,
     /// Records yielded from batches the broker cut that no checksum covered
@@ -136,6 +142,7 @@ impl ReplayStats {
         self.entries += other.entries;
         self.tail_records += other.tail_records;
         self.tail_skipped += other.tail_skipped;
+        self.tail_unassigned += other.tail_unassigned;
         self.yielded_bytes += other.yielded_bytes;
         self.unverified_records += other.unverified_records;
         self.lost.extend_from_slice(&other.lost);
