@@ -51,7 +51,8 @@ pub struct BuildReport {
     /// is present and all ASCII digits.
     pub decimal_ids: u64,
     /// Data records whose region id field is GreptimeDB's record meta
-    /// (JSON with `ns.region_id`).
+    /// (JSON with `ns.region_id`), counted while the rule reads ids another
+    /// way (for the warning that it should not).
     pub greptime_ids: u64,
     /// Fetches made again from a lower offset because the broker answered a
     /// fetch at `from` from the batch after the one containing it (Tansu
@@ -214,7 +215,10 @@ fn index_response(
                 .id_bytes(&record)
                 .is_some_and(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit));
             report.decimal_ids += u64::from(digits);
-            report.greptime_ids += u64::from(rule.id_bytes(&record).is_some_and(is_greptime_meta));
+            if rule.format() != IdFormat::GreptimeMeta {
+                let meta = rule.id_bytes(&record).is_some_and(is_greptime_meta);
+                report.greptime_ids += u64::from(meta);
+            }
             let Some(region) = rule.region(&record) else {
                 report.unassigned += 1;
                 continue;

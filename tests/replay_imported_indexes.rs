@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -50,11 +49,10 @@ async fn replay(
 
 /// A WAL written as GreptimeDB writes it (`support::greptime`: one region
 /// per lz4 batch, the region in the record key's JSON meta, split entries)
-/// and GreptimeDB's index of its first part (the index is
-/// dumped now and then, so entries past `last_index` are the rule's to
-/// place). With the imported index alone (no rule given), every region gets
-/// exactly its records, the tail's included, region by region and in one
-/// pass.
+/// and GreptimeDB's index of its first part (GreptimeDB dumps its index now
+/// and then, so the entries past `last_index` are the rule's to place).
+/// With the imported index alone (no rule given), every region gets exactly
+/// its records, the tail's included, region by region and in one pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
     let broker = Tansu::start().await;
@@ -97,7 +95,7 @@ async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
         recovery = recovery.region(topic, 0, *region, 0);
     }
     let mut recovery = recovery.build().await.unwrap();
-    let mut one_pass: BTreeMap<RegionId, Vec<(i64, Bytes)>> = BTreeMap::new();
+    let mut one_pass = greptime::GreptimeWal::new();
     while let Some(entry) = recovery.next().await {
         let entry = entry.unwrap();
         one_pass
