@@ -1,7 +1,8 @@
 //! Replays with indexes from elsewhere, on the real broker: a WAL written
-//! as GreptimeDB writes it with its index imported from GreptimeDB's index
-//! file, and an index built by `build_index` over a topic that librdkafka
-//! wrote.
+//! as GreptimeDB writes it (by walfetch's encoder, and by rskafka, the
+//! client GreptimeDB produces with) with its index imported from
+//! GreptimeDB's index file, and an index built by `build_index` over a
+//! topic that librdkafka wrote.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -47,26 +48,25 @@ async fn replay(
     out
 }
 
-/// A WAL written as GreptimeDB writes it (`support::greptime`: one region
-/// per lz4 batch, the region in the record key's JSON meta, split entries)
-/// and GreptimeDB's index of its first part (GreptimeDB dumps its index now
-/// and then, so the entries past `last_index` are the rule's to place).
-/// With the imported index alone (no rule given), every region gets exactly
-/// its records, the tail's included, region by region and in one pass.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
-    let broker = Tansu::start().await;
-    let topic = "greptime_wal_topic_0";
-    let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
-    let written = greptime::write(&cluster, topic, 60).await;
-    let end = greptime::end(&written);
+/// Imports GreptimeDB's index of the first two thirds of `written`, a WAL
+/// in `topic` partition 0 with GreptimeDB's records (GreptimeDB dumps its
+/// index now and then, so the entries past `last_index` are the rule's to
+/// place), and checks that with the imported index alone (no rule given)
+/// every region gets exactly its records, the tail's included, region by
+/// region and in one pass.
+async fn recover_with_greptimes_index(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    written: &greptime::GreptimeWal,
+) {
+    let end = greptime::end(written);
     let last_index = end * 2 / 3;
-    let json = greptime::index_json(topic, &written, last_index);
+    let json = greptime::index_json(topic, written, last_index);
     let mut topics = import_greptime(json.as_bytes(), "index.json").unwrap();
     let index = topics.remove(topic).unwrap();
     assert_eq!(index.source().rule, Some(RegionRule::GREPTIMEDB));
-    let mut recovery = Recovery::builder(Arc::clone(&cluster)).index(topic, 0, &index);
-    for (region, want) in &written {
+    let mut recovery = Recovery::builder(Arc::clone(cluster)).index(topic, 0, &index);
+    for (region, want) in written {
         let range = ReplayRange {
             topic: topic.into(),
             partition: 0,
@@ -74,23 +74,19 @@ async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
             from: 0,
             to: Some(end),
         };
-        let mut consumer = Consumer::new(
-            Arc::clone(&cluster),
-            &index,
-            range,
-            ReplayOptions::default(),
-        )
-        .await
-        .unwrap();
+        let mut consumer =
+            Consumer::new(Arc::clone(cluster), &index, range, ReplayOptions::default())
+                .await
+                .unwrap();
         let mut got = Vec::new();
         while let Some(record) = consumer.next().await {
-            let record = record.unwrap_or_else(|e| panic!("region {region}: {e}"));
+            let record = record.unwrap_or_else(|e| panic!("{topic} region {region}: {e}"));
             got.push((record.offset(), record.value_bytes().unwrap()));
         }
-        assert_eq!(&got, want, "region {region}");
+        assert_eq!(&got, want, "{topic} region {region}");
         assert!(
             want.iter().any(|(o, _)| *o > last_index),
-            "region {region} has a tail"
+            "{topic} region {region} has a tail"
         );
         recovery = recovery.region(topic, 0, *region, 0);
     }
@@ -103,7 +99,66 @@ async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
             .or_default()
             .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
     }
-    assert_eq!(one_pass, written);
+    assert_eq!(&one_pass, written, "{topic}");
+}
+
+/// A WAL written as GreptimeDB writes it (`support::greptime`: one region
+/// per lz4 batch, the region in the record key's JSON meta, split
+/// entries), recovered with GreptimeDB's index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
+    let broker = Tansu::start().await;
+    let topic = "greptime_wal_topic_0";
+    let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
+    let written = greptime::write(&cluster, topic, 60).await;
+    recover_with_greptimes_index(&cluster, topic, &written).await;
+}
+
+/// The same WAL written by rskafka, the client GreptimeDB produces with:
+/// one `produce` call per entry (a region's write request), lz4 and zstd.
+/// Its batches are rskafka's own encoding, not walfetch's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_a_wal_rskafka_wrote_as_greptimedb_does() {
+    use rskafka::client::partition::{Compression, UnknownTopicHandling};
+    use rskafka::client::ClientBuilder;
+    use rskafka::record::Record;
+
+    let broker = Tansu::start().await;
+    let client = ClientBuilder::new(vec![broker.address()])
+        .build()
+        .await
+        .unwrap();
+    for (topic, compression) in [
+        ("greptime_rskafka_lz4", Compression::Lz4),
+        ("greptime_rskafka_zstd", Compression::Zstd),
+    ] {
+        let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
+        let partition = client
+            .partition_client(topic, 0, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        let mut written = greptime::GreptimeWal::new();
+        for n in 0..60 {
+            let (region, parts) = greptime::entry(n, topic);
+            let records = parts
+                .iter()
+                .map(|(key, value)| Record {
+                    key: Some(key.to_vec()),
+                    value: Some(value.to_vec()),
+                    headers: Default::default(),
+                    timestamp: rskafka::chrono::DateTime::from_timestamp_millis(1_700_000_000_000)
+                        .unwrap(),
+                })
+                .collect();
+            let offsets = partition.produce(records, compression).await.unwrap();
+            let values = parts.into_iter().map(|(_, value)| value);
+            written
+                .entry(region)
+                .or_default()
+                .extend(offsets.into_iter().zip(values));
+        }
+        recover_with_greptimes_index(&cluster, topic, &written).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

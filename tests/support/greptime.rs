@@ -19,30 +19,41 @@ pub(crate) fn key(tp: &str, entry_id: u64, region: RegionId, topic: &str) -> Byt
     ))
 }
 
-/// Writes `entries` entries to `topic` partition 0 as GreptimeDB does:
-/// each region's write request its own lz4 batch (its own produce request),
-/// the region in the record key's meta, and every thirteenth entry too
-/// large for one record, split into First, Middle and Last records. Regions
-/// are GreptimeDB-style ids (table 1024, regions 0 to 4).
+/// GreptimeDB's records of the `n`th entry of the test WAL: its region
+/// (GreptimeDB-style ids, table 1024, regions 0 to 4) and each record's key
+/// and value. Every thirteenth entry is too large for one record and split
+/// into First, Middle and Last records.
+pub(crate) fn entry(n: u64, topic: &str) -> (RegionId, Vec<(Bytes, Bytes)>) {
+    let region = 4_398_046_511_104 + (n * 31 % 5);
+    let parts: &[&str] = match n % 13 {
+        5 => &[r#""First""#, r#"{"Middle":1}"#, r#""Last""#],
+        _ => &[r#""Full""#],
+    };
+    let records = parts
+        .iter()
+        .enumerate()
+        .map(|(i, tp)| {
+            let value = format!("entry {n} part {i} {}", "v".repeat((n % 50) as usize));
+            (key(tp, n, region, topic), Bytes::from(value))
+        })
+        .collect();
+    (region, records)
+}
+
+/// Writes `entries` entries ([`entry`]) to `topic` partition 0 as
+/// GreptimeDB does: each region's write request its own lz4 batch (its own
+/// produce request), the region in the record key's meta.
 pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> GreptimeWal {
     let mut written = GreptimeWal::new();
     for n in 0..entries {
-        let region = 4_398_046_511_104 + (n * 31 % 5);
-        let parts: &[&str] = match n % 13 {
-            5 => &[r#""First""#, r#"{"Middle":1}"#, r#""Last""#],
-            _ => &[r#""Full""#],
-        };
-        let records: Vec<NewRecord> = parts
-            .iter()
-            .enumerate()
-            .map(|(i, tp)| NewRecord {
-                offset_delta: i32::try_from(i).unwrap_or(i32::MAX),
+        let (region, parts) = entry(n, topic);
+        let records: Vec<NewRecord> = (0..)
+            .zip(&parts)
+            .map(|(i, (key, value))| NewRecord {
+                offset_delta: i,
                 timestamp: 1_700_000_000_000,
-                key: Some(key(tp, n, region, topic)),
-                value: Some(Bytes::from(format!(
-                    "entry {n} part {i} {}",
-                    "v".repeat((n % 50) as usize)
-                ))),
+                key: Some(key.clone()),
+                value: Some(value.clone()),
                 headers: Vec::new(),
             })
             .collect();
@@ -54,10 +65,8 @@ pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> Grept
             .produce(topic, 0, batch.bytes)
             .await
             .expect("a GreptimeDB batch is produced");
-        for (offset, r) in (base..).zip(&records) {
-            let value = r.value.clone().unwrap_or_default();
-            written.entry(region).or_default().push((offset, value));
-        }
+        let offsets = (base..).zip(parts.into_iter().map(|(_, value)| value));
+        written.entry(region).or_default().extend(offsets);
     }
     written
 }
