@@ -387,17 +387,17 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
         String::from_utf8_lossy(&out.stderr)
     );
     let checkpoints = dir.join("checkpoints.json");
-    let from_zero: serde_json::Map<String, serde_json::Value> = written
-        .keys()
-        .map(|r| (r.to_string(), serde_json::json!(0)))
-        .collect();
-    std::fs::write(
-        &checkpoints,
-        serde_json::Value::Object(from_zero).to_string(),
-    )
-    .unwrap();
+    // Every region from `from`.
+    let checkpoints_from = |from: i64| {
+        let all: serde_json::Map<String, serde_json::Value> = written
+            .keys()
+            .map(|r| (r.to_string(), serde_json::json!(from)))
+            .collect();
+        std::fs::write(&checkpoints, serde_json::Value::Object(all).to_string()).unwrap();
+    };
+    checkpoints_from(0);
     let addr = broker.address();
-    let out = walfetch(&[
+    let replay = [
         "replay",
         "-b",
         &addr,
@@ -407,7 +407,8 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
         path(&index),
         "--checkpoints",
         path(&checkpoints),
-    ]);
+    ];
+    let out = walfetch(&replay);
     assert!(
         out.status.success(),
         "{}",
@@ -430,26 +431,8 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
     // Read with another rule (forced over the index's), from past
     // `last_index` (an indexed entry would be refused as of no region), the
     // tail's records carry no region: counted, and a note says so.
-    let past: serde_json::Map<String, serde_json::Value> = written
-        .keys()
-        .map(|r| (r.to_string(), serde_json::json!(end / 2 + 1)))
-        .collect();
-    std::fs::write(&checkpoints, serde_json::Value::Object(past).to_string()).unwrap();
-    let forced = [
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        topic,
-        "--index",
-        path(&index),
-        "--checkpoints",
-        path(&checkpoints),
-        "--region-format",
-        "decimal",
-        "--force-rule",
-    ];
-    let out = walfetch(&forced);
+    checkpoints_from(end / 2 + 1);
+    let out = walfetch(&[&replay[..], &["--region-format", "decimal", "--force-rule"]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("found no region id in"), "{stderr}");
