@@ -246,20 +246,13 @@ fn decode_responses_seeds() -> Result<Vec<(String, Vec<u8>)>> {
         SaslAuthenticateResponse, SaslHandshakeResponse, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
-    use walfetch::connection::versions::MIN_FETCH_VERSION;
-    use walfetch::connection::VersionRange;
 
     fn frame<T: Encodable + HeaderVersion>(
         pick: u8,
         api: ApiKey,
         message: &T,
     ) -> Result<(String, Vec<u8>)> {
-        let range = VersionRange::of_message_types(api);
-        let min = match api {
-            ApiKey::Fetch => range.min.max(MIN_FETCH_VERSION),
-            _ => range.min,
-        };
-        let version = range.max;
+        let (min, version) = walfetch_codec_fuzz::response_versions(api);
         let mut out = BytesMut::new();
         ResponseHeader::default()
             .with_correlation_id(1)

@@ -222,8 +222,7 @@ pub fn decode_response(data: &[u8]) {
         ListOffsetsRequest, MetadataRequest, ProduceRequest, SaslAuthenticateRequest,
         SaslHandshakeRequest,
     };
-    use walfetch::connection::versions::MIN_FETCH_VERSION;
-    use walfetch::connection::{decode_response_frame, VersionRange};
+    use walfetch::connection::decode_response_frame;
 
     const APIS: [ApiKey; 9] = [
         ApiKey::Fetch,
@@ -240,12 +239,8 @@ pub fn decode_response(data: &[u8]) {
         return;
     };
     let api = APIS[usize::from(*pick) % APIS.len()];
-    let range = VersionRange::of_message_types(api);
-    let min = match api {
-        ApiKey::Fetch => range.min.max(MIN_FETCH_VERSION),
-        _ => range.min,
-    };
-    let span = u16::try_from(range.max - min + 1).unwrap_or(1).max(1);
+    let (min, max) = response_versions(api);
+    let span = u16::try_from(max - min + 1).unwrap_or(1).max(1);
     let version = min + i16::try_from(u16::from(*v) % span).unwrap_or(0);
     let payload = bytes::Bytes::copy_from_slice(rest);
     match api {
@@ -282,6 +277,22 @@ pub fn decode_response(data: &[u8]) {
             version, payload,
         )),
     }
+}
+
+/// The lowest and highest version of `api`'s responses `decode_response`
+/// picks: what the `kafka-protocol` message types implement, Fetch from
+/// walfetch's lowest (v4).
+pub fn response_versions(api: kafka_protocol::messages::ApiKey) -> (i16, i16) {
+    use kafka_protocol::messages::ApiKey;
+    use walfetch::connection::versions::MIN_FETCH_VERSION;
+    use walfetch::connection::VersionRange;
+
+    let range = VersionRange::of_message_types(api);
+    let min = match api {
+        ApiKey::Fetch => range.min.max(MIN_FETCH_VERSION),
+        _ => range.min,
+    };
+    (min, range.max)
 }
 
 /// Decodes `data` as a walfetch index file and as a GreptimeDB
