@@ -211,13 +211,11 @@ fn index_response(
         let batch_len = h.total_len() as u32;
         for record in batch.records_in(from..end)? {
             let record = record?;
-            let digits = rule
-                .id_bytes(&record)
-                .is_some_and(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit));
+            let id = rule.id_bytes(&record);
+            let digits = id.is_some_and(|b| !b.is_empty() && b.iter().all(u8::is_ascii_digit));
             report.decimal_ids += u64::from(digits);
             if rule.format() != IdFormat::GreptimeMeta {
-                let meta = rule.id_bytes(&record).is_some_and(is_greptime_meta);
-                report.greptime_ids += u64::from(meta);
+                report.greptime_ids += u64::from(id.is_some_and(is_greptime_meta));
             }
             let Some(region) = rule.region(&record) else {
                 report.unassigned += 1;

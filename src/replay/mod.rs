@@ -1143,9 +1143,10 @@ impl ReplayCore {
                     partition = self.partition,
                     offset,
                     %rule,
-                    "a record past last_index has no region id by the region rule: \
-                     if the rule does not read this log's records, their regions' \
-                     entries past last_index are not yielded"
+                    "a record the scan read (past last_index, or any under a full \
+                     scan) has no region id by the region rule: if the rule does not \
+                     read this log's records, their regions' entries there are not \
+                     yielded"
                 );
             }
             self.stats.tail_skipped += 1;
