@@ -119,20 +119,6 @@ mod tests {
     use crate::index::IndexEntry;
     use crate::plan::{Layout, SeenBatch};
 
-    fn view<'a>(entries: &'a [IndexEntry], layout: &'a Layout) -> PlanView<'a> {
-        PlanView {
-            entries,
-            regions: &[],
-            layout,
-            log_start: 0,
-            log_end: i64::MAX,
-            misaligned: None,
-            cut_records: true,
-            overshoots: false,
-            budget: u32::MAX,
-        }
-    }
-
     #[test]
     fn a_backed_off_fetch_covers_the_offsets_it_backs_over() {
         let entries = [IndexEntry::offset_only(100)];
@@ -145,11 +131,11 @@ mod tests {
             compressed: false,
         });
         let mut p = EstimatePlanner::new();
-        let f = p.plan_entries(&view(&entries, &layout), 0..1, 0);
+        let f = p.plan_entries(&PlanView::of(&entries, &layout), 0..1, 0);
         p.observe_response(&f, 1000, 10); // avg 100 B
         let misaligned = PlanView {
             misaligned: Some(0),
-            ..view(&entries, &layout)
+            ..PlanView::of(&entries, &layout)
         };
         for attempt in 0..4 {
             let f = p.plan_entries(&misaligned, 0..1, attempt);
@@ -164,7 +150,7 @@ mod tests {
     fn starts_at_256_kib_per_record_and_learns() {
         let entries = [10, 11, 12, 40, 100].map(IndexEntry::offset_only);
         let layout = Layout::new();
-        let v = view(&entries, &layout);
+        let v = PlanView::of(&entries, &layout);
         let mut p = EstimatePlanner::new();
         assert_eq!(p.max_in_flight(), Some(1));
         let f = p.plan_entries(&v, 0..5, 0);

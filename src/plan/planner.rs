@@ -743,20 +743,6 @@ mod tests {
         Layout::from_index(&index)
     }
 
-    fn view<'a>(entries: &'a [IndexEntry], layout: &'a Layout) -> PlanView<'a> {
-        PlanView {
-            entries,
-            regions: &[],
-            layout,
-            log_start: 0,
-            log_end: i64::MAX,
-            misaligned: None,
-            cut_records: true,
-            overshoots: false,
-            budget: u32::MAX,
-        }
-    }
-
     /// The fetches planned one after another for `wanted` of `log` (with
     /// the writer's hints), each for the entries the last did not claim.
     fn plan_all(log: &[Batch], wanted: &[i64], config: PlanConfig) -> Vec<PlannedFetch> {
@@ -774,7 +760,8 @@ mod tests {
         let mut fetches = Vec::new();
         let mut start = 0;
         while start < entries.len() {
-            let fetch = planner.plan_entries(&view(entries, layout), start..entries.len(), 0);
+            let fetch =
+                planner.plan_entries(&PlanView::of(entries, layout), start..entries.len(), 0);
             let FetchKind::Indexed { entries: claimed } = &fetch.kind else {
                 panic!("an indexed run planned as {fetch:?}");
             };
@@ -833,7 +820,7 @@ mod tests {
         let layout = layout(&log);
         let whole = PlanView {
             cut_records: false,
-            ..view(&entries, &layout)
+            ..PlanView::of(&entries, &layout)
         };
         let fetch = Planner::new(PlanConfig::default()).plan_entries(&whole, 0..1, 0);
         assert_eq!((fetch.offset, fetch.max_bytes), (1, log[1].len()));
@@ -864,7 +851,7 @@ mod tests {
         let overshoots = PlanView {
             overshoots: true,
             cut_records: false,
-            ..view(&entries, &layout)
+            ..PlanView::of(&entries, &layout)
         };
         let mut planner = Planner::new(config);
         let fetch = planner.plan_entries(&overshoots, 0..3, 0);
@@ -882,7 +869,7 @@ mod tests {
         assert_eq!((fetch.offset, fetch.max_bytes), (31, 1));
         // On Kafka's rules, reading through batches 2 and 3 to cut batch 4
         // after its wanted record costs less than batch 4 whole.
-        let fetch = planner.plan_entries(&view(&entries, &layout), 0..3, 0);
+        let fetch = planner.plan_entries(&PlanView::of(&entries, &layout), 0..3, 0);
         let through: u32 = log[..4].iter().map(|b| b.len()).sum();
         assert_eq!(
             (fetch.max_bytes, fetch.kind),
@@ -892,7 +879,7 @@ mod tests {
             )
         );
         // And from the small batch before, alone.
-        let fetch = planner.plan_entries(&view(&entries, &layout), 2..3, 0);
+        let fetch = planner.plan_entries(&PlanView::of(&entries, &layout), 2..3, 0);
         assert_eq!(
             (fetch.offset, fetch.max_bytes),
             (30, log[3].len() + log[4].end(1))
@@ -1016,7 +1003,11 @@ mod tests {
             .map(IndexEntry::offset_only)
             .collect();
         let plan = |layout: &Layout, run: Range<usize>| {
-            Planner::new(PlanConfig::default()).plan_entries(&view(&entries, layout), run, 0)
+            Planner::new(PlanConfig::default()).plan_entries(
+                &PlanView::of(&entries, layout),
+                run,
+                0,
+            )
         };
         let mut layout = observed(10, 1000, true);
         let alone = plan(&layout, 3..4);
@@ -1048,8 +1039,11 @@ mod tests {
         let run = plan(&apart, 0..4);
         assert!(run.max_bytes > 1000, "{run:?}");
         // Not on a second attempt (a broker may have skipped the batch).
-        let again =
-            Planner::new(PlanConfig::default()).plan_entries(&view(&entries, &layout), 3..4, 1);
+        let again = Planner::new(PlanConfig::default()).plan_entries(
+            &PlanView::of(&entries, &layout),
+            3..4,
+            1,
+        );
         assert!(again.max_bytes > 1, "{again:?}");
     }
 
@@ -1076,7 +1070,7 @@ mod tests {
         let plan = |regions: &[usize]| {
             let view = PlanView {
                 regions,
-                ..view(&entries, &layout)
+                ..PlanView::of(&entries, &layout)
             };
             Planner::new(config).plan_entries(&view, 0..entries.len(), 0)
         };
@@ -1110,7 +1104,7 @@ mod tests {
         let plan = |log_end: i64, entries: &[IndexEntry], layout: &Layout| {
             let view = PlanView {
                 log_end,
-                ..view(entries, layout)
+                ..PlanView::of(entries, layout)
             };
             Planner::new(config).plan_entries(&view, 0..entries.len(), 0)
         };
@@ -1159,7 +1153,7 @@ mod tests {
         let skipping = PlanView {
             log_end: 200,
             misaligned: Some(0),
-            ..view(&entries, &far)
+            ..PlanView::of(&entries, &far)
         };
         let fetch = Planner::new(config).plan_entries(&skipping, 0..entries.len(), 0);
         assert_eq!(fetch.kind, all.kind);
@@ -1178,7 +1172,7 @@ mod tests {
             layout.observe_neighbours(1, true, k % 10 < 9);
         }
         let first = Planner::new(PlanConfig::default()).plan_entries(
-            &view(&entries, &layout),
+            &PlanView::of(&entries, &layout),
             0..entries.len(),
             0,
         );
@@ -1198,12 +1192,14 @@ mod tests {
         let log = log(&[10, 10], 100);
         let layout = layout(&log);
         let mut planner = Planner::new(PlanConfig::default());
-        let tail = planner.plan_tail(&view(&[], &layout), 14, 300, 0);
+        let tail = planner.plan_tail(&PlanView::of(&[], &layout), 14, 300, 0);
         assert_eq!((tail.offset, tail.kind), (10, FetchKind::Tail { from: 14 }));
         assert_eq!(tail.max_bytes, PlanConfig::default().max_fetch_bytes);
         // Past the known batches: from the offset itself.
         assert_eq!(
-            planner.plan_tail(&view(&[], &layout), 25, 300, 0).offset,
+            planner
+                .plan_tail(&PlanView::of(&[], &layout), 25, 300, 0)
+                .offset,
             25
         );
     }

@@ -56,6 +56,26 @@ pub struct PlanView<'a> {
     pub budget: u32,
 }
 
+impl<'a> PlanView<'a> {
+    /// A view of one region's `entries` over `layout` with nothing learned
+    /// yet: the whole log, cut records usable, no budget (the strategies'
+    /// tests start from it).
+    #[cfg(test)]
+    pub(crate) fn of(entries: &'a [IndexEntry], layout: &'a Layout) -> Self {
+        PlanView {
+            entries,
+            regions: &[],
+            layout,
+            log_start: 0,
+            log_end: i64::MAX,
+            misaligned: None,
+            cut_records: true,
+            overshoots: false,
+            budget: u32::MAX,
+        }
+    }
+}
+
 impl PlanView<'_> {
     /// Whether entries `i - 1` and `i` are of one region.
     pub fn one_region(&self, i: usize) -> bool {
