@@ -31,6 +31,12 @@ use sha2::{Digest, Sha256, Sha512};
 /// hostile server make the client spin (Kafka allows at most 16384).
 pub const MAX_ITERATIONS: u32 = 1 << 20;
 
+/// The fewest PBKDF2 iterations a server may ask for: Kafka's minimum
+/// (KIP-84; its Java client refuses fewer too) and the least RFC 7677 §4
+/// says a server should announce. Fewer would let a server, or whoever
+/// stands between, make the client's proof cheap to attack offline.
+pub const MIN_ITERATIONS: u32 = 4096;
+
 /// The hash function of a SCRAM mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScramHash {
@@ -108,6 +114,11 @@ pub enum ScramError {
     /// The server asked for more PBKDF2 iterations than [`MAX_ITERATIONS`].
     #[error("the server asked for {0} SCRAM iterations, more than the {MAX_ITERATIONS} allowed")]
     TooManyIterations(u32),
+    /// The server asked for fewer PBKDF2 iterations than [`MIN_ITERATIONS`].
+    #[error(
+        "the server asked for {0} SCRAM iterations, fewer than the {MIN_ITERATIONS} Kafka requires"
+    )]
+    TooFewIterations(u32),
     /// The server refused the proof (`e=...` in server-final).
     #[error("the server refused the SCRAM proof: {0}")]
     Refused(String),
@@ -235,6 +246,9 @@ impl ScramClient {
         if iterations > MAX_ITERATIONS {
             return Err(ScramError::TooManyIterations(iterations));
         }
+        if iterations < MIN_ITERATIONS {
+            return Err(ScramError::TooFewIterations(iterations));
+        }
         let h = self.hash;
         let salted = h.salted_password(self.password.as_bytes(), &salt, iterations);
         let client_key = h.hmac(&salted, b"Client Key");
@@ -357,6 +371,18 @@ mod tests {
                 .expect_err("iterations"),
             ScramError::TooManyIterations(99_999_999)
         );
+        // Below Kafka's minimum: refused before any proof is computed.
+        assert_eq!(
+            client
+                .clone()
+                .client_final(format!("r={NONCE}x,s=AAAA,i=4095").as_bytes())
+                .expect_err("iterations"),
+            ScramError::TooFewIterations(4095)
+        );
+        client
+            .clone()
+            .client_final(format!("r={NONCE}x,s=AAAA,i={MIN_ITERATIONS}").as_bytes())
+            .expect("the minimum is taken");
         for bad in [
             &b"garbage"[..],
             b"r=x",
