@@ -10,16 +10,19 @@
 //! batches, each split by partition, so a partition's batches close when
 //! the workload's do.
 //!
-//! Four contenders, on walfetch's connection layer through the proxy:
+//! The contenders, on walfetch's connection layer through the proxy:
 //!
 //! 1. `walfetch, region by region`: a [`Consumer`] per region, one after
 //!    another, with the writer's hints;
 //! 2. `estimate, region by region`: the same with GreptimeDB's estimate
-//!    strategy and offsets only, what GreptimeDB does on restart;
-//! 3. `scan, one pass`: a [`Recovery`] with [`StrategyKind::Scan`], which
+//!    strategy and offsets only;
+//! 3. `estimate, 16 regions at a time`: the same, [`GREPTIMEDB_PARALLELISM`]
+//!    regions at a time, as GreptimeDB opens its regions on restart;
+//! 4. `scan, one pass`: a [`Recovery`] with [`StrategyKind::Scan`], which
 //!    reads each partition once from the lowest checkpoint and splits the
 //!    records by the region rule;
-//! 4. `walfetch, one pass`: a [`Recovery`] with the index and its hints.
+//! 5. `walfetch, one pass`: a [`Recovery`] with the index and its hints
+//!    (and the same planning the fewest bytes).
 //!
 //! Every region must get exactly its written entries from its checkpoint
 //! on, in offset order (checked record by record); a wrong contender fails
@@ -54,6 +57,12 @@ use crate::workload::{self, PlannedBatch, WorkloadSpec, Written, WrittenEntry};
 /// split over (`--partitions` chooses others).
 pub(crate) const LAYOUTS: [usize; 2] = [1, 4];
 
+/// How many regions GreptimeDB opens, and so replays, at once when a
+/// datanode starts: its `init_regions_parallelism` option, 16 by default
+/// (GreptimeDB's `config/config.md`; `open_all_regions` in its datanode
+/// takes it). Each region replays its WAL with its own consumer.
+pub(crate) const GREPTIMEDB_PARALLELISM: usize = 16;
+
 /// A contender stops being measured once its measured runs took this long
 /// together (after one run at least, at most the bench's `--runs`): a
 /// region-by-region restart takes seconds, 64 replays per run, and runs of
@@ -70,6 +79,9 @@ pub(crate) enum RestartContender {
     Regions,
     /// The estimate strategy per region, one after another, offsets only.
     EstimateRegions,
+    /// The same, [`GREPTIMEDB_PARALLELISM`] regions at a time: GreptimeDB's
+    /// restart.
+    EstimateGreptime,
     /// One scan of each partition, split by the region rule.
     ScanOnce,
     /// walfetch's [`Recovery`]: every region in one pass, with hints.
@@ -80,9 +92,10 @@ pub(crate) enum RestartContender {
 }
 
 impl RestartContender {
-    const ALL: [RestartContender; 5] = [
+    const ALL: [RestartContender; 6] = [
         RestartContender::Regions,
         RestartContender::EstimateRegions,
+        RestartContender::EstimateGreptime,
         RestartContender::ScanOnce,
         RestartContender::OnePass,
         RestartContender::OnePassFewestBytes,
@@ -92,6 +105,7 @@ impl RestartContender {
         match self {
             RestartContender::Regions => "walfetch, region by region",
             RestartContender::EstimateRegions => "estimate, region by region",
+            RestartContender::EstimateGreptime => "estimate, 16 regions at a time",
             RestartContender::ScanOnce => "scan, one pass",
             RestartContender::OnePass => "walfetch, one pass",
             RestartContender::OnePassFewestBytes => "walfetch, one pass, fewest bytes",
@@ -103,8 +117,10 @@ impl RestartContender {
     /// only)" on walfetch's where it recovers with an index of offsets only.
     fn label(self, kafka_rules: bool, offsets_only: bool) -> String {
         match self {
-            RestartContender::EstimateRegions if !kafka_rules => {
-                "estimate + back-off, region by region".to_owned()
+            RestartContender::EstimateRegions | RestartContender::EstimateGreptime
+                if !kafka_rules =>
+            {
+                self.name().replacen("estimate", "estimate + back-off", 1)
             }
             _ if offsets_only && self.strategy() == StrategyKind::Index => {
                 format!("{} (offsets only)", self.name())
@@ -128,7 +144,9 @@ impl RestartContender {
             RestartContender::Regions
             | RestartContender::OnePass
             | RestartContender::OnePassFewestBytes => StrategyKind::Index,
-            RestartContender::EstimateRegions => StrategyKind::Estimate,
+            RestartContender::EstimateRegions | RestartContender::EstimateGreptime => {
+                StrategyKind::Estimate
+            }
             RestartContender::ScanOnce => StrategyKind::Scan,
         }
     }
@@ -402,7 +420,20 @@ async fn run(
         .collect();
     let (stats, replays) = match contender {
         RestartContender::Regions | RestartContender::EstimateRegions => {
-            region_by_region(cluster, options, setup.offsets_only, restart, &mut checkers).await?
+            let offsets_only = setup.offsets_only;
+            region_by_region(cluster, options, offsets_only, 1, restart, &mut checkers).await?
+        }
+        RestartContender::EstimateGreptime => {
+            let (offsets_only, at_once) = (setup.offsets_only, GREPTIMEDB_PARALLELISM);
+            region_by_region(
+                cluster,
+                options,
+                offsets_only,
+                at_once,
+                restart,
+                &mut checkers,
+            )
+            .await?
         }
         RestartContender::ScanOnce
         | RestartContender::OnePass
@@ -445,44 +476,58 @@ async fn run(
     Ok(run)
 }
 
-/// One [`Consumer`] per region, one after another; walfetch's with an
-/// index of offsets only if `offsets_only`.
+/// One [`Consumer`] per region, `at_once` of them at a time (1: one after
+/// another), in the order of the regions; walfetch's with an index of
+/// offsets only if `offsets_only`. Each replay's wall time is its own.
 async fn region_by_region(
     cluster: &Arc<Cluster>,
     options: ReplayOptions,
     offsets_only: bool,
+    at_once: usize,
     restart: &Restart,
     checkers: &mut [Checker<'_>],
 ) -> Result<(ReplayStats, Vec<Duration>), String> {
+    let replays = restart
+        .wishes
+        .iter()
+        .zip(checkers.iter_mut())
+        .map(|(w, checker)| {
+            let options = options.clone();
+            async move {
+                let part = &restart.parts[w.part];
+                let index = match options.strategy {
+                    StrategyKind::Index => part.walfetch_index(offsets_only),
+                    _ => &part.offsets_only,
+                };
+                let range = ReplayRange {
+                    topic: part.topic.clone(),
+                    partition: part.partition,
+                    region: w.region,
+                    from: w.from,
+                    to: Some(part.end),
+                };
+                let t = Instant::now();
+                let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options)
+                    .await
+                    .map_err(|e| restart.context(w, format!("consumer: {e}")))?;
+                while let Some(record) = consumer.next().await {
+                    let record = record.map_err(|e| restart.context(w, format!("replay: {e}")))?;
+                    checker
+                        .walfetch_record(&record)
+                        .map_err(|e| restart.context(w, e))?;
+                }
+                Ok::<_, String>((consumer.stats(), t.elapsed()))
+            }
+        });
+    let mut replays = futures::stream::iter(replays).buffer_unordered(at_once.max(1));
     let mut stats = ReplayStats::default();
-    let mut replays = Vec::with_capacity(restart.wishes.len());
-    for (w, checker) in restart.wishes.iter().zip(checkers.iter_mut()) {
-        let part = &restart.parts[w.part];
-        let index = match options.strategy {
-            StrategyKind::Index => part.walfetch_index(offsets_only),
-            _ => &part.offsets_only,
-        };
-        let range = ReplayRange {
-            topic: part.topic.clone(),
-            partition: part.partition,
-            region: w.region,
-            from: w.from,
-            to: Some(part.end),
-        };
-        let t = Instant::now();
-        let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options.clone())
-            .await
-            .map_err(|e| restart.context(w, format!("consumer: {e}")))?;
-        while let Some(record) = consumer.next().await {
-            let record = record.map_err(|e| restart.context(w, format!("replay: {e}")))?;
-            checker
-                .walfetch_record(&record)
-                .map_err(|e| restart.context(w, e))?;
-        }
-        replays.push(t.elapsed());
-        stats.add(&consumer.stats());
+    let mut times = Vec::with_capacity(restart.wishes.len());
+    while let Some(replay) = replays.next().await {
+        let (replay_stats, time) = replay?;
+        stats.add(&replay_stats);
+        times.push(time);
     }
-    Ok((stats, replays))
+    Ok((stats, times))
 }
 
 /// One [`Recovery`] of every region; with an index of offsets only if
@@ -790,7 +835,12 @@ pub(crate) async fn bench(
                 )
             })
             .collect();
-        let one = &new_rows[3];
+        let Some(one) = new_rows
+            .iter()
+            .find(|r| r.kind == RestartContender::OnePass)
+        else {
+            return Err("no one-pass row".to_owned());
+        };
         eprintln!(
             "  {} restart, {partitions} partition(s): {} regions, {} entries, union floor {} B; one pass {:.3}x floor, {:.0} ms; {:.1} s",
             spec.name,
@@ -913,7 +963,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
     let counts: Vec<String> = counts.iter().map(usize::to_string).collect();
     let _ = writeln!(
         s,
-        "\n## Restart: every region at once, each from its own checkpoint\n\nEvery region of the workload, each from a seeded checkpoint spread uniformly over its partition's log, with the regions on {} partition(s): on one, they share the workload's own partition; over N, region r is on partition (r-1) mod N, with one writer and one index per partition. Region by region: one `Consumer` after another. One pass: one `Recovery` of every region. Every run of every contender was checked region by region against the written entries.",
+        "\n## Restart: every region at once, each from its own checkpoint\n\nEvery region of the workload, each from a seeded checkpoint spread uniformly over its partition's log, with the regions on {} partition(s): on one, they share the workload's own partition; over N, region r is on partition (r-1) mod N, with one writer and one index per partition. Region by region: one `Consumer` after another; 16 regions at a time: as many `Consumer`s at once, as GreptimeDB opens its regions on restart (its `init_regions_parallelism`, 16 by default). One pass: one `Recovery` of every region. Every run of every contender was checked region by region against the written entries.",
         counts.join(", ")
     );
     broker_tables(

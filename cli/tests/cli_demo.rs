@@ -23,6 +23,11 @@ fn the_demo_runs_on_its_embedded_broker_with_nothing_installed() {
     );
     assert!(stdout.contains("link: "), "{stdout}");
     assert!(stdout.contains("| walfetch, one pass"), "{stdout}");
+    // GreptimeDB's own restart: its regions 16 at a time, each checked.
+    assert!(
+        stdout.contains("| estimate + back-off, 16 at once"),
+        "{stdout}"
+    );
 
     let out = Command::new(env!("CARGO_BIN_EXE_walfetch"))
         .args([
