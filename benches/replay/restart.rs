@@ -129,6 +129,14 @@ impl RestartContender {
         }
     }
 
+    /// How many regions it replays at once, region by region.
+    fn at_once(self) -> usize {
+        match self {
+            RestartContender::EstimateGreptime => GREPTIMEDB_PARALLELISM,
+            _ => 1,
+        }
+    }
+
     /// Whether it recovers every region in one pass.
     fn one_pass(self) -> bool {
         matches!(
@@ -419,12 +427,10 @@ async fn run(
         })
         .collect();
     let (stats, replays) = match contender {
-        RestartContender::Regions | RestartContender::EstimateRegions => {
-            let offsets_only = setup.offsets_only;
-            region_by_region(cluster, options, offsets_only, 1, restart, &mut checkers).await?
-        }
-        RestartContender::EstimateGreptime => {
-            let (offsets_only, at_once) = (setup.offsets_only, GREPTIMEDB_PARALLELISM);
+        RestartContender::Regions
+        | RestartContender::EstimateRegions
+        | RestartContender::EstimateGreptime => {
+            let (offsets_only, at_once) = (setup.offsets_only, contender.at_once());
             region_by_region(
                 cluster,
                 options,

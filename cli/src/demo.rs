@@ -10,8 +10,7 @@
 //! does, five ways — the estimate strategy region by region, one after
 //! another and 16 at a time (as GreptimeDB opens its regions), walfetch
 //! region by region, a full scan split by region, walfetch's one pass —
-//! checks each against what
-//! was written, and prints what each cost.
+//! checks each against what was written, and prints what each cost.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -35,6 +34,10 @@ use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
 use crate::connect::connect;
 use crate::output::outln;
+
+/// How many regions GreptimeDB opens, and so replays, at once when a
+/// datanode starts: its `init_regions_parallelism` option, 16 by default.
+const GREPTIMEDB_PARALLELISM: usize = 16;
 
 /// The most `--regions`.
 const MAX_REGIONS: u64 = 100_000;
@@ -360,8 +363,6 @@ async fn restart(
     )?;
     print_header()?;
     let offsets_only = index.without_hints();
-    // GreptimeDB opens (and so replays) its regions 16 at a time on
-    // restart: its `init_regions_parallelism`, 16 by default.
     let by_region: [(&str, StrategyKind, &WalIndex, usize); 3] = [
         (
             "estimate + back-off, 1 by 1",
@@ -373,7 +374,7 @@ async fn restart(
             "estimate + back-off, 16 at once",
             StrategyKind::Estimate,
             &offsets_only,
-            16,
+            GREPTIMEDB_PARALLELISM,
         ),
         ("walfetch, region by region", StrategyKind::Index, index, 1),
     ];
