@@ -36,6 +36,17 @@ pub(crate) struct Running {
     _broker: Box<dyn std::any::Any>,
 }
 
+impl Running {
+    /// The in-process scripted broker, when that is the one running.
+    #[allow(
+        dead_code,
+        reason = "the writer bench's; the replay bench keeps its logs"
+    )]
+    pub(crate) fn scripted(&self) -> Option<&ScriptedCluster> {
+        self._broker.downcast_ref()
+    }
+}
+
 /// Starts `broker` (the scripted one on `infra`, Tansu as a process) with
 /// the proxy in front of it, the address clients are given.
 pub(crate) fn start(
