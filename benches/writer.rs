@@ -562,17 +562,14 @@ async fn bench_broker(
                     .with_compression(args.compression)
                     .with_max_batch_bytes(args.batch_bytes)
                     .with_linger(args.linger);
-                let mut run = write_run(&cluster, name, &arrivals, config, paced).await?;
-                if !paced {
-                    // A flat-out run's log is not replayed: the in-process
-                    // broker drops it, or every run would find the broker
-                    // holding all the runs before it, and run slower.
-                    if let Some(broker) = scripted {
-                        broker
-                            .advance_log_start(&topic, 0, run.written.end)
-                            .map_err(|e| format!("{name}: drop {topic}: {e}"))?;
-                    }
-                    run.written.entries = Vec::new();
+                let run = write_run(&cluster, name, &arrivals, config, paced).await?;
+                // A flat-out run's log is not replayed: the in-process
+                // broker drops it, or every run would find the broker
+                // holding all the runs before it, and run slower.
+                if let Some(broker) = scripted.filter(|_| !paced) {
+                    broker
+                        .advance_log_start(&topic, 0, run.written.end)
+                        .map_err(|e| format!("{name}: drop {topic}: {e}"))?;
                 }
                 runs.push((topic, run));
             }
