@@ -236,6 +236,8 @@ struct WriteRow {
     cpu_ms: Option<f64>,
     /// Runs of this configuration; the row is the median by throughput.
     runs: usize,
+    /// Each run's entries/s, in the order the rounds ran.
+    round_entries_per_s: Vec<f64>,
 }
 
 /// One layout's replay of one region.
@@ -379,6 +381,15 @@ async fn write_run(
             .map_err(|_| format!("{topic}: the collector stopped"))?;
     }
     drop(tx);
+    // Flat out, the last entries go when they are appended rather than
+    // after a linger, as a producer's benchmark flushes (or closes) it
+    // after its last send: the linger would otherwise end every run.
+    if !paced {
+        writer
+            .flush()
+            .await
+            .map_err(|e| format!("{topic}: flush: {e}"))?;
+    }
     let (acks, last_ack) = collector
         .await
         .map_err(|e| format!("{topic}: collector: {e}"))?;
@@ -423,6 +434,7 @@ async fn write_run(
         max_ms: quantile(&latencies, 1.0),
         cpu_ms,
         runs: 1,
+        round_entries_per_s: vec![n as f64 / seconds],
     };
     eprintln!(
         "  {broker} {:<11} {} in flight {:<8}: {:>7.0} entries/s {:>6.1} MB/s, p50 {:.2} ms p99 {:.2} ms, {} batches",
@@ -539,10 +551,11 @@ async fn bench_broker(
     let mut layouts: Vec<(&str, String, Written)> = Vec::new();
     for paced in [true, false] {
         // Flat-out runs are short (a tenth of a second or two) and vary
-        // by a tenth from run to run: the median of seven (of one when
+        // by a fifth from run to run: the median of eleven (of one when
         // quick) by throughput, the configurations taking turns so that a
-        // change in the machine's load falls on all of them alike.
-        let reps = if paced || args.quick { 1 } else { 7 };
+        // change in the machine's load falls on all of them alike, and
+        // the modes compared round by round (`Targets`).
+        let reps = if paced || args.quick { 1 } else { 11 };
         let configs: Vec<(WriterMode, usize)> = [WriterMode::Interleaved, WriterMode::Clustered]
             .into_iter()
             .flat_map(|mode| [1, 5].map(|in_flight| (mode, in_flight)))
@@ -575,9 +588,11 @@ async fn bench_broker(
             }
         }
         for (&(mode, in_flight), mut runs) in configs.iter().zip(runs) {
+            let rounds: Vec<f64> = runs.iter().map(|(_, r)| r.row.entries_per_s).collect();
             runs.sort_by(|a, b| a.1.row.entries_per_s.total_cmp(&b.1.row.entries_per_s));
             let (topic, mut run) = runs.swap_remove(runs.len() / 2);
             run.row.runs = reps;
+            run.row.round_entries_per_s = rounds;
             writes.push(run.row);
             if paced && in_flight == 5 {
                 let layout = match mode {
@@ -694,7 +709,25 @@ fn markdown(
                 find("clustered", in_flight, "flat out"),
                 find("interleaved", in_flight, "flat out"),
             ) {
-                let ratio = c.entries_per_s / i.entries_per_s;
+                // Each round's clustered run over its interleaved run:
+                // a round's runs follow one another, so a change in the
+                // machine's load between rounds cancels out.
+                let mut ratios: Vec<f64> = c
+                    .round_entries_per_s
+                    .iter()
+                    .zip(&i.round_entries_per_s)
+                    .map(|(c, i)| c / i)
+                    .collect();
+                ratios.sort_by(f64::total_cmp);
+                let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
+                let spread = match ratios.len() {
+                    0 | 1 => String::new(),
+                    n => format!(
+                        " (median of {n} rounds, {:.2}–{:.2})",
+                        ratios[0],
+                        ratios[n - 1]
+                    ),
+                };
                 // What each took of this process's CPU, and in how many
                 // Produce requests (one per batch).
                 let cost = match (c.cpu_ms, i.cpu_ms) {
@@ -706,7 +739,7 @@ fn markdown(
                 };
                 let _ = writeln!(
                     md,
-                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s: {ratio:.2}×{cost} | {} |",
+                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s; each round: {ratio:.2}×{spread}{cost} | {} |",
                     c.entries_per_s,
                     i.entries_per_s,
                     yes(ratio >= 1.0)
