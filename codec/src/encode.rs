@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use crate::compression::{self, CompressOptions};
 use crate::header::{ATTRIBUTES_POS, CRC_POS, HEADER_LEN, LOG_OVERHEAD, MAGIC};
-use crate::wire::{put_varint, put_varlong, varint_len};
+use crate::wire::{put_varint, put_varlong, varint_len, varlong_len};
 use crate::{
     Attributes, BatchHeader, Compression, ControlRecord, ControlType, Error, SnappyFraming,
     TimestampType,
@@ -403,33 +403,58 @@ fn len_i32(len: usize, what: &str) -> Result<i32, Error> {
     })
 }
 
-fn write_nullable(out: &mut Vec<u8>, field: Option<&Bytes>, what: &str) -> Result<(), Error> {
+/// The bytes a nullable field takes in a record: its length and itself.
+fn nullable_len(field: Option<&Bytes>, what: &str) -> Result<usize, Error> {
+    Ok(match field {
+        None => 1,
+        Some(b) => varint_len(len_i32(b.len(), what)?) + b.len(),
+    })
+}
+
+fn write_nullable(out: &mut Vec<u8>, field: Option<&Bytes>) {
     match field {
+        // Lengths were checked by `nullable_len`.
         None => put_varint(out, -1),
         Some(b) => {
-            put_varint(out, len_i32(b.len(), what)?);
+            put_varint(out, b.len() as i32);
             out.extend_from_slice(b);
         }
     }
-    Ok(())
 }
 
+/// Appends `record`, its length first. The length is worked out before
+/// anything is written, so that the key, value and headers are copied
+/// once, straight into `out`, and a field too long for a record leaves
+/// `out` as it was.
 fn write_record(out: &mut Vec<u8>, record: &NewRecord, base_timestamp: i64) -> Result<(), Error> {
-    let mut body = Vec::with_capacity(record.encoded_len_hint());
-    body.push(0); // attributes: unused
-    put_varlong(&mut body, record.timestamp.wrapping_sub(base_timestamp));
-    put_varint(&mut body, record.offset_delta);
-    write_nullable(&mut body, record.key.as_ref(), "key")?;
-    write_nullable(&mut body, record.value.as_ref(), "value")?;
-    put_varint(&mut body, len_i32(record.headers.len(), "header list")?);
+    let timestamp_delta = record.timestamp.wrapping_sub(base_timestamp);
+    let headers = len_i32(record.headers.len(), "header list")?;
+    let mut body = 1 // attributes
+        + varlong_len(timestamp_delta)
+        + varint_len(record.offset_delta)
+        + nullable_len(record.key.as_ref(), "key")?
+        + nullable_len(record.value.as_ref(), "value")?
+        + varint_len(headers);
     for (key, value) in &record.headers {
-        put_varint(&mut body, len_i32(key.len(), "header key")?);
-        body.extend_from_slice(key);
-        write_nullable(&mut body, value.as_ref(), "header value")?;
+        body += varint_len(len_i32(key.len(), "header key")?)
+            + key.len()
+            + nullable_len(value.as_ref(), "header value")?;
     }
-    let len = len_i32(body.len(), "record")?;
-    out.reserve(varint_len(len) + body.len());
+    let len = len_i32(body, "record")?;
+    out.reserve(varint_len(len) + body);
+    let start = out.len();
     put_varint(out, len);
-    out.extend_from_slice(&body);
+    out.push(0); // attributes: unused
+    put_varlong(out, timestamp_delta);
+    put_varint(out, record.offset_delta);
+    write_nullable(out, record.key.as_ref());
+    write_nullable(out, record.value.as_ref());
+    put_varint(out, headers);
+    for (key, value) in &record.headers {
+        put_varint(out, key.len() as i32);
+        out.extend_from_slice(key);
+        write_nullable(out, value.as_ref());
+    }
+    debug_assert_eq!(out.len() - start, varint_len(len) + body);
     Ok(())
 }

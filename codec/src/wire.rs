@@ -187,6 +187,13 @@ pub(crate) fn varint_len(value: i32) -> usize {
     bits.max(1).div_ceil(7)
 }
 
+/// The encoded length of a zig-zag `VARLONG`.
+pub(crate) fn varlong_len(value: i64) -> usize {
+    let raw = ((value << 1) ^ (value >> 63)) as u64;
+    let bits = 64 - raw.leading_zeros() as usize;
+    bits.max(1).div_ceil(7)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +214,7 @@ mod tests {
         fn varlong_round_trips(v: i64) {
             let mut out = Vec::new();
             put_varlong(&mut out, v);
+            prop_assert_eq!(out.len(), varlong_len(v));
             let mut r = Reader::new(&out);
             prop_assert_eq!(r.varlong(), Ok(v));
             prop_assert_eq!(r.remaining(), 0);
