@@ -71,7 +71,9 @@
 //! retries fails with every batch sent after it whose fate is unknown, and
 //! the writer takes a new producer id for what follows. Without
 //! idempotence (one in flight), a Produce whose answer is lost is not sent
-//! again (it may have been appended): its entries fail.
+//! again (it may have been appended): its entries fail. An answer whose
+//! base offset would put the batch's records past the largest offset
+//! fails the batch's entries too, unindexed; the writer goes on.
 //!
 //! # Records and the index
 //! Each entry's record has the region id as its key (8 bytes, big-endian)
@@ -1270,6 +1272,15 @@ async fn locate(
 impl Task {
     /// Indexes a written batch and answers its entries.
     async fn written(&mut self, batch: Batch, base: i64) {
+        let count = batch.entries.len() as i64;
+        if base.checked_add(count).is_none() {
+            // No log reaches past the largest offset: the answer is wrong,
+            // and the entries' offsets cannot be told.
+            let error = ClientError::InvalidArgument(format!(
+                "the broker acknowledged a batch of {count} records at base offset {base}, past the largest offset"
+            ));
+            return self.fail(batch, &Error::Client(error));
+        }
         let Some(encoded) = batch.encoded else {
             return;
         };
@@ -1284,7 +1295,6 @@ impl Task {
                 .ok()
                 .map(|l| l.topic_id),
         };
-        let count = batch.entries.len() as i64;
         {
             let mut index = lock(&self.index);
             if let Some(id) = topic_id {

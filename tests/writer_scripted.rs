@@ -300,6 +300,33 @@ async fn a_refused_batch_fails_alone_and_the_rest_follow_under_a_new_producer_id
 }
 
 #[tokio::test]
+async fn an_answer_past_the_largest_offset_fails_its_batch_and_the_writer_goes_on() {
+    let (scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Interleaved).with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    // In Produce v9's answer (the scripted broker's newest version), the
+    // first partition's base offset is at byte 21 of the frame for a
+    // three-letter topic: length 4, correlation id 4, tagged fields 1,
+    // topics 1, name 1 + 3, partitions 1, index 4, error code 2.
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+        at: 21,
+        bytes: (i64::MAX - 1).to_be_bytes().to_vec(),
+    }));
+    let results = append_all(&writer, &entries(0, 3)).await;
+    let failed: Vec<_> = results.iter().filter_map(|r| r.2.as_ref().err()).collect();
+    assert!(!failed.is_empty(), "the batch so answered fails");
+    for e in failed {
+        assert!(e.to_string().contains("past the largest offset"), "{e}");
+    }
+    // The writer goes on, and indexes only what it could place.
+    let ok = results.iter().filter(|r| r.2.is_ok()).count();
+    let more = written(append_all(&writer, &entries(3, 20)).await);
+    let index = writer.close().await.expect("closed");
+    assert!(more.windows(2).all(|w| w[0].2 < w[1].2), "{more:?}");
+    assert_eq!(index.len(), ok + more.len());
+}
+
+#[tokio::test]
 async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_again() {
     let (scripted, cluster) = scripted().await;
     let config = config(WriterMode::Interleaved)
