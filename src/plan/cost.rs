@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The default cost model's round trip: a loopback one.
+pub(crate) const LOOPBACK_ROUND_TRIP: Duration = Duration::from_micros(150);
+
 /// How expensive a round trip is compared with moving bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
@@ -28,7 +31,7 @@ impl Default for CostModel {
     /// between the two. Elsewhere, measure with `walfetch calibrate`.
     fn default() -> Self {
         Self {
-            round_trip: Duration::from_micros(150),
+            round_trip: LOOPBACK_ROUND_TRIP,
             bytes_per_second: 1.5e9,
             in_flight: 4,
         }

@@ -40,6 +40,7 @@ mod planner;
 mod strategy;
 
 pub use cost::CostModel;
+pub(crate) use cost::LOOPBACK_ROUND_TRIP;
 pub use floor::{floor_bytes, floor_bytes_framed, FetchRules, LogBatch};
 pub use planner::PlanConfig;
 

@@ -21,9 +21,10 @@
 //! That work is the same whatever the plan, so it must not make fetches
 //! look dear.
 //!
-//! A fetch that costs no more than the prior's whole round trip is cheap:
-//! the prior, which prices a fetch at its share of a round trip among the
-//! fetches in flight, stays, and the plan spends no bytes to save fetches.
+//! A fetch that costs no more than a loopback round trip ([`CHEAP_FETCH`],
+//! 150 µs, the default cost model's) is cheap: the prior, which prices a
+//! fetch at its share of a round trip among the fetches in flight, stays,
+//! and the plan spends no bytes to save fetches.
 //! Only a broker that is slow to serve a fetch (Tansu 0.6, about 3 ms
 //! against the default 150 µs; a Kafka-rules broker on loopback measures
 //! 10–90 µs) gets a plan that reads through gaps to send fewer.
@@ -33,7 +34,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::plan::CostModel;
+use crate::plan::{CostModel, LOOPBACK_ROUND_TRIP};
 
 /// Fetches remembered for the fit.
 const WINDOW: usize = 64;
@@ -45,6 +46,10 @@ pub(crate) const MIN_SAMPLES: usize = 8;
 /// together after the replay's first answers, teaches the link (the first
 /// of the burst finds the broker idle and does not count).
 pub(crate) const LEARNING_IN_FLIGHT: usize = MIN_SAMPLES + 1;
+
+/// What a fetch may cost, pipeline full, and still be cheap: the default
+/// cost model's round trip, a loopback one ([`CostModel::default`]).
+pub(crate) const CHEAP_FETCH: Duration = LOOPBACK_ROUND_TRIP;
 
 /// What fetches to one broker have cost; see the module docs.
 #[derive(Debug, Clone)]
@@ -160,10 +165,13 @@ impl LinkEstimator {
         }
         let (_, median, _) = beyond[..n].select_nth_unstable_by(n / 2, f64::total_cmp);
         let per_fetch = median.max(1e-6);
-        // A fetch that costs no more than the prior's whole round trip,
-        // pipeline full, is cheap: the prior (which prices it at its share
-        // of the round trip) stays, and the plan spends no bytes to save it.
-        if per_fetch <= self.prior.round_trip.as_secs_f64() {
+        // A fetch that costs no more than a loopback round trip, pipeline
+        // full, is cheap: the prior (which prices it at its share of the
+        // round trip) stays, and the plan spends no bytes to save it. The
+        // bound is not the prior's own round trip: a prior set to a slow
+        // link's round trip, shared among the fetches in flight, would
+        // otherwise hide a broker that serves fetches one at a time.
+        if per_fetch <= CHEAP_FETCH.as_secs_f64() {
             return Some(self.prior);
         }
         Some(CostModel {
@@ -229,6 +237,29 @@ mod tests {
             link.observe(t0, t0 + Duration::from_micros(20) * k, 4000);
         }
         assert_eq!(link.cost_model(), prior);
+    }
+
+    #[test]
+    fn a_prior_set_to_a_slow_round_trip_does_not_hide_a_broker_serving_one_fetch_at_a_time() {
+        // A prior of 3 ms a round trip, shared among 64 fetches in flight
+        // (as `walfetch calibrate` sets one for a remote link): a broker
+        // that then takes 2 ms for each fetch, pipeline full, is dear.
+        let prior = CostModel {
+            round_trip: Duration::from_millis(3),
+            in_flight: 64,
+            ..CostModel::default()
+        };
+        let mut link = LinkEstimator::new(prior);
+        let t0 = Instant::now();
+        for k in 1..=32u32 {
+            link.observe(t0, t0 + Duration::from_millis(2) * k, 4000);
+        }
+        let model = link.cost_model();
+        assert_eq!(model.in_flight, 1, "{model:?}");
+        assert!(
+            (model.round_trip.as_secs_f64() - 2e-3).abs() < 1e-5,
+            "{model:?}"
+        );
     }
 
     #[test]

@@ -49,9 +49,10 @@ pub struct ReplayOptions {
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
     /// [`super::LinkEstimator`]) and plan with that where fetches prove
-    /// dear: a broker whose fetches cost more than the cost model's whole
-    /// round trip each, pipeline full (Tansu 0.6: about 3 ms against
-    /// 150 µs), gets fewer, larger fetches; elsewhere the cost model stays.
+    /// dear: a broker whose fetches cost more than a loopback round trip
+    /// (150 µs, the default cost model's) each, pipeline full (Tansu 0.6:
+    /// about 3 ms), gets fewer, larger fetches; elsewhere the cost model
+    /// stays, whatever round trip it was given.
     /// Default: on. Off, the cost model is kept as given.
     pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
