@@ -21,11 +21,11 @@
 //! That work is the same whatever the plan, so it must not make fetches
 //! look dear.
 //!
-//! A fetch that costs no more than a loopback round trip ([`CHEAP_FETCH`],
-//! 150 µs, the default cost model's) is cheap: the prior, which prices a
-//! fetch at its share of a round trip among the fetches in flight, stays,
-//! and the plan spends no bytes to save fetches.
-//! Only a broker that is slow to serve a fetch (Tansu 0.6, about 3 ms
+//! A fetch that costs no more than a loopback round trip (150 µs, the
+//! default cost model's) is cheap: the prior, which prices a fetch at its
+//! share of a round trip among the fetches in flight, stays, and the plan
+//! spends no bytes to save fetches, whatever round trip the prior was
+//! given. Only a broker that is slow to serve a fetch (Tansu 0.6, about 3 ms
 //! against the default 150 µs; a Kafka-rules broker on loopback measures
 //! 10–90 µs) gets a plan that reads through gaps to send fewer.
 //!
@@ -46,10 +46,6 @@ pub(crate) const MIN_SAMPLES: usize = 8;
 /// together after the replay's first answers, teaches the link (the first
 /// of the burst finds the broker idle and does not count).
 pub(crate) const LEARNING_IN_FLIGHT: usize = MIN_SAMPLES + 1;
-
-/// What a fetch may cost, pipeline full, and still be cheap: the default
-/// cost model's round trip, a loopback one ([`CostModel::default`]).
-pub(crate) const CHEAP_FETCH: Duration = LOOPBACK_ROUND_TRIP;
 
 /// What fetches to one broker have cost; see the module docs.
 #[derive(Debug, Clone)]
@@ -171,7 +167,7 @@ impl LinkEstimator {
         // bound is not the prior's own round trip: a prior set to a slow
         // link's round trip, shared among the fetches in flight, would
         // otherwise hide a broker that serves fetches one at a time.
-        if per_fetch <= CHEAP_FETCH.as_secs_f64() {
+        if per_fetch <= LOOPBACK_ROUND_TRIP.as_secs_f64() {
             return Some(self.prior);
         }
         Some(CostModel {
