@@ -180,11 +180,11 @@ fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-/// The encoded length of a zig-zag `VARINT`.
+/// The encoded length of a zig-zag `VARINT`: that of the same value as a
+/// `VARLONG` (zig-zag maps a value to the same unsigned number at either
+/// width).
 pub(crate) fn varint_len(value: i32) -> usize {
-    let raw = ((value << 1) ^ (value >> 31)) as u32;
-    let bits = 32 - raw.leading_zeros() as usize;
-    bits.max(1).div_ceil(7)
+    varlong_len(i64::from(value))
 }
 
 /// The encoded length of a zig-zag `VARLONG`.
