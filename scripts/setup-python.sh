@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Python packages pinned in scripts/requirements-test.txt
-# (confluent-kafka, which bundles librdkafka, for the interop tests and
-# fixtures), unless exactly those versions are already installed.
+# (confluent-kafka, which bundles librdkafka, and kafka-python with its
+# codecs, for the interop tests and fixtures), unless exactly those
+# versions are already installed.
 #
 #   scripts/setup-python.sh
 set -euo pipefail

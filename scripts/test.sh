@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this script).
-# Installs what it needs first: the Tansu test broker and the confluent-kafka
-# Python package (librdkafka, for interop tests; pinned in
-# scripts/requirements-test.txt), each skipped when its pinned version is
-# already installed, and cargo-fuzz, skipped when present.
+# Installs what it needs first: the Tansu test broker and the Python packages
+# of the interop tests (confluent-kafka, which bundles librdkafka, and
+# kafka-python; pinned in scripts/requirements-test.txt), each skipped when
+# its pinned version is already installed, and cargo-fuzz, skipped when
+# present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "setup: test broker and librdkafka"
+step "setup: test broker, librdkafka and kafka-python"
 scripts/setup-broker.sh
 scripts/setup-python.sh
 
