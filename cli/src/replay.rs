@@ -104,10 +104,11 @@ pub(crate) struct Args {
     bytes_per_second: Option<f64>,
     /// Do not learn what a fetch costs from the replay's own fetches: plan
     /// with the default cost model, or the one given by `--round-trip-us`
-    /// and `--bytes-per-second` (either of which turns learning off too).
-    /// Learning, the default, merges runs across other regions' batches
-    /// only where fetches prove dear (a broker that takes longer than a
-    /// round trip to serve one, pipeline full).
+    /// and `--bytes-per-second`, throughout. Learning, the default, starts
+    /// from that model and keeps it unless fetches prove dear (a broker
+    /// that takes longer than a loopback round trip to serve one, pipeline
+    /// full); then it merges runs across other regions' batches at what
+    /// a fetch was measured to cost.
     #[arg(long)]
     no_learn_link: bool,
     #[command(flatten)]
@@ -376,9 +377,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
     }
     let options = ReplayOptions::default()
         .with_plan(plan)
-        .with_learn_link(
-            !args.no_learn_link && args.round_trip_us.is_none() && args.bytes_per_second.is_none(),
-        )
+        .with_learn_link(!args.no_learn_link)
         .with_strategy(strategy_kind(args.strategy))
         .with_isolation(if args.read_committed {
             IsolationLevel::ReadCommitted
@@ -485,4 +484,43 @@ pub(crate) fn stats_json(
             .collect::<serde_json::Map<_, _>>(),
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parsed(extra: &[&str]) -> ReplayOptions {
+        let base = [
+            "replay",
+            "-b",
+            "127.0.0.1:9092",
+            "-t",
+            "wal",
+            "--region",
+            "1",
+        ];
+        let cli = Cli::try_parse_from(base.iter().chain(extra)).expect("arguments");
+        options(&cli.args).expect("options")
+    }
+
+    /// A cost model given by hand is where learning starts: it stays on a
+    /// cheap broker and gives way on a dear one, as the default does.
+    #[test]
+    fn a_cost_model_given_by_hand_keeps_learning_on() {
+        let given = parsed(&["--round-trip-us", "900", "--bytes-per-second", "1e8"]);
+        assert!(given.learn_link);
+        assert_eq!(given.plan.cost.round_trip, Duration::from_micros(900));
+        assert_eq!(given.plan.cost.bytes_per_second, 1e8);
+        assert!(parsed(&[]).learn_link);
+        assert!(!parsed(&["--round-trip-us", "900", "--no-learn-link"]).learn_link);
+    }
 }
