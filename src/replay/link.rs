@@ -344,8 +344,9 @@ mod tests {
         assert_eq!(link.cost_model(), prior);
         assert_eq!(link.samples(), 1);
     }
+
     /// Regression: a broker that answers two fetches at a time, 2 ms a
-    /// pair (Tansu 0.6 does, over several connections), costs 1 ms a
+    /// pair (as Tansu 0.6 answered a restart's fetches), costs 1 ms a
     /// fetch. Half of its service times are near zero, and their median
     /// fell on the cheap side of the bound in some replays: the plan then
     /// sent single-batch fetches that the broker served at 1 ms each (a
