@@ -656,6 +656,18 @@ async fn bench_broker(
     Ok((writes, replays, link.round_trip))
 }
 
+/// ` (median of N <what>, lowest–highest<unit>)` for two or more values
+/// sorted; nothing for fewer.
+fn spread(sorted: &[f64], what: &str, unit: &str) -> String {
+    match sorted {
+        [] | [_] => String::new(),
+        [lo, .., hi] => format!(
+            " (median of {} {what}, {lo:.2}–{hi:.2}{unit})",
+            sorted.len()
+        ),
+    }
+}
+
 fn markdown(
     args: &Args,
     writes: &[WriteRow],
@@ -752,14 +764,7 @@ fn markdown(
                     .collect();
                 ratios.sort_by(f64::total_cmp);
                 let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
-                let spread = match ratios.len() {
-                    0 | 1 => String::new(),
-                    n => format!(
-                        " (median of {n} rounds, {:.2}–{:.2})",
-                        ratios[0],
-                        ratios[n - 1]
-                    ),
-                };
+                let spread = spread(&ratios, "rounds", "");
                 // What each took of this process's CPU, and in how many
                 // Produce requests (one per batch).
                 let cost = match (c.cpu_ms, i.cpu_ms) {
@@ -799,14 +804,7 @@ fn markdown(
                     let bound_ms = bound.as_secs_f64() * 1e3;
                     let mut p99s = w.round_p99_ms.clone();
                     p99s.sort_by(f64::total_cmp);
-                    let spread = match p99s.len() {
-                        0 | 1 => String::new(),
-                        n => format!(
-                            " (median of {n} runs, {:.2}–{:.2} ms)",
-                            p99s[0],
-                            p99s[n - 1]
-                        ),
-                    };
+                    let spread = spread(&p99s, "runs", " ms");
                     let _ = writeln!(
                         md,
                         "| {broker} | append p99 ≤ linger + 2 round trips ({bound_ms:.2} ms), {mode}, {in_flight} in flight, at the rate | {:.2} ms{spread}: {:.2}× the bound | {} |",
