@@ -425,6 +425,7 @@ async fn write_run(
     let end = entries.last().map_or(0, |e| e.offset + 1);
     let layout = floor::scan(cluster, &topic, 0, end).await?;
     let payload: usize = entries.iter().map(|e| e.payload.len()).sum();
+    let p99 = quantile(&latencies, 0.99);
     let row = WriteRow {
         broker: broker.to_owned(),
         mode: mode.name().to_owned(),
@@ -436,12 +437,12 @@ async fn write_run(
         entries_per_s: n as f64 / seconds,
         mb_per_s: payload as f64 / seconds / 1e6,
         p50_ms: quantile(&latencies, 0.5),
-        p99_ms: quantile(&latencies, 0.99),
+        p99_ms: p99,
         max_ms: quantile(&latencies, 1.0),
         cpu_ms,
         runs: 1,
         round_entries_per_s: vec![n as f64 / seconds],
-        round_p99_ms: vec![quantile(&latencies, 0.99)],
+        round_p99_ms: vec![p99],
     };
     eprintln!(
         "  {broker} {:<11} {} in flight {:<8}: {:>7.0} entries/s {:>6.1} MB/s, p50 {:.2} ms p99 {:.2} ms, {} batches",

@@ -87,13 +87,20 @@ fn header_json(h: &BatchHeader) -> Value {
     })
 }
 
+/// `writer`'s fixture for `codec`: its records as decoded here, its
+/// batches' headers, and the records as `writer` read them back.
+fn decode_fixture(writer: &str, codec: Compression) -> (Vec<Value>, Vec<BatchHeader>, Vec<Value>) {
+    let dir = fixtures(writer);
+    let records = std::fs::read(dir.join(format!("{codec}.records"))).expect("fixture");
+    let expected = read_jsonl(&dir.join(format!("{codec}.expected.jsonl")));
+    let (got, headers) = decode(records, &format!("{writer} {codec}"));
+    (got, headers, expected)
+}
+
 #[test]
 fn every_codec_decodes_to_what_librdkafka_read() {
-    let dir = fixtures("librdkafka");
     for codec in Compression::ALL {
-        let records = std::fs::read(dir.join(format!("{codec}.records"))).expect("fixture");
-        let expected = read_jsonl(&dir.join(format!("{codec}.expected.jsonl")));
-        let (got, headers) = decode(records, &format!("librdkafka {codec}"));
+        let (got, headers, expected) = decode_fixture("librdkafka", codec);
         assert_eq!(headers.len(), 7, "{codec}: batch shapes");
         assert!(
             headers.iter().all(|h| h.compression() == Some(codec)),
@@ -106,12 +113,10 @@ fn every_codec_decodes_to_what_librdkafka_read() {
 
 #[test]
 fn every_codec_decodes_to_what_kafka_python_read() {
-    let dir = fixtures("kafka-python");
     for codec in Compression::ALL {
-        let records = std::fs::read(dir.join(format!("{codec}.records"))).expect("fixture");
-        let expected = read_jsonl(&dir.join(format!("{codec}.expected.jsonl")));
-        let expected_batches = read_jsonl(&dir.join(format!("{codec}.batches.jsonl")));
-        let (got, headers) = decode(records, &format!("kafka-python {codec}"));
+        let (got, headers, expected) = decode_fixture("kafka-python", codec);
+        let expected_batches =
+            read_jsonl(&fixtures("kafka-python").join(format!("{codec}.batches.jsonl")));
         assert_eq!(got.len(), 33, "{codec}");
         assert_eq!(got, expected, "{codec}");
         let headers: Vec<Value> = headers.iter().map(header_json).collect();
