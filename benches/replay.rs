@@ -108,6 +108,8 @@ usage: cargo bench --bench replay -- [options]
   --seed N             workload seed (default 42)
   --round-trip-us N    walfetch planner's cost model: round trip in µs
                        (default: the planner's own, 150); 0 never merges runs
+  --link-rtt-us N      stand for a network link: the proxy holds bytes N/2 µs
+                       each way (default 0, loopback as it is)
   --restart-index I    restart: the index walfetch recovers with, hints
                        (default: the writer's, with batch positions) or
                        offsets (offsets only, as GreptimeDB's index files)
@@ -129,6 +131,8 @@ struct Args {
     runs: usize,
     seed: u64,
     round_trip: Option<Duration>,
+    /// The round trip the proxy adds, half each way (`--link-rtt-us`).
+    link_rtt: Duration,
     /// Restart: walfetch recovers with an index of offsets only.
     restart_offsets_only: bool,
     /// Run only this scenario: `replay` or `restart`.
@@ -158,6 +162,7 @@ impl Args {
             runs: if quick { 1 } else { 5 },
             seed: 42,
             round_trip: None,
+            link_rtt: Duration::ZERO,
             restart_offsets_only: false,
             only: None,
             partitions: restart::LAYOUTS.to_vec(),
@@ -260,6 +265,10 @@ impl Args {
                     let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
                     out.round_trip = Some(Duration::from_micros(us));
                 }
+                "--link-rtt-us" => {
+                    let us: u64 = num("--link-rtt-us", value("--link-rtt-us")?)?;
+                    out.link_rtt = Duration::from_micros(us);
+                }
                 flag if flag.starts_with('-') => {
                     return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
                 }
@@ -350,7 +359,7 @@ fn run() -> Result<ExitCode, String> {
     let mut datasets = Vec::new();
     for &broker in &args.brokers {
         // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients)?;
+        let running = harness::start(broker, &infra, &clients, args.link_rtt / 2)?;
         let proxy = &running.proxy;
         let result = clients.block_on(bench_broker(
             broker,
@@ -367,11 +376,12 @@ fn run() -> Result<ExitCode, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },
         args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         if args.restart_offsets_only { " (--restart-index offsets)" } else { "" },
+        if args.link_rtt.is_zero() { String::new() } else { format!(" (link round trip {} µs added by the proxy)", args.link_rtt.as_micros()) },
         args.regions,
         args.zipf,
         args.entries,
@@ -395,6 +405,7 @@ fn run() -> Result<ExitCode, String> {
             "rate": args.rate, "linger_ms": args.linger.as_millis() as u64,
             "batch_bytes": args.batch_bytes, "checkpoint": args.checkpoint,
             "runs": args.runs, "seed": args.seed, "only": args.only,
+            "link_rtt_us": args.link_rtt.as_micros() as u64,
         },
         "datasets": datasets,
         "rows": rows,

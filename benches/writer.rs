@@ -285,7 +285,7 @@ fn run() -> Result<ExitCode, String> {
     let mut round_trips = BTreeMap::new();
     for &broker in &args.brokers {
         // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients)?;
+        let running = harness::start(broker, &infra, &clients, Duration::ZERO)?;
         let proxy = &running.proxy;
         let result = clients.block_on(bench_broker(broker, proxy, running.scripted(), &args));
         drop(running);

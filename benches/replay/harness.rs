@@ -48,11 +48,13 @@ impl Running {
 }
 
 /// Starts `broker` (the scripted one on `infra`, Tansu as a process) with
-/// the proxy in front of it, the address clients are given.
+/// the proxy in front of it, the address clients are given, holding bytes
+/// `one_way` in each direction (zero: plain loopback).
 pub(crate) fn start(
     broker: BrokerKind,
     infra: &Runtime,
     clients: &Runtime,
+    one_way: Duration,
 ) -> Result<Running, String> {
     let (listener, proxy_addr) = infra
         .block_on(proxy::bind())
@@ -87,7 +89,7 @@ pub(crate) fn start(
         }
     };
     Ok(Running {
-        proxy: Proxy::start(listener, upstream, infra.handle()),
+        proxy: Proxy::start(listener, upstream, infra.handle(), one_way),
         _broker: running,
     })
 }

@@ -6,10 +6,19 @@
 //! way. The proxy forwards bytes unchanged in both directions; the count of
 //! a direction is raised before the bytes are written on, so once a client
 //! has read a response, the count already includes it.
+//!
+//! It can also stand for a network link (the replay bench's
+//! `--link-rtt-us`): each chunk it reads is written on half the round trip
+//! later, by a thread that sleeps until then (the OS's sleep, tens of
+//! microseconds late at most, where tokio's timers round up to the next
+//! millisecond). Reading goes on meanwhile, so the link delays bytes
+//! without limiting how many are on their way, as a real link's latency
+//! does. Bandwidth is loopback's.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -42,8 +51,14 @@ pub(crate) async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
 
 impl Proxy {
     /// Serves `listener` on `runtime`, forwarding every connection to
-    /// `upstream`.
-    pub(crate) fn start(listener: TcpListener, upstream: SocketAddr, runtime: &Handle) -> Self {
+    /// `upstream`, each direction's bytes held `one_way` (zero: forwarded
+    /// as soon as read).
+    pub(crate) fn start(
+        listener: TcpListener,
+        upstream: SocketAddr,
+        runtime: &Handle,
+        one_way: Duration,
+    ) -> Self {
         let addr = listener
             .local_addr()
             .expect("a bound listener has an address");
@@ -56,6 +71,7 @@ impl Proxy {
             runtime.clone().spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let counters = Arc::clone(&counters);
+                    let handle = runtime.clone();
                     let conn = runtime.spawn(async move {
                         let Ok(broker) = TcpStream::connect(upstream).await else {
                             return;
@@ -66,10 +82,17 @@ impl Proxy {
                         let (client_read, client_write) = client.into_split();
                         let (broker_read, broker_write) = broker.into_split();
                         let c = Arc::clone(&counters);
-                        let up = tokio::spawn(async move {
-                            pump(client_read, broker_write, &c.to_broker).await;
+                        let link = Link {
+                            one_way,
+                            runtime: handle,
+                        };
+                        let up = tokio::spawn({
+                            let link = link.clone();
+                            async move {
+                                pump(client_read, broker_write, &c.to_broker, link).await;
+                            }
                         });
-                        pump(broker_read, client_write, &counters.to_client).await;
+                        pump(broker_read, client_write, &counters.to_client, link).await;
                         let _ = up.await;
                     });
                     lock(&tasks).push(conn);
@@ -117,8 +140,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Copies `from` to `to` until either side closes, counting the bytes.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, counter: &AtomicU64) {
+/// How a direction of a connection forwards its bytes.
+#[derive(Clone)]
+struct Link {
+    /// How long each chunk is held; zero forwards it at once.
+    one_way: Duration,
+    /// The runtime the delayed writes run on.
+    runtime: Handle,
+}
+
+/// Copies `from` to `to` until either side closes, counting the bytes as
+/// they are read, through a delay line when the link has one.
+async fn pump(mut from: OwnedReadHalf, to: OwnedWriteHalf, counter: &AtomicU64, link: Link) {
+    let mut to = if link.one_way.is_zero() {
+        Sink::Direct(to)
+    } else {
+        Sink::Delayed(delay_line(to, link))
+    };
     let mut buf = vec![0u8; 256 << 10];
     loop {
         let n = match from.read(&mut buf).await {
@@ -126,9 +164,47 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, counter: &AtomicU
             Ok(n) => n,
         };
         counter.fetch_add(n as u64, Ordering::SeqCst);
-        if to.write_all(&buf[..n]).await.is_err() {
+        let forwarded = match &mut to {
+            Sink::Direct(to) => to.write_all(&buf[..n]).await.is_ok(),
+            Sink::Delayed(line) => line.send((Instant::now(), buf[..n].to_vec())).is_ok(),
+        };
+        if !forwarded {
             break;
         }
     }
-    let _ = to.shutdown().await;
+    // A delay line shuts its side down once it has written what it holds.
+    if let Sink::Direct(mut to) = to {
+        let _ = to.shutdown().await;
+    }
+}
+
+/// Where a direction's bytes go once read.
+enum Sink {
+    Direct(OwnedWriteHalf),
+    /// Chunks with the time they were read, to a [`delay_line`].
+    Delayed(mpsc::Sender<(Instant, Vec<u8>)>),
+}
+
+/// Starts a thread that writes each chunk it is sent to `to` once
+/// `link.one_way` has passed since the chunk was read, in order, and shuts
+/// `to` down when the sender is dropped (the other side closed) or a write
+/// fails.
+fn delay_line(mut to: OwnedWriteHalf, link: Link) -> mpsc::Sender<(Instant, Vec<u8>)> {
+    let (line, chunks) = mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::Builder::new()
+        .name("proxy-link".into())
+        .spawn(move || {
+            while let Ok((read, chunk)) = chunks.recv() {
+                let wait = (read + link.one_way).saturating_duration_since(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                if link.runtime.block_on(to.write_all(&chunk)).is_err() {
+                    break;
+                }
+            }
+            let _ = link.runtime.block_on(to.shutdown());
+        })
+        .expect("the OS starts a thread");
+    line
 }
