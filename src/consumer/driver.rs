@@ -240,32 +240,33 @@ impl Driver {
 
     /// Learns each broker's link from the answers of one request: the
     /// fetches a request carried for several partitions are one service,
-    /// of their bytes together. Only while learning: otherwise no link is
-    /// kept and the cores plan with the prior throughout. Whether any
-    /// broker's cost model changed.
+    /// of their bytes together, each fetch costing its share of it. Only
+    /// while learning: otherwise no link is kept and the cores plan with
+    /// the prior throughout. Whether any broker's cost model changed.
     fn learn(&mut self, answers: &[Answered]) -> bool {
-        let mut by_broker: HashMap<&str, (Instant, Instant, u64)> = HashMap::new();
+        let mut by_broker: HashMap<&str, (Instant, Instant, u64, usize)> = HashMap::new();
         for a in answers {
             if let Ok(FetchAnswer::Fetched(fetched)) = &a.answer {
                 let seen = by_broker
                     .entry(&fetched.broker)
-                    .or_insert((a.sent, a.received, 0));
+                    .or_insert((a.sent, a.received, 0, 0));
                 seen.0 = seen.0.min(a.sent);
                 seen.1 = seen.1.max(a.received);
                 seen.2 += fetched.wire_bytes as u64;
+                seen.3 += 1;
             }
         }
         let mut changed = false;
         // An answer decoded in its request's task counts from when it came,
         // not from when its decoding was done: that is the client's work.
-        for (broker, (sent, received, bytes)) in by_broker {
+        for (broker, (sent, received, bytes, fetches)) in by_broker {
             let prior = self.prior;
             let link = self
                 .links
                 .entry(broker.to_owned())
                 .or_insert_with(|| LinkEstimator::new(prior));
             let before = link.cost_model();
-            link.observe(sent, received, bytes);
+            link.observe_request(sent, received, bytes, fetches);
             let after = link.cost_model();
             if after != before {
                 tracing::debug!(
