@@ -24,7 +24,7 @@ use walfetch::consumer::{
     Consumer, CutRecords, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::plan::PlanConfig;
+use walfetch::plan::{CostModel, PlanConfig};
 use walfetch::writer::{WriterConfig, WriterMode};
 use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
@@ -467,6 +467,20 @@ async fn a_broker_whose_fetches_are_dear_gets_fewer_larger_fetches() {
         kept.fetches,
         kept.wire_bytes
     );
+    // The stats say what was learned, and what the plan spent on it.
+    let [(_, link)] = <[_; 1]>::try_from(learned.links.into_iter().collect::<Vec<_>>())
+        .expect("one broker's link");
+    assert!(link.dear && link.samples >= 8, "{link:?}");
+    assert!(
+        link.measured_per_fetch
+            .is_some_and(|d| d > Duration::from_micros(150)),
+        "{link:?}"
+    );
+    assert!(
+        link.merge_gap_bytes > CostModel::default().merge_gap_bytes(),
+        "{link:?}"
+    );
+    assert!(kept.links.is_empty(), "not learned: {:?}", kept.links);
 }
 
 /// Once the link is learned, every partition plans with it, not only the

@@ -482,6 +482,23 @@ pub(crate) fn stats_json(
                 )
             })
             .collect::<serde_json::Map<_, _>>(),
+        "links": stats
+            .links
+            .iter()
+            .map(|(broker, link)| {
+                (
+                    broker.clone(),
+                    serde_json::json!({
+                        "samples": link.samples,
+                        "measured_per_fetch_us": link
+                            .measured_per_fetch
+                            .map(|d| d.as_secs_f64() * 1e6),
+                        "dear": link.dear,
+                        "merge_gap_bytes": link.merge_gap_bytes,
+                    }),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>(),
     })
     .to_string()
 }

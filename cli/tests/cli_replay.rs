@@ -116,6 +116,14 @@ async fn build_show_and_replay_from_the_command_line() {
         assert!(stats["fetches"].as_u64().unwrap() > 0, "{stats}");
         assert!(stats["round_trips"].as_u64().unwrap() <= stats["fetches"].as_u64().unwrap());
         assert_eq!(stats["lost"], serde_json::json!([]));
+        // The one broker's link, as learned from the replay's fetches.
+        let links = stats["links"].as_object().unwrap();
+        assert_eq!(links.len(), 1, "{stats}");
+        for link in links.values() {
+            assert!(link["samples"].as_u64().unwrap() > 0, "{stats}");
+            assert!(link["dear"].is_boolean(), "{stats}");
+            assert!(link["merge_gap_bytes"].as_u64().is_some(), "{stats}");
+        }
     }
 
     // The link's figures, and a replay with a cost model set by hand.

@@ -166,6 +166,11 @@ impl Driver {
         // The cores counted the fetches confirming the log's end.
         total.throttle_time += self.throttle_time;
         total.peak_buffered_bytes = self.peak_held;
+        total.links = self
+            .links
+            .iter()
+            .map(|(broker, link)| (broker.clone(), link.stats()))
+            .collect();
         total
     }
 

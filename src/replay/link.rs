@@ -62,8 +62,31 @@ pub struct LinkEstimator {
     last_answer: Option<Instant>,
     /// What the samples show, worked out once per fetch observed.
     model: CostModel,
-    /// Whether `model` comes from the samples.
-    learned: bool,
+    /// What a fetch costs beyond its bytes, as the samples show it, once
+    /// there are enough of them: `model` comes from it.
+    measured: Option<Duration>,
+}
+
+/// What a replay learned of one broker's link: its part of
+/// [`super::ReplayStats::links`], to tell why a plan read through other
+/// regions' batches, or did not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkStats {
+    /// Fetches observed (the latest, at most 64): a request carrying
+    /// several partitions' fetches counts once.
+    pub samples: usize,
+    /// What a fetch was measured to cost beyond its bytes (see the module
+    /// docs), once enough fetches were seen; `None` before, while the
+    /// plan kept the starting cost model.
+    pub measured_per_fetch: Option<Duration>,
+    /// Whether that cost is over a loopback round trip, so the plan
+    /// prices fetches at it; otherwise fetches count as cheap and the
+    /// starting cost model stays.
+    pub dear: bool,
+    /// Bytes the plan reads rather than send one more fetch, with the cost
+    /// model it plans with now ([`CostModel::merge_gap_bytes`]).
+    pub merge_gap_bytes: u64,
 }
 
 /// One answered fetch.
@@ -82,7 +105,7 @@ impl LinkEstimator {
             samples: VecDeque::with_capacity(WINDOW),
             last_answer: None,
             model: prior,
-            learned: false,
+            measured: None,
         }
     }
 
@@ -118,10 +141,27 @@ impl LinkEstimator {
             service,
             busy,
         });
-        (self.model, self.learned) = match self.fit() {
-            Some(model) => (model, true),
-            None => (self.prior, false),
+        self.measured = self.fit().map(Duration::from_secs_f64);
+        self.model = match self.dear() {
+            Some(per_fetch) => CostModel {
+                round_trip: per_fetch,
+                bytes_per_second: self.prior.bytes_per_second,
+                in_flight: 1,
+            },
+            None => self.prior,
         };
+    }
+
+    /// The measured cost of a fetch where it is dear. A fetch that costs
+    /// no more than a loopback round trip, pipeline full, is cheap: the
+    /// prior (which prices it at its share of the round trip) stays, and
+    /// the plan spends no bytes to save it. The bound is not the prior's
+    /// own round trip: a prior set to a slow link's round trip, shared
+    /// among the fetches in flight, would otherwise hide a broker that
+    /// serves fetches one at a time.
+    fn dear(&self) -> Option<Duration> {
+        self.measured
+            .filter(|&per_fetch| per_fetch > LOOPBACK_ROUND_TRIP)
     }
 
     /// The client finished taking in the latest answer at `at`: an answer
@@ -132,7 +172,17 @@ impl LinkEstimator {
 
     /// Whether enough fetches were seen for the fit to replace the prior.
     pub fn learned(&self) -> bool {
-        self.learned
+        self.measured.is_some()
+    }
+
+    /// What was learned so far, for the replay's stats.
+    pub fn stats(&self) -> LinkStats {
+        LinkStats {
+            samples: self.samples.len(),
+            measured_per_fetch: self.measured,
+            dear: self.dear().is_some(),
+            merge_gap_bytes: self.model.merge_gap_bytes(),
+        }
     }
 
     /// Fetches observed so far (at most the window).
@@ -146,15 +196,15 @@ impl LinkEstimator {
         self.model
     }
 
-    /// The cost model the samples show, once there are enough of them.
-    /// While the replay keeps the broker busy, only the fetches sent while
-    /// it was busy count: one sent to an idle broker waited for the whole
-    /// round trip, which the fetches in flight share (the first fetches of
-    /// a replay, sent before any answer, would make a pipelined broker
-    /// look dear). A replay that never keeps it busy (one fetch at a time)
-    /// pays each fetch's wait, and learns from all of them, once it has
-    /// twice as many.
-    fn fit(&self) -> Option<CostModel> {
+    /// What a fetch costs beyond its bytes, in seconds, as the samples
+    /// show it, once there are enough of them. While the replay keeps the
+    /// broker busy, only the fetches sent while it was busy count: one
+    /// sent to an idle broker waited for the whole round trip, which the
+    /// fetches in flight share (the first fetches of a replay, sent before
+    /// any answer, would make a pipelined broker look dear). A replay that
+    /// never keeps it busy (one fetch at a time) pays each fetch's wait,
+    /// and learns from all of them, once it has twice as many.
+    fn fit(&self) -> Option<f64> {
         let busy = self.samples.iter().filter(|s| s.busy).count();
         let only_busy = if busy >= MIN_SAMPLES {
             true
@@ -189,21 +239,7 @@ impl LinkEstimator {
         if keep < n {
             beyond[..n].select_nth_unstable_by(keep, f64::total_cmp);
         }
-        let per_fetch = (beyond[..keep].iter().sum::<f64>() / keep as f64).max(1e-6);
-        // A fetch that costs no more than a loopback round trip, pipeline
-        // full, is cheap: the prior (which prices it at its share of the
-        // round trip) stays, and the plan spends no bytes to save it. The
-        // bound is not the prior's own round trip: a prior set to a slow
-        // link's round trip, shared among the fetches in flight, would
-        // otherwise hide a broker that serves fetches one at a time.
-        if per_fetch <= LOOPBACK_ROUND_TRIP.as_secs_f64() {
-            return Some(self.prior);
-        }
-        Some(CostModel {
-            round_trip: Duration::from_secs_f64(per_fetch),
-            bytes_per_second: self.prior.bytes_per_second,
-            in_flight: 1,
-        })
+        Some((beyond[..keep].iter().sum::<f64>() / keep as f64).max(1e-6))
     }
 }
 
@@ -262,6 +298,41 @@ mod tests {
             link.observe(t0, t0 + Duration::from_micros(20) * k, 4000);
         }
         assert_eq!(link.cost_model(), prior);
+    }
+
+    #[test]
+    fn the_stats_say_what_was_measured_and_what_the_plan_uses() {
+        let prior = CostModel::default();
+        let t0 = Instant::now();
+        let mut link = LinkEstimator::new(prior);
+        for k in 1..=4u32 {
+            link.observe(t0, t0 + Duration::from_millis(1) * k, 1000);
+        }
+        let before = link.stats();
+        assert_eq!((before.samples, before.measured_per_fetch), (4, None));
+        assert!(!before.dear);
+        assert_eq!(before.merge_gap_bytes, prior.merge_gap_bytes());
+        // 1 ms a fetch, pipeline full: dear, and priced so.
+        for k in 5..=32u32 {
+            link.observe(t0, t0 + Duration::from_millis(1) * k, 1000);
+        }
+        let dear = link.stats();
+        let measured = dear.measured_per_fetch.expect("measured").as_secs_f64();
+        assert!((measured - 1e-3).abs() < 1e-5, "{dear:?}");
+        assert!(dear.dear);
+        assert_eq!(dear.merge_gap_bytes, link.cost_model().merge_gap_bytes());
+        assert!(dear.merge_gap_bytes > 1_000_000, "{dear:?}");
+        // 20 µs a fetch: measured, cheap, and the prior's price stays.
+        let mut cheap = LinkEstimator::new(prior);
+        for k in 1..=32u32 {
+            cheap.observe(t0, t0 + Duration::from_micros(20) * k, 1000);
+        }
+        let stats = cheap.stats();
+        assert!(
+            stats.measured_per_fetch.is_some() && !stats.dear,
+            "{stats:?}"
+        );
+        assert_eq!(stats.merge_gap_bytes, prior.merge_gap_bytes());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Duration;
 
+use super::LinkStats;
 use crate::index::RegionId;
 
 /// Counters of one replay (one partition, or a whole recovery summed over
@@ -82,6 +83,10 @@ pub struct ReplayStats {
     pub floor_bytes: u64,
     /// What each region got.
     pub regions: BTreeMap<RegionId, RegionStats>,
+    /// What each broker's link was learned to cost, by the broker's
+    /// address (`host:port`), where the replay learns the link
+    /// ([`super::ReplayOptions::learn_link`]); empty otherwise.
+    pub links: BTreeMap<String, LinkStats>,
 }
 
 impl RegionStats {
@@ -159,6 +164,10 @@ impl ReplayStats {
             mine.tail_records += region.tail_records;
             mine.yielded_bytes += region.yielded_bytes;
             mine.lost.extend_from_slice(&region.lost);
+        }
+        // Replays one after another learn each link anew: the latest's.
+        for (broker, link) in &other.links {
+            self.links.insert(broker.clone(), *link);
         }
     }
 }
