@@ -470,14 +470,14 @@ async fn a_broker_whose_fetches_are_dear_gets_fewer_larger_fetches() {
     // The stats say what was learned, and what the plan spent on it.
     let [(_, link)] = <[_; 1]>::try_from(learned.links.into_iter().collect::<Vec<_>>())
         .expect("one broker's link");
-    assert!(link.dear && link.samples >= 8, "{link:?}");
+    assert!(link.dear_answers > 0 && link.answers >= 8, "{link:?}");
     assert!(
-        link.measured_per_fetch
+        link.dearest_per_fetch
             .is_some_and(|d| d > Duration::from_micros(150)),
         "{link:?}"
     );
     assert!(
-        link.merge_gap_bytes > CostModel::default().merge_gap_bytes(),
+        link.widest_merge_gap_bytes > CostModel::default().merge_gap_bytes(),
         "{link:?}"
     );
     assert!(kept.links.is_empty(), "not learned: {:?}", kept.links);

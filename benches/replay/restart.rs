@@ -691,28 +691,31 @@ pub(crate) struct RestartRow {
 /// over its measured runs.
 #[derive(Debug, Clone, Copy, Serialize)]
 struct LearnedLink {
-    /// The median over the runs that measured it of the dearest broker's
-    /// measured cost of a fetch beyond its bytes.
-    per_fetch_us: Option<f64>,
-    /// Runs in which some broker's fetches were dear (the plan then read
-    /// through gaps to send fewer).
+    /// The median over the runs that measured it of the most a fetch was
+    /// measured to cost beyond its bytes, on any broker.
+    dearest_us: Option<f64>,
+    /// Runs in which fetches were dear after some answer (the plan then
+    /// read through gaps to send fewer).
     dear_runs: usize,
 }
 
 impl LearnedLink {
     fn of(runs: &[RestartRun]) -> Self {
-        let measured: Vec<Duration> = runs
+        let dearest: Vec<Duration> = runs
             .iter()
             .filter_map(|r| {
-                let links = r.stats.links.values();
-                links.filter_map(|l| l.measured_per_fetch).max()
+                r.stats
+                    .links
+                    .values()
+                    .filter_map(|l| l.dearest_per_fetch)
+                    .max()
             })
             .collect();
         LearnedLink {
-            per_fetch_us: (!measured.is_empty()).then(|| median(measured).as_secs_f64() * 1e6),
+            dearest_us: (!dearest.is_empty()).then(|| median(dearest).as_secs_f64() * 1e6),
             dear_runs: runs
                 .iter()
-                .filter(|r| r.stats.links.values().any(|l| l.dear))
+                .filter(|r| r.stats.links.values().any(|l| l.dear_answers > 0))
                 .count(),
         }
     }
@@ -1011,7 +1014,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
         &mut s,
         rows,
         |r| &r.broker,
-        "| workload | partitions | contender | regions | entries | wire | union floor | Σ region floors | ×floor | ×own | fetches | round trips | wall ms per replay (median) | total wall ms median (min–max) | CPU ms | runs | peak buffered | link per fetch (dear runs) |",
+        "| workload | partitions | contender | regions | entries | wire | union floor | Σ region floors | ×floor | ×own | fetches | round trips | wall ms per replay (median) | total wall ms median (min–max) | CPU ms | runs | peak buffered | link: dearest per fetch (dear runs) |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         |r| {
             let cells = [
@@ -1037,8 +1040,12 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
                 bytes(r.peak_buffered_bytes),
                 r.link.map_or("–".to_owned(), |link| {
                     let per_fetch = link
-                        .per_fetch_us
-                        .map_or("not learned".to_owned(), |us| format!("{us:.0} µs"));
+                        .dearest_us
+                        .map_or("not learned".to_owned(), |us| match us {
+                            // The estimator's least figure is 1 µs.
+                            us if us < 1.5 => "≤ 1 µs".to_owned(),
+                            us => format!("{us:.0} µs"),
+                        });
                     format!("{per_fetch} ({}/{})", link.dear_runs, r.runs)
                 }),
             ];
@@ -1047,7 +1054,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
     );
     let _ = writeln!(
         s,
-        "\n`union floor`: the floor (`floor.rs` over the broker's own batches; see below) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `CPU ms`: CPU time this process used during a run (median): the client, the proxy and, on the scripted broker's rows, the broker itself (Tansu runs in its own process and is not counted). `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size. `link per fetch`: what the one pass measured a fetch to cost on the broker beyond its bytes (`ReplayStats::links`, median of the runs), and in how many runs that was dear (over a loopback round trip, 150 µs: the plan then read through other regions' batches to send fewer fetches).\n\nThe floor is the library's `walfetch::plan::floor_bytes`: the least any set of fetches can move under Kafka's rules (a fetch may start at the batch before a wanted one and cut the wanted one after its last wanted record; proven against a brute force in its tests). On Tansu rows it is the never-cut floor (every wanted batch whole), since Tansu never cuts a batch.\n"
+        "\n`union floor`: the floor (`floor.rs` over the broker's own batches; see below) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `CPU ms`: CPU time this process used during a run (median): the client, the proxy and, on the scripted broker's rows, the broker itself (Tansu runs in its own process and is not counted). `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size. `link`: the most the one pass measured a fetch to cost on the broker beyond its bytes (`ReplayStats::links`, median of the runs), and in how many runs it was dear at some point (over a loopback round trip, 150 µs: the plan then read through other regions' batches to send fewer fetches).\n\nThe floor is the library's `walfetch::plan::floor_bytes`: the least any set of fetches can move under Kafka's rules (a fetch may start at the batch before a wanted one and cut the wanted one after its last wanted record; proven against a brute force in its tests). On Tansu rows it is the never-cut floor (every wanted batch whole), since Tansu never cuts a batch.\n"
     );
     let _ = writeln!(s, "### Restart targets (reported, not asserted)\n");
     let _ = writeln!(

@@ -417,6 +417,7 @@ async fn restart(
     ];
     let mut times = Vec::new();
     let mut fetches = Vec::new();
+    let mut learned = ReplayStats::default();
     for (name, strategy) in one_pass {
         let started = Instant::now();
         let mut builder = Recovery::builder(Arc::clone(cluster))
@@ -442,8 +443,40 @@ async fn restart(
         print_row(name, &stats, own, started.elapsed())?;
         times.push(started.elapsed());
         fetches.push(stats.fetches);
+        learned = stats;
+    }
+    if let Some(note) = learned_link(&learned) {
+        outln!("\n{note}")?;
     }
     explain_if_slower("walfetch, one pass", times[1], fetches[1], times[0], link)
+}
+
+/// What the one pass learned a fetch costs on the broker, and what its
+/// plan did with that (`ReplayStats::links`); `None` where it did not
+/// learn the link.
+fn learned_link(stats: &ReplayStats) -> Option<String> {
+    let (broker, link) = stats
+        .links
+        .iter()
+        .max_by_key(|(_, l)| l.dearest_per_fetch)?;
+    let dearest = link.dearest_per_fetch?.as_secs_f64() * 1e6;
+    Some(if link.dear_answers > 0 {
+        format!(
+            "The one pass measured up to {dearest:.0} µs a fetch beyond its bytes at {broker}; it judged fetches dear after {} of its {} answers, and then read what lies between runs closer than {} bytes rather than send another fetch.",
+            link.dear_answers, link.answers, link.widest_merge_gap_bytes
+        )
+    } else {
+        // The estimator's least figure is 1 µs.
+        let dearest = if dearest < 1.5 {
+            "under 1 µs".to_owned()
+        } else {
+            format!("at most {dearest:.0} µs")
+        };
+        format!(
+            "The one pass measured {dearest} a fetch beyond its bytes at {broker}: cheap throughout, so it sent a fetch per run of the regions' batches (runs closer than {} bytes shared one).",
+            link.widest_merge_gap_bytes
+        )
+    })
 }
 
 /// The bytes of the regions' records from their checkpoints as the broker

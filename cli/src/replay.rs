@@ -489,12 +489,15 @@ pub(crate) fn stats_json(
                 (
                     broker.clone(),
                     serde_json::json!({
-                        "samples": link.samples,
+                        "answers": link.answers,
                         "measured_per_fetch_us": link
                             .measured_per_fetch
                             .map(|d| d.as_secs_f64() * 1e6),
-                        "dear": link.dear,
-                        "merge_gap_bytes": link.merge_gap_bytes,
+                        "dearest_per_fetch_us": link
+                            .dearest_per_fetch
+                            .map(|d| d.as_secs_f64() * 1e6),
+                        "dear_answers": link.dear_answers,
+                        "widest_merge_gap_bytes": link.widest_merge_gap_bytes,
                     }),
                 )
             })

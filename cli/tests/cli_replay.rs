@@ -120,9 +120,9 @@ async fn build_show_and_replay_from_the_command_line() {
         let links = stats["links"].as_object().unwrap();
         assert_eq!(links.len(), 1, "{stats}");
         for link in links.values() {
-            assert!(link["samples"].as_u64().unwrap() > 0, "{stats}");
-            assert!(link["dear"].is_boolean(), "{stats}");
-            assert!(link["merge_gap_bytes"].as_u64().is_some(), "{stats}");
+            assert!(link["answers"].as_u64().unwrap() > 0, "{stats}");
+            assert!(link["dear_answers"].as_u64().is_some(), "{stats}");
+            assert!(link["widest_merge_gap_bytes"].as_u64().is_some(), "{stats}");
         }
     }
 

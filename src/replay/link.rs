@@ -65,28 +65,34 @@ pub struct LinkEstimator {
     /// What a fetch costs beyond its bytes, as the samples show it, once
     /// there are enough of them: `model` comes from it.
     measured: Option<Duration>,
+    /// The replay so far, for [`LinkEstimator::stats`].
+    history: LinkStats,
 }
 
 /// What a replay learned of one broker's link: its part of
 /// [`super::ReplayStats::links`], to tell why a plan read through other
-/// regions' batches, or did not.
+/// regions' batches, or did not. A request carrying several partitions'
+/// fetches is one answer here.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LinkStats {
-    /// Fetches observed (the latest, at most 64): a request carrying
-    /// several partitions' fetches counts once.
-    pub samples: usize,
+    /// Answers the link was learned from.
+    pub answers: u64,
     /// What a fetch was measured to cost beyond its bytes (see the module
-    /// docs), once enough fetches were seen; `None` before, while the
-    /// plan kept the starting cost model.
+    /// docs) after the latest answer; `None` until enough were seen, while
+    /// the plan keeps the starting cost model.
     pub measured_per_fetch: Option<Duration>,
-    /// Whether that cost is over a loopback round trip, so the plan
-    /// prices fetches at it; otherwise fetches count as cheap and the
-    /// starting cost model stays.
-    pub dear: bool,
-    /// Bytes the plan reads rather than send one more fetch, with the cost
-    /// model it plans with now ([`CostModel::merge_gap_bytes`]).
-    pub merge_gap_bytes: u64,
+    /// The most it was measured to cost after any answer.
+    pub dearest_per_fetch: Option<Duration>,
+    /// Answers after which a fetch was dear (it cost more than a loopback
+    /// round trip): the plan then priced fetches at that cost and read
+    /// through gaps to send fewer. Zero: every fetch counted as cheap, and
+    /// the starting cost model held throughout.
+    pub dear_answers: u64,
+    /// The most bytes the plan would read rather than send one more fetch
+    /// ([`CostModel::merge_gap_bytes`]), over the replay: the starting
+    /// cost model's, or more where fetches were dear.
+    pub widest_merge_gap_bytes: u64,
 }
 
 /// One answered fetch.
@@ -106,6 +112,10 @@ impl LinkEstimator {
             last_answer: None,
             model: prior,
             measured: None,
+            history: LinkStats {
+                widest_merge_gap_bytes: prior.merge_gap_bytes(),
+                ..LinkStats::default()
+            },
         }
     }
 
@@ -150,6 +160,15 @@ impl LinkEstimator {
             },
             None => self.prior,
         };
+        let dear = self.dear().is_some();
+        let history = &mut self.history;
+        history.answers += 1;
+        history.measured_per_fetch = self.measured;
+        history.dearest_per_fetch = history.dearest_per_fetch.max(self.measured);
+        history.dear_answers += u64::from(dear);
+        history.widest_merge_gap_bytes = history
+            .widest_merge_gap_bytes
+            .max(self.model.merge_gap_bytes());
     }
 
     /// The measured cost of a fetch where it is dear. A fetch that costs
@@ -177,12 +196,7 @@ impl LinkEstimator {
 
     /// What was learned so far, for the replay's stats.
     pub fn stats(&self) -> LinkStats {
-        LinkStats {
-            samples: self.samples.len(),
-            measured_per_fetch: self.measured,
-            dear: self.dear().is_some(),
-            merge_gap_bytes: self.model.merge_gap_bytes(),
-        }
+        self.history
     }
 
     /// Fetches observed so far (at most the window).
@@ -301,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn the_stats_say_what_was_measured_and_what_the_plan_uses() {
+    fn the_stats_say_what_was_measured_and_what_the_plan_did() {
         let prior = CostModel::default();
         let t0 = Instant::now();
         let mut link = LinkEstimator::new(prior);
@@ -309,30 +323,37 @@ mod tests {
             link.observe(t0, t0 + Duration::from_millis(1) * k, 1000);
         }
         let before = link.stats();
-        assert_eq!((before.samples, before.measured_per_fetch), (4, None));
-        assert!(!before.dear);
-        assert_eq!(before.merge_gap_bytes, prior.merge_gap_bytes());
-        // 1 ms a fetch, pipeline full: dear, and priced so.
+        assert_eq!((before.answers, before.measured_per_fetch), (4, None));
+        assert_eq!(before.dear_answers, 0);
+        assert_eq!(before.widest_merge_gap_bytes, prior.merge_gap_bytes());
+        // 1 ms a fetch, pipeline full: dear once 8 were sent while the
+        // broker was busy (the 9th answer on), and priced so.
         for k in 5..=32u32 {
             link.observe(t0, t0 + Duration::from_millis(1) * k, 1000);
         }
         let dear = link.stats();
         let measured = dear.measured_per_fetch.expect("measured").as_secs_f64();
         assert!((measured - 1e-3).abs() < 1e-5, "{dear:?}");
-        assert!(dear.dear);
-        assert_eq!(dear.merge_gap_bytes, link.cost_model().merge_gap_bytes());
-        assert!(dear.merge_gap_bytes > 1_000_000, "{dear:?}");
-        // 20 µs a fetch: measured, cheap, and the prior's price stays.
-        let mut cheap = LinkEstimator::new(prior);
-        for k in 1..=32u32 {
-            cheap.observe(t0, t0 + Duration::from_micros(20) * k, 1000);
-        }
-        let stats = cheap.stats();
-        assert!(
-            stats.measured_per_fetch.is_some() && !stats.dear,
-            "{stats:?}"
+        assert_eq!(dear.dear_answers, 32 - 8, "{dear:?}");
+        assert_eq!(
+            dear.widest_merge_gap_bytes,
+            link.cost_model().merge_gap_bytes()
         );
-        assert_eq!(stats.merge_gap_bytes, prior.merge_gap_bytes());
+        assert!(dear.widest_merge_gap_bytes > 1_000_000, "{dear:?}");
+        // Then 20 µs a fetch, a window's worth: cheap now, and the prior's
+        // price is back, but the stats keep what the replay went through.
+        let t1 = t0 + Duration::from_millis(40);
+        for k in 1..=64u32 {
+            link.observe(t1, t1 + Duration::from_micros(20) * k, 1000);
+        }
+        let after = link.stats();
+        let latest = after.measured_per_fetch.expect("measured");
+        assert!(latest < Duration::from_micros(150), "{after:?}");
+        assert_eq!(link.cost_model(), prior);
+        assert_eq!(after.dearest_per_fetch, dear.dearest_per_fetch);
+        assert!(after.dear_answers >= dear.dear_answers, "{after:?}");
+        assert_eq!(after.widest_merge_gap_bytes, dear.widest_merge_gap_bytes);
+        assert_eq!(after.answers, 32 + 64);
     }
 
     #[test]
