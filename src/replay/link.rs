@@ -152,7 +152,8 @@ impl LinkEstimator {
             busy,
         });
         self.measured = self.fit().map(Duration::from_secs_f64);
-        self.model = match self.dear() {
+        let dear = self.dear();
+        self.model = match dear {
             Some(per_fetch) => CostModel {
                 round_trip: per_fetch,
                 bytes_per_second: self.prior.bytes_per_second,
@@ -160,12 +161,11 @@ impl LinkEstimator {
             },
             None => self.prior,
         };
-        let dear = self.dear().is_some();
         let history = &mut self.history;
         history.answers += 1;
         history.measured_per_fetch = self.measured;
         history.dearest_per_fetch = history.dearest_per_fetch.max(self.measured);
-        history.dear_answers += u64::from(dear);
+        history.dear_answers += u64::from(dear.is_some());
         history.widest_merge_gap_bytes = history
             .widest_merge_gap_bytes
             .max(self.model.merge_gap_bytes());
