@@ -78,9 +78,11 @@ pub struct LinkEstimator {
 pub struct LinkStats {
     /// Answers the link was learned from.
     pub answers: u64,
-    /// What a fetch was measured to cost beyond its bytes (see the module
-    /// docs) after the latest answer; `None` until enough were seen, while
-    /// the plan keeps the starting cost model.
+    /// What a fetch was measured to cost beyond its bytes after the latest
+    /// answer: the mean over the latest fetches (at most 64) of the time
+    /// the broker took to serve each beyond its bytes, without the dearest
+    /// eighth. `None` until enough were seen, while the plan keeps the
+    /// starting cost model.
     pub measured_per_fetch: Option<Duration>,
     /// The most it was measured to cost after any answer.
     pub dearest_per_fetch: Option<Duration>,

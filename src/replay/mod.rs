@@ -50,9 +50,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use walfetch_codec::{Error as CodecError, Record, RecordCheck, RECORD_CHECKSUM_HEADER};
 
-pub(crate) use link::LEARNING_IN_FLIGHT;
 #[doc(hidden)]
-pub use link::{LinkEstimator, LinkStats};
+pub use link::LinkEstimator;
+pub use link::LinkStats;
+pub(crate) use link::LEARNING_IN_FLIGHT;
 pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 
