@@ -417,6 +417,7 @@ async fn restart(
     ];
     let mut times = Vec::new();
     let mut fetches = Vec::new();
+    // What walfetch's one pass learned of the link.
     let mut learned = ReplayStats::default();
     for (name, strategy) in one_pass {
         let started = Instant::now();
@@ -443,7 +444,9 @@ async fn restart(
         print_row(name, &stats, own, started.elapsed())?;
         times.push(started.elapsed());
         fetches.push(stats.fetches);
-        learned = stats;
+        if strategy == StrategyKind::Index {
+            learned = stats;
+        }
     }
     if let Some(note) = learned_link(&learned) {
         outln!("\n{note}")?;
