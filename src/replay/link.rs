@@ -62,10 +62,8 @@ pub struct LinkEstimator {
     last_answer: Option<Instant>,
     /// What the samples show, worked out once per fetch observed.
     model: CostModel,
-    /// What a fetch costs beyond its bytes, as the samples show it, once
-    /// there are enough of them: `model` comes from it.
-    measured: Option<Duration>,
-    /// The replay so far, for [`LinkEstimator::stats`].
+    /// The replay so far, for [`LinkEstimator::stats`]; `model` comes from
+    /// its `measured_per_fetch`.
     history: LinkStats,
 }
 
@@ -113,7 +111,6 @@ impl LinkEstimator {
             samples: VecDeque::with_capacity(WINDOW),
             last_answer: None,
             model: prior,
-            measured: None,
             history: LinkStats {
                 widest_merge_gap_bytes: prior.merge_gap_bytes(),
                 ..LinkStats::default()
@@ -153,7 +150,8 @@ impl LinkEstimator {
             service,
             busy,
         });
-        self.measured = self.fit().map(Duration::from_secs_f64);
+        let measured = self.fit().map(Duration::from_secs_f64);
+        self.history.measured_per_fetch = measured;
         let dear = self.dear();
         self.model = match dear {
             Some(per_fetch) => CostModel {
@@ -165,8 +163,7 @@ impl LinkEstimator {
         };
         let history = &mut self.history;
         history.answers += 1;
-        history.measured_per_fetch = self.measured;
-        history.dearest_per_fetch = history.dearest_per_fetch.max(self.measured);
+        history.dearest_per_fetch = history.dearest_per_fetch.max(measured);
         history.dear_answers += u64::from(dear.is_some());
         history.widest_merge_gap_bytes = history
             .widest_merge_gap_bytes
@@ -181,7 +178,8 @@ impl LinkEstimator {
     /// among the fetches in flight, would otherwise hide a broker that
     /// serves fetches one at a time.
     fn dear(&self) -> Option<Duration> {
-        self.measured
+        self.history
+            .measured_per_fetch
             .filter(|&per_fetch| per_fetch > LOOPBACK_ROUND_TRIP)
     }
 
@@ -193,7 +191,7 @@ impl LinkEstimator {
 
     /// Whether enough fetches were seen for the fit to replace the prior.
     pub fn learned(&self) -> bool {
-        self.measured.is_some()
+        self.history.measured_per_fetch.is_some()
     }
 
     /// What was learned so far, for the replay's stats.
