@@ -136,7 +136,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             Outcome::Reply(None) => {}
             Outcome::Reply(Some(bytes)) => {
                 counters.sent(bytes.len());
-                if let Err(error) = stream.write_all(&bytes).await {
+                // Flushed: over TLS, the last records of a response the
+                // socket could not take at once otherwise wait in the TLS
+                // session for the next response, and the client for them.
+                if let Err(error) = write_flushed(&mut stream, &bytes).await {
                     tracing::debug!(node_id, %error, "write failed");
                     return;
                 }
@@ -147,6 +150,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// Writes `bytes` and flushes them.
+async fn write_flushed<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// Reads one size-prefixed frame; `None` at a clean end of stream.
@@ -191,7 +200,7 @@ async fn close<S: AsyncRead + AsyncWrite + Unpin>(
 ) {
     if let Some(bytes) = bytes {
         counters.sent(bytes.len());
-        let _ = stream.write_all(&bytes).await;
+        let _ = write_flushed(&mut stream, &bytes).await;
     }
     let _ = stream.shutdown().await;
     let mut scratch = [0u8; 4096];
@@ -400,4 +409,41 @@ fn set_throttle_time(
         }
     }
     frame
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch_rules::Habits;
+    use crate::state::{BrokerState, ClusterState};
+
+    /// A response reaches the client whole even where the stream holds
+    /// written bytes back until flushed, as a TLS session does with the
+    /// records the socket could not take (a large Fetch response to a
+    /// client reading slower than the broker writes). A buffered stream
+    /// holds back every response smaller than its buffer, so this fails
+    /// without the flush.
+    #[tokio::test]
+    async fn every_response_is_flushed() {
+        let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+        let broker = BrokerState::new(0, addr, Habits::KAFKA);
+        let counters = broker.counters.clone();
+        let shared = Arc::new(Shared::new(ClusterState::new(vec![broker], false, 1)));
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let server = tokio::io::BufStream::new(server);
+        let serving = tokio::spawn(serve(server, shared, 0, counters, None));
+        // ApiVersions v0: key 18, version 0, correlation id 7, no client id.
+        let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 7, 0xff, 0xff];
+        client.write_all(&request).await.unwrap();
+        let mut prefix = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut prefix))
+            .await
+            .expect("the response stayed in the broker's buffer")
+            .unwrap();
+        assert_eq!(
+            i32::from_be_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]),
+            7
+        );
+        serving.abort();
+    }
 }
