@@ -73,10 +73,11 @@ use rskafka::client::ClientBuilder;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
+use walfetch::connection::Security;
 use walfetch::plan::PlanConfig;
 
 use contenders::{Clients, Contender, RunResult};
-use harness::BrokerKind;
+use harness::{BrokerKind, Listener};
 use proxy::Proxy;
 use report::Row;
 use workload::WorkloadSpec;
@@ -113,6 +114,11 @@ usage: cargo bench --bench replay -- [options]
   --restart-index I    restart: the index walfetch recovers with, hints
                        (default: the writer's, with batch positions) or
                        offsets (offsets only, as GreptimeDB's index files)
+  --security P         how clients reach the broker: PLAINTEXT (default),
+                       SSL or SASL_SSL (TLS, then SCRAM-SHA-512), as
+                       librdkafka's security.protocol; not PLAINTEXT: the
+                       scripted broker and the restart only (--broker
+                       scripted --only restart)
 ";
 
 #[derive(Debug, Clone)]
@@ -139,6 +145,8 @@ struct Args {
     only: Option<String>,
     /// Restart: the partition counts the regions are split over.
     partitions: Vec<usize>,
+    /// How clients reach the broker (`--security`).
+    listener: Listener,
 }
 
 impl Args {
@@ -166,6 +174,7 @@ impl Args {
             restart_offsets_only: false,
             only: None,
             partitions: restart::LAYOUTS.to_vec(),
+            listener: Listener::Plaintext,
         }
     }
 
@@ -269,6 +278,11 @@ impl Args {
                     let us: u64 = num("--link-rtt-us", value("--link-rtt-us")?)?;
                     out.link_rtt = Duration::from_micros(us);
                 }
+                "--security" => {
+                    let name = value("--security")?;
+                    out.listener = Listener::parse(&name)
+                        .ok_or_else(|| format!("--security: unknown {name:?}\n\n{USAGE}"))?;
+                }
                 flag if flag.starts_with('-') => {
                     return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
                 }
@@ -289,6 +303,17 @@ impl Args {
             return Err(format!(
                 "--partitions: each count must be 1 to --regions ({})\n\n{USAGE}",
                 out.regions
+            ));
+        }
+        // The single-region scenarios' rskafka contender connects in plain
+        // text, and Tansu 0.6 serves nothing else.
+        let restart_only = out.only.as_deref() == Some("restart");
+        if out.listener != Listener::Plaintext
+            && (!restart_only || out.brokers != [BrokerKind::Scripted])
+        {
+            return Err(format!(
+                "--security {}: with --broker scripted --only restart only\n\n{USAGE}",
+                out.listener.name()
             ));
         }
         if !(0.0..1.0).contains(&out.checkpoint) || out.rate <= 0.0 {
@@ -359,11 +384,12 @@ fn run() -> Result<ExitCode, String> {
     let mut datasets = Vec::new();
     for &broker in &args.brokers {
         // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients, args.link_rtt / 2)?;
+        let running = harness::start(broker, &infra, &clients, args.link_rtt / 2, args.listener)?;
         let proxy = &running.proxy;
         let result = clients.block_on(bench_broker(
             broker,
             proxy,
+            &running.security,
             &args,
             &mut rows,
             &mut restart_rows,
@@ -376,12 +402,13 @@ fn run() -> Result<ExitCode, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         if args.quick { " -- --quick" } else { "" },
         args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         if args.restart_offsets_only { " (--restart-index offsets)" } else { "" },
         if args.link_rtt.is_zero() { String::new() } else { format!(" (link round trip {} µs added by the proxy)", args.link_rtt.as_micros()) },
+        match args.listener { Listener::Plaintext => String::new(), l => format!(" (over {}; wire bytes are what the proxy forwards, TLS records included)", l.name()) },
         args.regions,
         args.zipf,
         args.entries,
@@ -406,6 +433,7 @@ fn run() -> Result<ExitCode, String> {
             "batch_bytes": args.batch_bytes, "checkpoint": args.checkpoint,
             "runs": args.runs, "seed": args.seed, "only": args.only,
             "link_rtt_us": args.link_rtt.as_micros() as u64,
+            "security": args.listener.name(),
         },
         "datasets": datasets,
         "rows": rows,
@@ -438,9 +466,10 @@ fn run() -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cluster_config(addr: SocketAddr) -> ClusterConfig {
+fn cluster_config(addr: SocketAddr, security: &Security) -> ClusterConfig {
     let mut config = ClusterConfig::new([addr.to_string()]);
     config.connection.request_timeout = Duration::from_secs(30);
+    config.connection.security = security.clone();
     config
 }
 
@@ -448,13 +477,14 @@ fn cluster_config(addr: SocketAddr) -> ClusterConfig {
 async fn bench_broker(
     broker: BrokerKind,
     proxy: &Proxy,
+    security: &Security,
     args: &Args,
     rows: &mut Vec<Row>,
     restart_rows: &mut Vec<restart::RestartRow>,
 ) -> Result<Vec<String>, String> {
     let name = broker.name();
     let cluster = Arc::new(
-        Cluster::connect(cluster_config(proxy.addr()))
+        Cluster::connect(cluster_config(proxy.addr(), security))
             .await
             .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
     );
@@ -506,26 +536,31 @@ async fn bench_broker(
         datasets.push(link_info);
 
         // Clients for the replays, warmed up (connections open, metadata
-        // known) so that no replay pays for setup.
-        let rs = ClientBuilder::new(vec![proxy.addr().to_string()])
-            .build()
-            .await
-            .map_err(|e| format!("{name}: rskafka: {e}"))?;
-        let partition = rs
-            .partition_client(topic.clone(), 0, UnknownTopicHandling::Retry)
-            .await
-            .map_err(|e| format!("{name}: rskafka partition client: {e}"))?;
-        partition
-            .get_offset(OffsetAt::Earliest)
-            .await
-            .map_err(|e| format!("{name}: rskafka warm-up: {e}"))?;
+        // known) so that no replay pays for setup. rskafka only for the
+        // single-region scenarios, its only ones.
+        let mut rskafka = HashMap::new();
+        if args.runs_scenario("replay") {
+            let rs = ClientBuilder::new(vec![proxy.addr().to_string()])
+                .build()
+                .await
+                .map_err(|e| format!("{name}: rskafka: {e}"))?;
+            let partition = rs
+                .partition_client(topic.clone(), 0, UnknownTopicHandling::Retry)
+                .await
+                .map_err(|e| format!("{name}: rskafka partition client: {e}"))?;
+            partition
+                .get_offset(OffsetAt::Earliest)
+                .await
+                .map_err(|e| format!("{name}: rskafka warm-up: {e}"))?;
+            rskafka.insert(topic.clone(), Arc::new(partition));
+        }
         cluster
             .fetch(&FetchParams::new(topic.clone(), 0, 0).with_max_bytes(1))
             .await
             .map_err(|e| format!("{name}: warm-up fetch: {e}"))?;
         let clients = Clients {
             walfetch: Arc::clone(&cluster),
-            rskafka: HashMap::from([(topic.clone(), Arc::new(partition))]),
+            rskafka,
             plan: {
                 let mut plan = PlanConfig::default();
                 if let Some(rt) = args.round_trip {

@@ -77,7 +77,7 @@ use walfetch::plan::PlanConfig;
 use walfetch::writer::{Appended, WalWriter, WriterConfig, WriterMode};
 
 use contenders::{Clients, Contender};
-use harness::BrokerKind;
+use harness::{BrokerKind, Listener, Running};
 use proxy::Proxy;
 use report::Row;
 use workload::{Arrival, WorkloadSpec, Written, WrittenEntry};
@@ -98,6 +98,9 @@ usage: cargo bench --bench writer -- [options]
   --checkpoint F       replay from this fraction of the log (default 0.25)
   --runs N             measured replay runs per region (default 3; quick 1)
   --seed N             workload seed (default 42)
+  --security P         PLAINTEXT (default), SSL or SASL_SSL (TLS, then
+                       SCRAM-SHA-512), as librdkafka's security.protocol;
+                       not PLAINTEXT: the scripted broker only
 ";
 
 #[derive(Debug, Clone)]
@@ -113,6 +116,8 @@ struct Args {
     checkpoint: f64,
     runs: usize,
     seed: u64,
+    /// How clients reach the broker (`--security`).
+    listener: Listener,
 }
 
 impl Args {
@@ -131,6 +136,7 @@ impl Args {
             checkpoint: 0.25,
             runs: if quick { 1 } else { 3 },
             seed: 42,
+            listener: Listener::Plaintext,
         };
         let mut it = args.into_iter();
         while let Some(arg) = it.next() {
@@ -173,6 +179,11 @@ impl Args {
                 "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
                 "--runs" => out.runs = num("--runs", value("--runs")?)?,
                 "--seed" => out.seed = num("--seed", value("--seed")?)?,
+                "--security" => {
+                    let name = value("--security")?;
+                    out.listener = Listener::parse(&name)
+                        .ok_or_else(|| format!("--security: unknown {name:?}\n\n{USAGE}"))?;
+                }
                 flag if flag.starts_with('-') => {
                     return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
                 }
@@ -186,6 +197,12 @@ impl Args {
         }
         if !(0.0..1.0).contains(&out.checkpoint) {
             return Err(format!("--checkpoint must be in [0, 1)\n\n{USAGE}"));
+        }
+        if out.listener != Listener::Plaintext && out.brokers != [BrokerKind::Scripted] {
+            return Err(format!(
+                "--security {}: with --broker scripted only (Tansu 0.6 serves plain TCP)\n\n{USAGE}",
+                out.listener.name()
+            ));
         }
         Ok(Some(out))
     }
@@ -285,9 +302,8 @@ fn run() -> Result<ExitCode, String> {
     let mut round_trips = BTreeMap::new();
     for &broker in &args.brokers {
         // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients, Duration::ZERO)?;
-        let proxy = &running.proxy;
-        let result = clients.block_on(bench_broker(broker, proxy, running.scripted(), &args));
+        let running = harness::start(broker, &infra, &clients, Duration::ZERO, args.listener)?;
+        let result = clients.block_on(bench_broker(broker, &running, &args));
         drop(running);
         let (w, r, rt) = result?;
         writes.extend(w);
@@ -536,17 +552,18 @@ const INTERLEAVED_LAYOUT: &str = "interleaved writer (5 in flight)";
 const CLUSTERED_LAYOUT: &str = "clustered writer (5 in flight)";
 const PURE_LAYOUT: &str = "region-pure (replay bench lz4-1w-pure)";
 
-/// Every writer run and replay on one broker; its round trip. `scripted`
-/// is the in-process broker, when it is the one running.
+/// Every writer run and replay on one broker, reached through `running`'s
+/// proxy with its security; its round trip.
 async fn bench_broker(
     broker: BrokerKind,
-    proxy: &Proxy,
-    scripted: Option<&walfetch_testkit::ScriptedCluster>,
+    running: &Running,
     args: &Args,
 ) -> Result<(Vec<WriteRow>, Vec<ReplayRow>, Duration), String> {
     let name = broker.name();
+    let (proxy, scripted) = (&running.proxy, running.scripted());
     let mut config = ClusterConfig::new([proxy.addr().to_string()]);
     config.connection.request_timeout = Duration::from_secs(30);
+    config.connection.security = running.security.clone();
     let cluster = Arc::new(
         Cluster::connect(config)
             .await
@@ -679,8 +696,12 @@ fn markdown(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Writer benchmark\n\n`cargo bench --bench writer{}` — the replay bench's workload: {} regions (Zipf 1), {} entries per run, {} compression, linger {:?}, batch cap {} KiB, paced runs at {}/s, seed {}; replays from {:.0} % of the log with hints and a complete index, median of {} run(s); idempotent producer throughout; {:.0} s in all.\n",
+        "## Writer benchmark\n\n`cargo bench --bench writer{}{}` — the replay bench's workload: {} regions (Zipf 1), {} entries per run, {} compression, linger {:?}, batch cap {} KiB, paced runs at {}/s, seed {}; replays from {:.0} % of the log with hints and a complete index, median of {} run(s); idempotent producer throughout; {:.0} s in all.\n",
         if args.quick { " -- --quick" } else { "" },
+        match args.listener {
+            Listener::Plaintext => String::new(),
+            l => format!(" (over {})", l.name()),
+        },
         args.regions,
         args.entries,
         args.compression.name(),

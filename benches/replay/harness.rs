@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
+use walfetch::connection::{SaslConfig, Security, TlsConfig};
 use walfetch::local_broker::{find_tansu, LocalBroker};
-use walfetch_testkit::ScriptedCluster;
+use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 use crate::proxy::{self, Proxy};
 
@@ -29,10 +30,50 @@ impl BrokerKind {
     }
 }
 
+/// How clients reach a bench's broker: Kafka's `security.protocol`
+/// values the scripted broker serves. The proxy forwards the bytes as they
+/// are, so over TLS it counts what the network would carry, records
+/// framing included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listener {
+    Plaintext,
+    /// TLS (rustls, the scripted broker's certificate from a CA made for
+    /// the run).
+    Ssl,
+    /// TLS, then SASL SCRAM-SHA-512, as a production cluster is reached.
+    SaslSsl,
+}
+
+impl Listener {
+    /// Reads librdkafka's `security.protocol` names, in either case.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Some(Self::Plaintext),
+            "SSL" => Some(Self::Ssl),
+            "SASL_SSL" => Some(Self::SaslSsl),
+            _ => None,
+        }
+    }
+
+    /// Its name in the tables: librdkafka's, with the SASL mechanism.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslSsl => "SASL_SSL (SCRAM-SHA-512)",
+        }
+    }
+}
+
+/// The bench's SASL user.
+const USER: (&str, &str) = ("wal-reader", "wal-reader-secret");
+
 /// A broker running for a bench, behind the proxy that counts its bytes.
 /// The proxy stops before the broker when it is dropped.
 pub(crate) struct Running {
     pub(crate) proxy: Proxy,
+    /// What clients connect with.
+    pub(crate) security: Security,
     _broker: Box<dyn std::any::Any>,
 }
 
@@ -49,24 +90,38 @@ impl Running {
 
 /// Starts `broker` (the scripted one on `infra`, Tansu as a process) with
 /// the proxy in front of it, the address clients are given, holding bytes
-/// `one_way` in each direction (zero: plain loopback).
+/// `one_way` in each direction (zero: plain loopback), and reached through
+/// `listener` (the scripted broker only: Tansu 0.6 serves plain TCP).
 pub(crate) fn start(
     broker: BrokerKind,
     infra: &Runtime,
     clients: &Runtime,
     one_way: Duration,
+    listener: Listener,
 ) -> Result<Running, String> {
-    let (listener, proxy_addr) = infra
+    let (socket, proxy_addr) = infra
         .block_on(proxy::bind())
         .map_err(|e| format!("proxy: {e}"))?;
+    let mut security = Security::plaintext();
     let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
         BrokerKind::Scripted => {
+            let mut builder = ScriptedCluster::builder().advertised_addrs([proxy_addr]);
+            if listener != Listener::Plaintext {
+                let tls_error = |e| format!("scripted broker's TLS: {e}");
+                let ca = TestCa::new("walfetch bench CA").map_err(tls_error)?;
+                let cert = ca.server_cert(&["127.0.0.1"]).map_err(tls_error)?;
+                builder = builder.tls(ServerTls::new(cert));
+                let tls = TlsConfig::ca_pem(ca.ca_pem());
+                security = match listener {
+                    Listener::SaslSsl => {
+                        builder = builder.sasl(SaslServer::new().user(USER.0, USER.1));
+                        Security::sasl_ssl(tls, SaslConfig::scram_sha512(USER.0, USER.1))
+                    }
+                    _ => Security::ssl(tls),
+                };
+            }
             let cluster = infra
-                .block_on(
-                    ScriptedCluster::builder()
-                        .advertised_addrs([proxy_addr])
-                        .start(),
-                )
+                .block_on(builder.start())
                 .map_err(|e| format!("scripted broker: {e}"))?;
             let addr = cluster
                 .addrs()
@@ -74,6 +129,12 @@ pub(crate) fn start(
                 .map(|a| a.1)
                 .ok_or("scripted broker: no address")?;
             (Box::new(cluster), addr)
+        }
+        BrokerKind::Tansu if listener != Listener::Plaintext => {
+            return Err(format!(
+                "Tansu 0.6 serves plain TCP only; {} is for the scripted broker",
+                listener.name()
+            ))
         }
         BrokerKind::Tansu => {
             let binary = find_tansu().map_err(|e| e.to_string())?;
@@ -89,7 +150,8 @@ pub(crate) fn start(
         }
     };
     Ok(Running {
-        proxy: Proxy::start(listener, upstream, infra.handle(), one_way),
+        proxy: Proxy::start(socket, upstream, infra.handle(), one_way),
+        security,
         _broker: running,
     })
 }
