@@ -306,13 +306,12 @@ impl Args {
             ));
         }
         // The single-region scenarios' rskafka contender connects in plain
-        // text, and Tansu 0.6 serves nothing else.
-        let restart_only = out.only.as_deref() == Some("restart");
-        if out.listener != Listener::Plaintext
-            && (!restart_only || out.brokers != [BrokerKind::Scripted])
-        {
+        // text.
+        harness::check_listener(out.listener, &out.brokers)
+            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
+        if out.listener != Listener::Plaintext && out.only.as_deref() != Some("restart") {
             return Err(format!(
-                "--security {}: with --broker scripted --only restart only\n\n{USAGE}",
+                "--security {}: with --only restart only\n\n{USAGE}",
                 out.listener.name()
             ));
         }

@@ -198,12 +198,8 @@ impl Args {
         if !(0.0..1.0).contains(&out.checkpoint) {
             return Err(format!("--checkpoint must be in [0, 1)\n\n{USAGE}"));
         }
-        if out.listener != Listener::Plaintext && out.brokers != [BrokerKind::Scripted] {
-            return Err(format!(
-                "--security {}: with --broker scripted only (Tansu 0.6 serves plain TCP)\n\n{USAGE}",
-                out.listener.name()
-            ));
-        }
+        harness::check_listener(out.listener, &out.brokers)
+            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
         Ok(Some(out))
     }
 
