@@ -77,8 +77,7 @@ use walfetch::connection::Security;
 use walfetch::plan::PlanConfig;
 
 use contenders::{Clients, Contender, RunResult};
-use harness::{BrokerKind, Listener};
-use proxy::Proxy;
+use harness::{BrokerKind, Listener, Running};
 use report::Row;
 use workload::WorkloadSpec;
 
@@ -384,11 +383,9 @@ fn run() -> Result<ExitCode, String> {
     for &broker in &args.brokers {
         // The broker is kept alive until its figures are in.
         let running = harness::start(broker, &infra, &clients, args.link_rtt / 2, args.listener)?;
-        let proxy = &running.proxy;
         let result = clients.block_on(bench_broker(
             broker,
-            proxy,
-            &running.security,
+            &running,
             &args,
             &mut rows,
             &mut restart_rows,
@@ -472,18 +469,19 @@ fn cluster_config(addr: SocketAddr, security: &Security) -> ClusterConfig {
     config
 }
 
-/// Writes every workload to `broker` and runs every scenario on it.
+/// Writes every workload to `broker`, reached through `running`'s proxy
+/// with its security, and runs every scenario on it.
 async fn bench_broker(
     broker: BrokerKind,
-    proxy: &Proxy,
-    security: &Security,
+    running: &Running,
     args: &Args,
     rows: &mut Vec<Row>,
     restart_rows: &mut Vec<restart::RestartRow>,
 ) -> Result<Vec<String>, String> {
     let name = broker.name();
+    let proxy = &running.proxy;
     let cluster = Arc::new(
-        Cluster::connect(cluster_config(proxy.addr(), security))
+        Cluster::connect(cluster_config(proxy.addr(), &running.security))
             .await
             .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
     );
