@@ -69,7 +69,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
-use rskafka::client::ClientBuilder;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
@@ -115,9 +114,9 @@ usage: cargo bench --bench replay -- [options]
                        offsets (offsets only, as GreptimeDB's index files)
   --security P         how clients reach the broker: PLAINTEXT (default),
                        SSL or SASL_SSL (TLS, then SCRAM-SHA-512), as
-                       librdkafka's security.protocol; not PLAINTEXT: the
-                       scripted broker and the restart only (--broker
-                       scripted --only restart)
+                       librdkafka's security.protocol, for every contender
+                       (rskafka's too); not PLAINTEXT: the scripted broker
+                       only (--broker scripted)
 ";
 
 #[derive(Debug, Clone)]
@@ -304,16 +303,8 @@ impl Args {
                 out.regions
             ));
         }
-        // The single-region scenarios' rskafka contender connects in plain
-        // text.
         harness::check_listener(out.listener, &out.brokers)
             .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-        if out.listener != Listener::Plaintext && out.only.as_deref() != Some("restart") {
-            return Err(format!(
-                "--security {}: with --only restart only\n\n{USAGE}",
-                out.listener.name()
-            ));
-        }
         if !(0.0..1.0).contains(&out.checkpoint) || out.rate <= 0.0 {
             return Err(format!(
                 "--checkpoint must be in [0, 1) and --rate positive\n\n{USAGE}"
@@ -537,7 +528,8 @@ async fn bench_broker(
         // single-region scenarios, its only ones.
         let mut rskafka = HashMap::new();
         if args.runs_scenario("replay") {
-            let rs = ClientBuilder::new(vec![proxy.addr().to_string()])
+            let rs = running
+                .rskafka_client()?
                 .build()
                 .await
                 .map_err(|e| format!("{name}: rskafka: {e}"))?;

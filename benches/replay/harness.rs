@@ -4,8 +4,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rskafka::client::{ClientBuilder, Credentials, SaslConfig as RskafkaSasl};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
 use tokio::runtime::Runtime;
 use walfetch::connection::{SaslConfig, Security, TlsConfig};
 use walfetch::local_broker::{find_tansu, LocalBroker};
@@ -85,8 +89,11 @@ const USER: (&str, &str) = ("wal-reader", "wal-reader-secret");
 /// The proxy stops before the broker when it is dropped.
 pub(crate) struct Running {
     pub(crate) proxy: Proxy,
-    /// What clients connect with.
+    /// What walfetch's clients connect with.
     pub(crate) security: Security,
+    listener: Listener,
+    /// The run's certificate authority, where the broker speaks TLS.
+    ca_pem: Option<String>,
     _broker: Box<dyn std::any::Any>,
 }
 
@@ -98,6 +105,42 @@ impl Running {
     )]
     pub(crate) fn scripted(&self) -> Option<&ScriptedCluster> {
         self._broker.downcast_ref()
+    }
+
+    /// An rskafka client builder set up to reach the broker as walfetch's
+    /// clients do: TLS trusting the run's certificate authority
+    /// (rskafka's `transport-tls`: rustls with ring, as walfetch's), and
+    /// SCRAM-SHA-512 over it.
+    #[allow(
+        dead_code,
+        reason = "the replay bench's; the writer bench runs no rskafka contender"
+    )]
+    pub(crate) fn rskafka_client(&self) -> Result<ClientBuilder, String> {
+        let builder = ClientBuilder::new(vec![self.proxy.addr().to_string()]);
+        let Some(pem) = &self.ca_pem else {
+            return Ok(builder);
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let cert = cert.map_err(|e| format!("rskafka: the CA's PEM: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("rskafka: the CA: {e}"))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("rskafka: TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let builder = builder.tls_config(Arc::new(tls));
+        Ok(match self.listener {
+            Listener::SaslSsl => builder.sasl_config(RskafkaSasl::ScramSha512(Credentials::new(
+                USER.0.into(),
+                USER.1.into(),
+            ))),
+            _ => builder,
+        })
     }
 }
 
@@ -117,6 +160,7 @@ pub(crate) fn start(
         .block_on(proxy::bind())
         .map_err(|e| format!("proxy: {e}"))?;
     let mut security = Security::plaintext();
+    let mut ca_pem = None;
     let (running, upstream): (Box<dyn std::any::Any>, SocketAddr) = match broker {
         BrokerKind::Scripted => {
             let mut builder = ScriptedCluster::builder().advertised_addrs([proxy_addr]);
@@ -126,6 +170,7 @@ pub(crate) fn start(
                 let cert = ca.server_cert(&["127.0.0.1"]).map_err(tls_error)?;
                 builder = builder.tls(ServerTls::new(cert));
                 let tls = TlsConfig::ca_pem(ca.ca_pem());
+                ca_pem = Some(ca.ca_pem());
                 security = match listener {
                     Listener::SaslSsl => {
                         builder = builder.sasl(SaslServer::new().user(USER.0, USER.1));
@@ -160,6 +205,8 @@ pub(crate) fn start(
     Ok(Running {
         proxy: Proxy::start(socket, upstream, infra.handle(), one_way),
         security,
+        listener,
+        ca_pem,
         _broker: running,
     })
 }
