@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use walfetch::codec::Compression;
 use walfetch::error::Error;
-use walfetch::index::{RegionId, WalIndex};
+use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
 use walfetch::plan::{CostModel, PlanConfig};
 use walfetch::replay::{CutRecords, LostPolicy, RegionRange, ReplayOptions, StrategyKind};
 use walfetch_testkit::Habits;
@@ -341,13 +341,15 @@ proptest! {
         );
     }
 
-    /// Responses cut at any byte and spurious `OFFSET_OUT_OF_RANGE`
-    /// answers cost fetches, never records.
+    /// Responses cut at any byte, spurious `OFFSET_OUT_OF_RANGE` answers
+    /// and answers from replicas whose high watermark lags cost fetches,
+    /// never records.
     #[test]
-    fn cut_responses_and_spurious_out_of_range_lose_nothing(
+    fn cut_responses_spurious_out_of_range_and_lagging_replicas_lose_nothing(
         s in scenario(),
         truncate in 0.0f64..0.3,
         spurious in 0.0f64..0.2,
+        lagging in 0.0f64..0.3,
     ) {
         let log = s.log();
         let ranges = s.ranges(&log);
@@ -355,6 +357,7 @@ proptest! {
         let faults = Faults {
             truncate,
             spurious_out_of_range: spurious,
+            lagging,
             ..Faults::NONE
         };
         let out = s.sim(&log).faults(faults).run(&index, &ranges, s.options());
@@ -736,4 +739,51 @@ fn a_broker_that_overshoots_the_limit_sends_only_the_wanted_batches_once_seen() 
         out.stats.records_bytes
     );
     assert_eq!(out.stats.fetches, 15, "one fetch a wanted batch");
+}
+
+/// A wrong hint (the batch holding 7 claimed to start at 6, inside it) on
+/// a broker that skips the batch containing a mid-batch fetch offset
+/// (Tansu 0.6): the fetch goes to the hinted start, the broker answers
+/// from the next batch, and the replay once took the hinted start for a
+/// known batch boundary, read the answer as aligned, and called 7 lost (an
+/// error, or silently skipped). A wrong hint costs a fetch, never a record.
+#[test]
+fn a_wrong_hint_on_a_broker_that_skips_the_containing_batch_loses_nothing() {
+    // Batches 0..=4, 5..=9, 10..=14: region 1 at 7 and 12, region 2 elsewhere.
+    let spec = |base: i64| BatchSpec {
+        regions: (base..base + 5)
+            .map(|o| if o == 7 || o == 12 { 1 } else { 2 })
+            .collect(),
+        ..BatchSpec::default()
+    };
+    let log = SimLog::build(&[spec(0), spec(5), spec(10)], Compression::None, |_| 40);
+    let mut index = WalIndex::new();
+    for (offset, batch) in [(7i64, 1usize), (12, 2)] {
+        let b = &log.batches()[batch];
+        let hint = (offset == 7).then_some(Hint {
+            batch_base: 6,
+            batch_len: b.len,
+            record_end: b.len,
+        });
+        index.push(1, IndexEntry { offset, hint }).unwrap();
+    }
+    index.set_last_index(log.end() - 1);
+    let range = RegionRange {
+        region: 1,
+        from: 0,
+        to: log.end(),
+    };
+    let habits = Habits {
+        skip_containing_batch: true,
+        ..Habits::KAFKA
+    };
+    for on_lost in [LostPolicy::Skip, LostPolicy::Error] {
+        let out = Sim::new(&log, habits, 1).run(
+            &index,
+            &[range],
+            ReplayOptions::default().with_on_lost(on_lost),
+        );
+        assert!(out.error.is_none(), "{on_lost:?}: {:?}", out.error);
+        assert_eq!(out.regions[&1], log.expected(&range), "{on_lost:?}");
+    }
 }

@@ -14,10 +14,13 @@
 //! request goes to the leader.
 //!
 //! A follower serves up to its high watermark, which may trail the
-//! leader's for a moment: a replay started while the last entries are
-//! being replicated reads them from the leader (the follower answers
-//! `OFFSET_OUT_OF_RANGE` for an offset it does not have yet, and the fetch
-//! goes back to the leader).
+//! leader's for a moment. For an offset past its log end it answers
+//! `OFFSET_OUT_OF_RANGE`, and the fetch goes back to the leader; for one
+//! past its high watermark but within its log, an answer with no records
+//! and its high watermark (Kafka's `LocalLog.read`; so may a leader just
+//! elected). The replay core tells such an answer from the log's end by
+//! the end it already knows of, and its next fetch waits at the broker for
+//! the high watermark ([`crate::replay::OutgoingFetch::max_wait`]).
 //!
 //! # References
 //! - KIP-392 (allow consumers to fetch from the closest replica): Fetch

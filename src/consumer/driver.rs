@@ -386,7 +386,7 @@ impl Driver {
                 let limit = i32::try_from(out.max_bytes).unwrap_or(i32::MAX).max(1);
                 let params = FetchParams::new(core.topic(), core.partition(), out.offset)
                     .with_max_bytes(limit)
-                    .with_max_wait(Duration::ZERO)
+                    .with_max_wait(out.max_wait)
                     .with_isolation(out.isolation);
                 let fetch = Outgoing {
                     core: i,

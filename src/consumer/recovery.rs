@@ -199,8 +199,9 @@ impl<'a> RecoveryBuilder<'a> {
                 self.options.clone(),
                 started,
             )?;
-            if let Some((_, fetched)) = &end {
+            if let Some((end, fetched)) = &end {
                 core.count_fetch(fetched);
+                core.note_log_end(*end);
             }
             cores.push(core);
         }

@@ -184,6 +184,16 @@ impl Layout {
         );
     }
 
+    /// Drops the batch start at `base` that only the index's hints claim:
+    /// a fetch from it was answered from a later batch, so no batch the
+    /// broker serves starts there (a wrong hint, or its batch is gone). A
+    /// batch seen in a response stays.
+    pub fn forget_hint(&mut self, base: i64) {
+        if self.batches.get(&base).is_some_and(|e| !e.exact) {
+            self.batches.remove(&base);
+        }
+    }
+
     /// The known batch that holds `offset`, as `(base, extent)`.
     pub fn containing(&self, offset: i64) -> Option<(i64, Extent)> {
         // Past the highest offset known in a batch, the offset may be in a
@@ -213,12 +223,25 @@ impl Layout {
     }
 
     /// Whether a fetch from `offset` is known not to fall inside a batch:
-    /// a batch seen starts there or ends right before it, or nothing lies
-    /// below it (`log_start`). A broker cannot skip the batch holding such
-    /// an offset (a habit of some brokers, see
-    /// [`super::PlanView::misaligned`]).
+    /// a batch seen in a response starts there or ends right before it,
+    /// or it is at or below the log start (below which nothing can be
+    /// fetched, so a batch holding it that a broker skipped could not be
+    /// read from lower down either). A broker cannot skip the batch
+    /// holding such an offset (a habit of some brokers, see
+    /// [`super::PlanView::misaligned`]). A batch start the index's hints
+    /// claim does not count: a wrong hint must cost a fetch, never a
+    /// record, and an answer starting past a fetch taken as aligned marks
+    /// the entries below it lost.
     pub fn starts_batch(&self, offset: i64, log_start: i64) -> bool {
-        offset <= log_start || self.boundary_at_or_below(offset) == Some(offset)
+        if offset <= log_start {
+            return true;
+        }
+        match self.batches.range(..=offset).next_back() {
+            Some((&base, e)) if e.exact => {
+                base == offset || e.last_known.checked_add(1) == Some(offset)
+            }
+            _ => false,
+        }
     }
 
     /// The known batches in offset order, as `(base, extent)`.

@@ -180,7 +180,15 @@ pub(crate) fn absorb(
         complete += 1;
         complete_bytes = complete_bytes.saturating_add(h.total_len());
         out.batches.extend(seen(&h));
-        at_or_above += (h.last_offset() - h.base_offset.max(fetch.offset) + 1).max(0) as usize;
+        // Saturating: a base offset is not covered by the CRC, and a
+        // corrupt one may be anything.
+        let from = h.base_offset.max(fetch.offset);
+        let here = h
+            .last_offset()
+            .saturating_sub(from)
+            .saturating_add(1)
+            .max(0);
+        at_or_above = at_or_above.saturating_add(usize::try_from(here).unwrap_or(usize::MAX));
         if first {
             first = false;
             out.starts_above = h.base_offset > first_wanted;

@@ -45,7 +45,7 @@ mod stats;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use walfetch_codec::{Error as CodecError, Record, RecordCheck, RECORD_CHECKSUM_HEADER};
@@ -75,6 +75,13 @@ use queue::{Work, WorkQueue};
 /// ones hold the rest.
 const SMALLEST_CUT: u64 = 16;
 
+/// How long a fetch may wait at the broker after an answer from a replica
+/// whose high watermark lags (see [`OutgoingFetch::max_wait`]):
+/// librdkafka's default `fetch.wait.max.ms`. With
+/// [`ReplayOptions::max_attempts`] answers in a row that still lag, the
+/// replay ends stalled.
+pub const LAGGING_WAIT: Duration = Duration::from_millis(500);
+
 /// One region to replay from a partition: its entries in `from..to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegionRange {
@@ -100,6 +107,13 @@ pub struct OutgoingFetch {
     pub max_bytes: u32,
     /// The isolation level to fetch with.
     pub isolation: IsolationLevel,
+    /// How long the broker may hold the fetch until records come
+    /// (`max_wait_ms`): zero, unless the partition's last answer came from
+    /// a replica whose high watermark lags behind offsets this replay
+    /// knows were written (a follower, or a leader just elected), when it
+    /// is [`LAGGING_WAIT`]: Kafka answers such a fetch as soon as its high
+    /// watermark passes the offset.
+    pub max_wait: Duration,
     /// Whether the fetch may share a request with other partitions' fetches:
     /// it starts at a known batch whose length is within its limit, so it
     /// needs no first batch returned whole past the limit (which a broker
@@ -309,6 +323,17 @@ pub struct ReplayCore {
     overshoots: bool,
     /// A fetch of this replay was answered.
     answered: bool,
+    /// The highest log end this replay has evidence of: past the index's
+    /// last indexed offset (the writer indexes an entry once the broker
+    /// acknowledged it) and every high watermark and log end answers
+    /// reported. An answer whose high watermark is below it comes from a
+    /// replica whose high watermark lags (a follower under KIP-392, a
+    /// leader just elected): its empty answer is not the log's end, and
+    /// its entries are not lost.
+    known_end: i64,
+    /// The last answer came from such a replica: the next fetch may wait
+    /// at the broker for its high watermark to pass.
+    lagging: bool,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -435,6 +460,11 @@ impl ReplayCore {
             StrategyKind::Estimate | StrategyKind::Scan => Layout::new(),
         };
         let slots = (0..entries.len()).map(|_| Slot::Pending).collect();
+        // A scan reads no index, so takes nothing from it.
+        let known_end = match options.strategy {
+            StrategyKind::Scan => 0,
+            _ => index.last_index().map_or(0, |l| l.saturating_add(1)),
+        };
         let queue = WorkQueue::new(entries.len(), tail);
         let region_stats = vec![RegionStats::default(); tracked.len()];
         let cut_usable = options.cut_records != CutRecords::Never;
@@ -470,6 +500,8 @@ impl ReplayCore {
             cut_usable,
             overshoots: false,
             answered: false,
+            known_end,
+            lagging: false,
         })
     }
 
@@ -481,6 +513,18 @@ impl ReplayCore {
     /// The partition.
     pub fn partition(&self) -> i32 {
         self.partition
+    }
+
+    /// Tells the replay the partition's log end as looked up before it
+    /// (its high watermark, or last stable offset under `read_committed`):
+    /// the offsets below it were written, so an answer reporting a lower
+    /// high watermark comes from a replica that lags (a follower, a leader
+    /// just elected), and its empty answer is neither the log's end nor a
+    /// loss: the next fetch waits at the broker for it to catch up (see
+    /// [`OutgoingFetch::max_wait`]). [`crate::consumer::Recovery`] calls
+    /// it with the end it looks up for ranges that run to the log's end.
+    pub fn note_log_end(&mut self, log_end: i64) {
+        self.known_end = self.known_end.max(log_end);
     }
 
     /// The end offset (exclusive) of the replay: the largest of its
@@ -613,7 +657,11 @@ impl ReplayCore {
             offset: fetch.offset,
             max_bytes: fetch.max_bytes.max(1),
             isolation: self.options.isolation,
-            shareable: fits && self.stalls == 0,
+            max_wait: match self.lagging {
+                true => LAGGING_WAIT,
+                false => Duration::ZERO,
+            },
+            shareable: fits && self.stalls == 0 && !self.lagging,
         };
         self.in_flight.insert(
             id,
@@ -897,6 +945,9 @@ impl ReplayCore {
         }
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
+        let lags = (0..self.known_end).contains(&fetched.high_watermark);
+        self.lagging = lags;
+        self.known_end = self.known_end.max(fetched.high_watermark);
         // A broker cannot have skipped the batch containing a fetch offset
         // known to start one.
         let aligned = self
@@ -951,6 +1002,9 @@ impl ReplayCore {
         let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
         if absorbed.misaligned || skipped {
             self.misaligned = Some(fetched.log_start_offset.max(0));
+            // Not answered from the fetch offset: a batch start a hint
+            // claimed there is not one to plan from again.
+            self.layout.forget_hint(fetch.offset);
         }
         self.stats.unverified_records += absorbed.unverified;
         if absorbed.overshot {
@@ -998,9 +1052,10 @@ impl ReplayCore {
             self.take_tail_record(record);
         }
         if let Some(requeue) = absorbed.requeue {
-            // An empty answer past the log's end means those entries are gone.
+            // An empty answer past the log's end means those entries are
+            // gone; past a lagging replica's high watermark, not yet there.
             let log_end = fetched.high_watermark;
-            if fetched.records.is_empty() && fetch.offset >= log_end && log_end >= 0 {
+            if fetched.records.is_empty() && fetch.offset >= log_end && log_end >= 0 && !lags {
                 for i in requeue {
                     self.slots[i] = Slot::Lost;
                 }
@@ -1018,8 +1073,9 @@ impl ReplayCore {
         if let Some(next) = absorbed.tail_next {
             let from = tail_from.unwrap_or(next);
             progress |= next > from;
-            // Nothing more exists past the log's end.
-            let end = if fetched.records.is_empty() && next >= fetched.high_watermark {
+            // Nothing more exists past the log's end (a lagging replica's
+            // high watermark is not it).
+            let end = if fetched.records.is_empty() && next >= fetched.high_watermark && !lags {
                 self.end
             } else {
                 self.tail_resume(next)
@@ -1043,6 +1099,11 @@ impl ReplayCore {
         log_end: i64,
     ) -> Result<(), Error> {
         self.log_start = self.log_start.max(log_start);
+        // A log end below one this replay knows of lags (a leader just
+        // elected): what lies below the known end is not gone.
+        self.lagging = (0..self.known_end).contains(&log_end);
+        let log_end = log_end.max(self.known_end);
+        self.known_end = log_end;
         let mut progress = false;
         // Below the log start every entry is gone, whichever fetch it was
         // asked in (a batch straddling the log start may still carry some:

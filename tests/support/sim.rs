@@ -375,6 +375,12 @@ pub(crate) struct Faults {
     /// Before the answer with this number (counted from 0), the log start
     /// moves to this offset (retention): what lies below is gone.
     pub(crate) log_start: Option<(usize, i64)>,
+    /// The chance that an answer comes from a replica whose high
+    /// watermark lags (a follower, a leader just elected): drawn between
+    /// the log start and the real one, it serves what lies below it and
+    /// reports it (Kafka answers a fetch past it, within the log, with no
+    /// records).
+    pub(crate) lagging: f64,
 }
 
 impl Faults {
@@ -384,6 +390,7 @@ impl Faults {
         spurious_out_of_range: 0.0,
         truncate: 0.0,
         log_start: None,
+        lagging: 0.0,
     };
 }
 
@@ -468,6 +475,8 @@ impl Sim {
         let max_buffered = options.max_buffered_bytes;
         let mut core = ReplayCore::new("sim", 0, index, regions, options, now)
             .unwrap_or_else(|e| panic!("a replay of {regions:?}: {e}"));
+        // As `Recovery` does: the log's end, looked up before the replay.
+        core.note_log_end(self.log.high_watermark());
         let mut out = Outcome {
             regions: regions.iter().map(|r| (r.region, Vec::new())).collect(),
             error: None,
@@ -581,7 +590,15 @@ impl Sim {
             min_one_batch: true,
             habits: self.habits,
         };
-        let Ok(slice) = self.log.read(request, i64::MAX) else {
+        let mut high_watermark = self.log.high_watermark();
+        if self.chance(self.faults.lagging) {
+            let start = self.log.log_start_offset();
+            high_watermark = self.rng.random_range(start..=high_watermark.max(start));
+            if trace() {
+                eprintln!("sim:   from a replica whose high watermark lags at {high_watermark}");
+            }
+        }
+        let Ok(slice) = self.log.read(request, high_watermark) else {
             if trace() {
                 eprintln!("sim:   {out_of_range:?}");
             }
@@ -621,8 +638,8 @@ impl Sim {
         let fetched = FetchedPartition {
             wire_bytes: records.len() + RESPONSE_OVERHEAD,
             records,
-            high_watermark: self.log.high_watermark(),
-            last_stable_offset: self.log.last_stable_offset(),
+            high_watermark,
+            last_stable_offset: self.log.last_stable_offset().min(high_watermark),
             log_start_offset: self.log.log_start_offset(),
             aborted_transactions: Vec::new(),
             error_code: ErrorCode::None,
