@@ -59,7 +59,12 @@
 //! broker appends each batch once and answers a batch it already has with
 //! its original offset. A broker may instead answer a duplicate with
 //! `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka); the
-//! writer then finds the batch in the log by its producer id and sequence.
+//! writer then finds the batch in the log by its producer id and sequence,
+//! from the log's end when it took that producer id (past its start, if
+//! retention moved it). While the leader cannot be found, every batch
+//! waiting is held up: each one's deadline runs from when the writer was
+//! first held up, and once the leader is back the batches still within
+//! theirs go.
 //!
 //! A batch the broker refuses for good (`MESSAGE_TOO_LARGE`,
 //! `OUT_OF_ORDER_SEQUENCE_NUMBER`, `UNKNOWN_PRODUCER_ID`, ...) fails its
@@ -69,7 +74,10 @@
 //! the Java producer does when it resets its producer id) and sends again
 //! those that were refused for their sequence. A batch that runs out of
 //! retries fails with every batch sent after it whose fate is unknown, and
-//! the writer takes a new producer id for what follows. Without
+//! the writer takes a new producer id for what follows; so it does after
+//! any batch that fails once its sequence numbers were given out (sent, or
+//! encoded ahead while the pipeline was full), since the next batch would
+//! leave a gap the broker refuses. Without
 //! idempotence (one in flight), a Produce whose answer is lost is not sent
 //! again (it may have been appended): its entries fail. An answer whose
 //! base offset would put the batch's records past the largest offset
@@ -112,7 +120,9 @@ use walfetch_codec::{
     RecordsBuffer, RECORD_CHECKSUM_HEADER,
 };
 
-use crate::cluster::{ClientError, Cluster, FetchParams, ProduceAnswer, ProducerIdentity};
+use crate::cluster::{
+    ClientError, Cluster, FetchParams, IsolationLevel, OffsetSpec, ProduceAnswer, ProducerIdentity,
+};
 use crate::connection::Connection;
 use crate::error::Error;
 use crate::error_code::ErrorCode;
@@ -170,7 +180,8 @@ pub struct WriterConfig {
     /// How long a group's first entry may wait for more, from its
     /// `append` (while a request slot is free; its batch may go up to 2 ms
     /// sooner, at most half of `linger`, to make up for late timers; see
-    /// the module docs).
+    /// the module docs). `Duration::MAX`: batches go only when full or
+    /// flushed.
     pub linger: Duration,
     /// Entries queued before `append` waits.
     pub queue: usize,
@@ -957,6 +968,12 @@ impl Task {
 
     fn fail(&mut self, mut batch: Batch, error: &Error) {
         self.unbuffer(&mut batch);
+        // Its sequence numbers were given out (sent or encoded ahead) and
+        // will not reach the broker in order: the next batch would leave
+        // a gap the broker refuses. Go on under a new producer id.
+        if self.config.idempotent && batch.encoded.as_ref().is_some_and(|e| e.stamp.is_some()) {
+            self.reset_producer = true;
+        }
         let make = |e: &Error| match e {
             Error::Client(c) => Error::Client(c.clone()),
             Error::Encode {
@@ -1009,6 +1026,21 @@ impl Task {
                         );
                         self.producer = Some(id);
                         self.next_sequence = 0;
+                        // Its batches can only be past the log's end as
+                        // of now: where a duplicate answered without its
+                        // offset is looked for (not from offset 0).
+                        let end = self
+                            .cluster
+                            .list_offsets(
+                                &self.config.topic,
+                                self.config.partition,
+                                OffsetSpec::Latest,
+                                IsolationLevel::ReadUncommitted,
+                            )
+                            .await;
+                        if let Ok(Some(end)) = end.map(|e| e.offset) {
+                            self.search_from = self.search_from.max(end);
+                        }
                     }
                     Err(e) => {
                         let error = Error::Client(e);
@@ -1026,8 +1058,12 @@ impl Task {
             {
                 Ok((connection, _)) => connection,
                 Err(e) => {
+                    // Waits out a backoff (`resume_at`), or, out of
+                    // retries, failed the batches past their deadline:
+                    // then the rest are tried now, not left waiting for
+                    // an append to wake the writer.
                     self.retry_later(None, e);
-                    return;
+                    continue;
                 }
             };
             // Requests in flight stay on one connection, so they stay in
@@ -1126,10 +1162,16 @@ impl Task {
             self.ready.push_front(batch);
         }
         let policy = self.cluster.config().retry;
+        // Every batch waiting is held up from now: each one's deadline
+        // runs from here, not from when the batches before it gave up.
+        let now = Instant::now();
+        for batch in &mut self.ready {
+            batch.first_try.get_or_insert(now);
+        }
         let Some(front) = self.ready.front_mut() else {
             return;
         };
-        let since = *front.first_try.get_or_insert_with(Instant::now);
+        let since = front.first_try.unwrap_or(now);
         let attempts = front.attempts.max(1);
         let delay = policy.random_backoff(attempts);
         if since.elapsed() + delay < policy.deadline {
@@ -1242,7 +1284,29 @@ async fn locate(
             let params = FetchParams::new(topic, partition, offset)
                 .with_max_bytes(4 << 20)
                 .with_max_wait(Duration::ZERO);
-            let fetched = cluster.fetch(&params).await?;
+            let fetched = match cluster.fetch(&params).await {
+                Ok(fetched) => fetched,
+                // The log starts past `offset` now (retention): on from
+                // its start.
+                Err(e) if e.code() == Some(ErrorCode::OffsetOutOfRange) => {
+                    let start = cluster
+                        .list_offsets(
+                            topic,
+                            partition,
+                            OffsetSpec::Earliest,
+                            IsolationLevel::ReadUncommitted,
+                        )
+                        .await?
+                        .offset
+                        .unwrap_or(offset);
+                    if start <= offset {
+                        return Err(e);
+                    }
+                    offset = start;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let mut next = offset;
             for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
                 let Ok(batch) = batch else { break };
@@ -1366,9 +1430,17 @@ fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
 /// a timer armed for the instant itself goes off up to 2 ms after it.
 fn due(at: Instant, linger: Duration) -> Instant {
     let slack = (linger / 2).min(Duration::from_millis(2));
-    let due = at + linger;
+    // A linger too long to add (`Duration::MAX`: only when full or
+    // flushed) is due in 30 years, tokio's own far future.
+    let due = at
+        .checked_add(linger)
+        .or_else(|| at.checked_add(FAR_FUTURE))
+        .unwrap_or(at);
     due.checked_sub(slack).unwrap_or(due)
 }
+
+/// Later than any linger that matters: 30 years.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);
 
 async fn sleep_until(at: Option<Instant>) {
     match at {

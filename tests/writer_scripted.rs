@@ -26,11 +26,17 @@ use support::wal_log::{check_written, read_log, Layout};
 const TOPIC: &str = "wal";
 
 async fn scripted() -> (ScriptedCluster, Arc<Cluster>) {
+    scripted_with_deadline(Duration::from_secs(20)).await
+}
+
+/// A scripted broker and a cluster client whose retries end after
+/// `deadline`.
+async fn scripted_with_deadline(deadline: Duration) -> (ScriptedCluster, Arc<Cluster>) {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
     scripted.create_topic(TOPIC, 1).expect("topic");
     let mut config = ClusterConfig::new([scripted.bootstrap()]);
     config.retry = RetryPolicy {
-        deadline: Duration::from_secs(20),
+        deadline,
         ..RetryPolicy::default()
     };
     // A lost answer shows as a timeout after about a second.
@@ -565,4 +571,149 @@ async fn entries_queued_when_their_group_falls_due_go_into_its_batch() {
     let log = read_log(&cluster, TOPIC, 0).await;
     check_written(&log, &appended, &index, true);
     assert_eq!(log.len(), 1, "{log:?}");
+}
+
+/// Makes every Metadata answer say the partition has no leader, after the
+/// cluster forgot what it knew: the writer cannot find where to send.
+fn lose_the_leader(scripted: &ScriptedCluster, cluster: &Cluster) {
+    cluster.invalidate(TOPIC);
+    scripted.script(
+        Fault::on(ApiKey::Metadata)
+            .times(100_000)
+            .then(FaultAction::TopicError(
+                ResponseError::LeaderNotAvailable.code(),
+            )),
+    );
+}
+
+/// The leader cannot be found for longer than the retry deadline while six
+/// batches wait and a flush waits for them: the oldest fails, and once the
+/// leader is back the rest go. They once waited for an append to wake the
+/// writer, and the flush (and `close`, which flushes) never returned.
+#[tokio::test]
+async fn after_the_leader_is_missing_past_the_deadline_the_rest_still_go() {
+    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    writer.flush().await.unwrap();
+    first.await.unwrap();
+    lose_the_leader(&scripted, &cluster);
+    let mut pending = Vec::new();
+    for region in 1..=6 {
+        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
+    }
+    let mut pending = pending.into_iter();
+    let oldest = pending.next().unwrap();
+    {
+        let flush = writer.flush();
+        tokio::pin!(flush);
+        tokio::select! {
+            r = &mut flush => panic!("flushed during the outage: {r:?}"),
+            r = oldest => assert!(r.is_err(), "the oldest batch fails: {r:?}"),
+        }
+        scripted.clear_faults();
+        tokio::time::timeout(Duration::from_secs(10), &mut flush)
+            .await
+            .expect("the flush returns once the leader is back")
+            .unwrap();
+    }
+    // Each batch's deadline ran from when the writer was first held up:
+    // those that outlived it failed with the oldest, the rest are written.
+    for p in pending {
+        if let Ok(offset) = p.await {
+            assert!(offset >= 1);
+        }
+    }
+    writer.close().await.unwrap();
+}
+
+/// A batch encoded ahead (its sequence numbers given out) that fails
+/// without ever being sent, the leader missing past the deadline: the next
+/// batch once went out under the same producer with a gap in its sequence,
+/// and the broker refused it (`OUT_OF_ORDER_SEQUENCE_NUMBER`). It goes
+/// under a new producer id now.
+#[tokio::test]
+async fn a_batch_encoded_ahead_that_never_left_leaves_no_sequence_gap() {
+    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
+    let config = WriterConfig::new(TOPIC, 0)
+        .with_max_in_flight(1)
+        .with_max_batch_bytes(2 << 10)
+        .with_linger(Duration::from_millis(3));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    writer.flush().await.unwrap();
+    first.await.unwrap();
+    // Batch A is held by the broker for 500 ms; behind it more than a full
+    // batch of region 1 gathers, and the first full one is encoded ahead.
+    scripted
+        .script(Fault::on(ApiKey::Produce).then(FaultAction::Delay(Duration::from_millis(500))));
+    let a = writer.append(WalEntry::new(1, "a")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut rest = Vec::new();
+    for n in 0..20 {
+        let payload = Bytes::from(format!("{n:0>100}"));
+        rest.push(writer.append(WalEntry::new(1, payload)).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    lose_the_leader(&scripted, &cluster);
+    a.await.expect("A is written");
+    let mut rest = rest.into_iter();
+    let encoded_ahead = rest.next().unwrap().await;
+    assert!(encoded_ahead.is_err(), "{encoded_ahead:?}");
+    scripted.clear_faults();
+    for r in rest {
+        if let Err(e) = r.await {
+            assert!(
+                !e.to_string().contains("OUT_OF_ORDER_SEQUENCE_NUMBER"),
+                "{e}"
+            );
+        }
+    }
+    writer.close().await.unwrap();
+}
+
+/// A new writer on a log whose start is past 0 (retention), its first
+/// batch's answer lost and the batch answered as a duplicate without its
+/// offset (`DUPLICATE_SEQUENCE_NUMBER`, as Kafka 0.11 and Tansu 0.6 do):
+/// the writer once looked for it from offset 0, got
+/// `OFFSET_OUT_OF_RANGE`, and failed an entry that was written.
+#[tokio::test]
+async fn a_duplicate_is_looked_for_past_the_log_end_when_the_producer_began() {
+    use walfetch::codec::{BatchBuilder, NewRecord};
+    let (scripted, cluster) = scripted().await;
+    for i in 0..10 {
+        let batch = BatchBuilder::new(0)
+            .encode(&[NewRecord::value(0, format!("old {i}"))])
+            .unwrap()
+            .bytes;
+        scripted.append(TOPIC, 0, batch).unwrap();
+    }
+    scripted.advance_log_start(TOPIC, 0, 8).unwrap();
+    scripted.set_duplicate_answer(DuplicateAnswer::DuplicateSequenceNumber);
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
+    let writer = WalWriter::new(Arc::clone(&cluster), WriterConfig::new(TOPIC, 0));
+    let appended = writer.append(WalEntry::new(1, "new")).await.unwrap();
+    writer.flush().await.unwrap();
+    assert_eq!(appended.await.unwrap(), 10);
+    assert_eq!(
+        scripted.high_watermark(TOPIC, 0).unwrap(),
+        11,
+        "written once"
+    );
+    writer.close().await.unwrap();
+}
+
+/// A linger of `Duration::MAX` (send only when full or flushed) once
+/// overflowed working out when a group is due, and the writer task
+/// panicked: every append, flush and close then failed.
+#[tokio::test]
+async fn a_linger_of_duration_max_sends_on_flush() {
+    let (_scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::MAX);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
+    writer.flush().await.unwrap();
+    assert_eq!(appended.await.unwrap(), 0);
+    writer.close().await.unwrap();
 }
