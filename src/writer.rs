@@ -66,8 +66,13 @@
 //! first held up, and once the leader is back the batches still within
 //! theirs go.
 //!
-//! A batch the broker refuses for good (`MESSAGE_TOO_LARGE`,
-//! `OUT_OF_ORDER_SEQUENCE_NUMBER`, `UNKNOWN_PRODUCER_ID`, ...) fails its
+//! The first batch refused for its sequence (`UNKNOWN_PRODUCER_ID`,
+//! `OUT_OF_ORDER_SEQUENCE_NUMBER`) with none before it unresolved was not
+//! written: the broker no longer knows the producer (Kafka forgets one
+//! idle for `producer.id.expiration.ms`, a day by default). It goes again
+//! under a new producer id, once, as the Java producer resets its
+//! sequences (KIP-360). A batch the broker refuses for good
+//! (`MESSAGE_TOO_LARGE`, a sequence refused again, ...) fails its
 //! entries; the batches behind it are then, under Kafka's sequence rules,
 //! refused too (their sequence no longer follows). The writer waits for
 //! their answers, takes a new producer id (sequences start again at 0, as
@@ -536,6 +541,9 @@ struct Batch {
     /// (until first sent or failed).
     buffered: usize,
     attempts: u32,
+    /// Sent again under a new producer id after the broker refused its
+    /// sequence (an expired producer): refused so again, it fails.
+    renewed: bool,
 }
 
 /// A batch whose Produce request is in flight.
@@ -934,6 +942,7 @@ impl Task {
             first_try: None,
             sent: false,
             attempts: 0,
+            renewed: false,
         });
         self.next_number += 1;
     }
@@ -1251,6 +1260,22 @@ impl Task {
             // Refused because a batch before it was: not written, so it
             // can go again under the new producer id.
             batch_requeue(&mut self.ready, batch);
+            return;
+        }
+        if sequence_refused && !batch.renewed && self.config.idempotent {
+            // The first batch refused for its sequence, with none before
+            // it: the broker no longer knows this producer (it expires an
+            // idle one after `producer.id.expiration.ms`, a day by
+            // default) or lost its state. It was not written: it goes
+            // again, first, under a new producer id, as the Java producer
+            // does (KIP-360); those behind it follow.
+            let mut batch = batch;
+            batch.renewed = true;
+            batch_requeue(&mut self.ready, batch);
+            self.reset_producer = true;
+            for f in &mut self.in_flight {
+                f.behind_refused = true;
+            }
             return;
         }
         if !behind_refused && error.is_retriable(self.config.idempotent) {

@@ -717,3 +717,35 @@ async fn a_linger_of_duration_max_sends_on_flush() {
     assert_eq!(appended.await.unwrap(), 0);
     writer.close().await.unwrap();
 }
+
+/// The broker forgets the writer's producer while it is idle (Kafka does
+/// after `producer.id.expiration.ms`, a day by default): the next batch,
+/// its sequence past 0, is refused with `UNKNOWN_PRODUCER_ID`. It was not
+/// written, so it goes again under a new producer id instead of failing
+/// its entries, and the log holds each entry once.
+#[tokio::test]
+async fn after_the_broker_forgets_an_idle_producer_the_next_batch_is_written() {
+    let (scripted, cluster) = scripted().await;
+    let writer = WalWriter::new(Arc::clone(&cluster), config(WriterMode::Clustered));
+    let first = writer.append(WalEntry::new(1, "before")).await.unwrap();
+    writer.flush().await.unwrap();
+    assert_eq!(first.await.unwrap(), 0);
+    scripted.expire_producers(TOPIC, 0).unwrap();
+    let mut after = Vec::new();
+    for region in 1..=3 {
+        after.push(writer.append(WalEntry::new(region, "after")).await.unwrap());
+    }
+    writer.flush().await.unwrap();
+    let mut offsets = Vec::new();
+    for a in after {
+        offsets.push(a.await.unwrap());
+    }
+    offsets.sort_unstable();
+    assert_eq!(offsets, [1, 2, 3]);
+    assert_eq!(
+        scripted.high_watermark(TOPIC, 0).unwrap(),
+        4,
+        "each entry once"
+    );
+    writer.close().await.unwrap();
+}

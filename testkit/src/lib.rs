@@ -408,6 +408,14 @@ impl ScriptedCluster {
         self.with_partition(topic, partition, |p| p.log.advance_log_start(offset))
     }
 
+    /// Forgets a partition's idempotent producers, as Kafka does once a
+    /// producer has written nothing for `producer.id.expiration.ms` (a
+    /// day by default, KIP-854): a producer's next batch, its sequence
+    /// past 0, is then refused with `UNKNOWN_PRODUCER_ID`.
+    pub fn expire_producers(&self, topic: &str, partition: i32) -> Result<(), TestkitError> {
+        self.with_partition(topic, partition, |p| p.producers = Default::default())
+    }
+
     /// A partition's current leader and leader epoch.
     pub fn leader(&self, topic: &str, partition: i32) -> Result<Leader, TestkitError> {
         self.with_partition(topic, partition, |p| Leader {
