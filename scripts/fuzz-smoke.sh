@@ -29,7 +29,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 
-cargo +nightly fuzz build -s none
+# -a: debug assertions and overflow checks, so that arithmetic a hostile
+# input overflows is a crash here, not a wrapped value.
+cargo +nightly fuzz build -a -s none
 
 for target in $(cargo +nightly fuzz list); do
   mkdir -p "corpus/$target"
@@ -38,7 +40,7 @@ for target in $(cargo +nightly fuzz list); do
     seeds=("seeds/$target")
   fi
   echo "fuzz-smoke: $target for ${seeds:+seeded }${seconds}s" >&2
-  cargo +nightly fuzz run -s none "$target" "corpus/$target" "${seeds[@]}" -- \
+  cargo +nightly fuzz run -a -s none "$target" "corpus/$target" "${seeds[@]}" -- \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 done
 echo "fuzz-smoke: every target ran ${seconds}s without a crash" >&2
