@@ -215,7 +215,9 @@ impl<'a> Plan<'a> {
         Self {
             view,
             config,
-            max_fetch: config.max_fetch_bytes.min(view.budget),
+            // A fetch asks for at least a byte (a zero limit or budget
+            // would leave no room between 1 and the most).
+            max_fetch: config.max_fetch_bytes.min(view.budget).max(1),
             observed: view.layout.observed(),
             attempt,
         }
@@ -1158,6 +1160,24 @@ mod tests {
         let fetch = Planner::new(config).plan_entries(&skipping, 0..entries.len(), 0);
         assert_eq!(fetch.kind, all.kind);
         assert!(fetch.offset < 100, "{fetch:?}");
+    }
+
+    #[test]
+    fn a_zero_fetch_limit_or_budget_plans_one_byte_fetches() {
+        let entries: Vec<IndexEntry> = (0..50).map(IndexEntry::offset_only).collect();
+        let layout = observed(10, 1000, false);
+        let config = PlanConfig {
+            max_fetch_bytes: 0,
+            ..PlanConfig::default()
+        };
+        let fetch = Planner::new(config).plan_entries(&PlanView::of(&entries, &layout), 0..50, 0);
+        assert_eq!(fetch.max_bytes, 1);
+        let no_budget = PlanView {
+            budget: 0,
+            ..PlanView::of(&entries, &layout)
+        };
+        let fetch = Planner::new(PlanConfig::default()).plan_entries(&no_budget, 0..50, 0);
+        assert_eq!(fetch.max_bytes, 1);
     }
 
     #[test]
