@@ -51,12 +51,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
     )?;
     if link.bytes_per_second.is_none() {
-        eprintln!(
+        say!(
             "walfetch: the partition holds too little data to measure bandwidth; the default ({} bytes/s) stands",
             cost.bytes_per_second as u64
         );
     }
-    eprintln!(
+    say!(
         "replay with: --round-trip-us {} --bytes-per-second {}",
         link.round_trip.as_micros(),
         cost.bytes_per_second as u64

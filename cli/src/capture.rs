@@ -58,7 +58,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     check_partition(&cluster, &args.target).await?;
     // Batches go to a temporary file as they come, renamed at the end: a
     // failed capture leaves no half file under the name asked for.
-    let tmp = args.out.with_extension("tmp-walfetch");
+    let tmp = walfetch::index::temp_path(&args.out);
     let file = File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
     let mut out = BufWriter::new(file);
     let captured = capture(&cluster, &args, &mut out).await;
@@ -123,26 +123,26 @@ async fn capture(
 /// asked.
 fn report(args: &Args, captured: &Captured, path: &Path) {
     let (Some(first), Some(next)) = (captured.first, captured.next) else {
-        eprintln!(
+        say!(
             "captured nothing from offset {} on (0 bytes) into {}: the partition holds no batch there",
             args.from,
             path.display()
         );
         return;
     };
-    eprintln!(
+    say!(
         "captured offsets {first}..{next} ({} batches, {} bytes) into {}",
         captured.batches,
         captured.bytes,
         path.display()
     );
     if first > args.from {
-        eprintln!(
+        say!(
             "walfetch: note: the file starts at offset {first}, after --from {}: the broker answered from the next batch (offsets before {first} are missing or were skipped)",
             args.from
         );
     } else if first < args.from {
-        eprintln!(
+        say!(
             "walfetch: note: the file starts at offset {first}, before --from {}: the batch holding {} starts there",
             args.from, args.from
         );

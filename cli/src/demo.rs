@@ -555,7 +555,7 @@ async fn start_broker(args: &Args) -> anyhow::Result<(Option<Running>, String, S
             let binary = match find_tansu() {
                 Ok(b) => b,
                 Err(_) => {
-                    eprintln!("walfetch demo: the Tansu {TANSU_VERSION} broker is not installed; installing it with `cargo install tansu` (about 10 minutes on 2 cores) ...");
+                    say!("walfetch demo: the Tansu {TANSU_VERSION} broker is not installed; installing it with `cargo install tansu` (about 10 minutes on 2 cores) ...");
                     install_tansu()?
                 }
             };

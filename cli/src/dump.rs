@@ -281,7 +281,7 @@ fn at_position(err: CodecError, at: usize) -> CodecError {
 fn partial_note(position: usize, base_offset: Option<i64>, present: usize, needed: Option<usize>) {
     let needed = needed.map_or("unknown".to_string(), |n| n.to_string());
     let offset = base_offset.map_or("unknown".to_string(), |o| o.to_string());
-    eprintln!(
+    say!(
         "walfetch: note: the input ends in a partial batch at byte {position} (base offset {offset}): {present} of {needed} bytes present; not decoded",
     );
 }

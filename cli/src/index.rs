@@ -163,7 +163,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let (index, report) =
         build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
     write_index(&args.out, &index)?;
-    eprintln!(
+    say!(
         "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} control records; {} fetches, {} wire bytes",
         report.indexed,
         index.regions().count(),
@@ -175,7 +175,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         report.wire_bytes
     );
     for warning in report.warnings(&rule) {
-        eprintln!("warning: {warning}");
+        say!("warning: {warning}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -185,7 +185,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
 fn write_index(out: &Path, index: &WalIndex) -> anyhow::Result<()> {
     write_index_file(out, index).map_err(|e| {
         // `write_index_file` writes `<out>.tmp-walfetch`, then renames it.
-        let _ = std::fs::remove_file(out.with_extension("tmp-walfetch"));
+        let _ = std::fs::remove_file(walfetch::index::temp_path(out));
         anyhow::Error::new(e).context("writing the index file")
     })
 }
@@ -342,7 +342,7 @@ fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
         )
     })?;
     write_index(&args.out, &index)?;
-    eprintln!(
+    say!(
         "imported {} entries of {} regions for topic {topic:?} into {} (offsets only, no hints)",
         index.len(),
         index.regions().count(),

@@ -1,6 +1,16 @@
 //! The `walfetch` command line: parsing and dispatch. Each subcommand
 //! lives in its own file.
 
+/// `eprintln!` that leaves a closed stderr alone: a reader gone from
+/// `walfetch … 2>&1 | head -1` ends the command cleanly, where
+/// `eprintln!` panics.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod calibrate;
 mod capture;
 mod connect;
@@ -64,7 +74,7 @@ fn main() -> ExitCode {
         // `walfetch … | head`: the reader has what it wanted.
         Err(err) if err.downcast_ref::<output::ClosedStdout>().is_some() => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("walfetch: error: {}", output::error_message(&err));
+            say!("walfetch: error: {}", output::error_message(&err));
             ExitCode::FAILURE
         }
     }

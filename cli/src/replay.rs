@@ -214,11 +214,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let _ = out.flush();
+    // What the buffer still holds is lost if this fails (a full disk):
+    // an error, as for any other write; a reader gone is not.
+    match out.flush() {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe && result.is_ok() => {
+            result = Err(stdout_error(e));
+        }
+        _ => {}
+    }
     let strategy = strategy_kind(args.strategy);
     let stats = recovery.stats();
     if stats.tail_unassigned > 0 {
-        eprintln!(
+        say!(
             "walfetch: note: the region rule found no region id in {} of the {} records the \
              scan read (past last_index, or all with --strategy scan): if the ids are written \
              otherwise (--region-format, --region-header), those regions' entries there were \
@@ -227,7 +234,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             stats.tail_records + stats.tail_skipped
         );
     }
-    eprintln!(
+    say!(
         "{}",
         stats_json(strategy_name(strategy), &stats, &printed, started.elapsed())
     );
@@ -261,10 +268,11 @@ fn absent_notes(partitions: &[Partition], checkpoints: &BTreeMap<RegionId, i64>)
                 .index
                 .last_index()
                 .map_or_else(|| "any offset".to_owned(), |l| format!("offset {l}"));
-            eprintln!(
+            say!(
                 "note: region {region} is not in the index of {}:{}: only the records past {past} \
                  are read for it",
-                p.topic, p.partition
+                p.topic,
+                p.partition
             );
         }
     }

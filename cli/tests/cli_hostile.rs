@@ -829,3 +829,65 @@ fn help_pages_say_enough() {
         "{help}"
     );
 }
+
+/// `replay` into a full disk: the buffered output's last write failed at
+/// the final flush, and the command once exited 0 with its stats line
+/// counting entries the reader never got. It fails as `dump` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_into_a_full_disk_is_an_error() {
+    // Less than the output buffer holds: nothing is written before the
+    // final flush.
+    let cluster = ScriptedCluster::builder().brokers(1).start().await.unwrap();
+    cluster.create_topic("wal", 1).unwrap();
+    let records: Vec<NewRecord> = (0..10)
+        .map(|i| NewRecord {
+            key: Some(Bytes::copy_from_slice(&1u64.to_be_bytes())),
+            ..NewRecord::value(i, format!("entry {i}"))
+        })
+        .collect();
+    let batch = BatchBuilder::new(0).encode(&records).unwrap();
+    cluster.append("wal", 0, batch.bytes).unwrap();
+    let addr = cluster.bootstrap();
+    let out = tokio::task::spawn_blocking(move || {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_walfetch"))
+            .args(["replay", "-b", &addr, "-t", "wal", "--strategy", "scan"])
+            .args(["--region", "1"])
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+}
+
+/// stdout and stderr into one pipe whose reader goes after a line
+/// (`replay … 2>&1 | head -1`): the stats line then went to a closed
+/// stderr, and `eprintln!` panicked (exit 101). It ends cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_holding_stderr_too_ends_replay_cleanly() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let script = format!(
+        "{} replay -b {addr} -t wal --strategy scan --region 1 2>&1 | head -1 >/dev/null; \
+         echo \"status ${{PIPESTATUS[0]}}\"",
+        env!("CARGO_BIN_EXE_walfetch")
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash").arg("-c").arg(script).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        stdout(&out).contains("status 0"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}

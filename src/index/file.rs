@@ -10,7 +10,7 @@
 //!   bit 4  region rule:  u8 place (0 key, 1 header), u8 id format
 //!                        (0 big-endian, 1 decimal, 2 GreptimeDB's record
 //!                        meta); for a header:
-//!                        uvarint length (..=32767), UTF-8 header name
+//!                        uvarint length (0..=32767), UTF-8 header name
 //! uvarint last_index + 1 (0: none)   uvarint region count
 //! per region:  uvarint region id     uvarint entry count
 //!   per entry: uvarint offset (the first absolute, then the difference, > 0)
@@ -204,13 +204,13 @@ impl Cursor<'_> {
         Ok(taken)
     }
 
-    /// A UTF-8 string of 1..=`max` bytes, length first.
-    fn string(&mut self, max: u64, what: &str) -> Result<String, String> {
+    /// A UTF-8 string of `min..=max` bytes, length first.
+    fn string(&mut self, min: u64, max: u64, what: &str) -> Result<String, String> {
         let at = self.position();
         let len = self.uvarint(what)?;
-        if len == 0 || len > max {
+        if len < min || len > max {
             return Err(format!(
-                "{what} at byte {at} is {len} bytes long (1 to {max} allowed)"
+                "{what} at byte {at} is {len} bytes long ({min} to {max} allowed)"
             ));
         }
         let bytes = self.bytes(len, what)?;
@@ -223,7 +223,7 @@ impl Cursor<'_> {
     fn source(&mut self, flags: u8) -> Result<IndexSource, String> {
         let mut source = IndexSource::default();
         if flags & HAS_TOPIC != 0 {
-            source.topic = Some(self.string(MAX_TOPIC_LEN, "the topic name")?);
+            source.topic = Some(self.string(1, MAX_TOPIC_LEN, "the topic name")?);
         }
         if flags & HAS_PARTITION != 0 {
             let at = self.position();
@@ -256,7 +256,9 @@ impl Cursor<'_> {
             source.rule = Some(match place {
                 0 => RegionRule::Key(format),
                 1 => RegionRule::Header(
-                    self.string(MAX_HEADER_NAME_LEN, "the region header name")?,
+                    // Kafka allows an empty header key, so the rule may
+                    // name one.
+                    self.string(0, MAX_HEADER_NAME_LEN, "the region header name")?,
                     format,
                 ),
                 other => return Err(self.fail(&format!("unknown region rule place {other}"))),
@@ -375,13 +377,23 @@ pub fn decode_index(data: &[u8], path: &str) -> Result<WalIndex, IndexError> {
     parse(&mut c).map_err(corrupt)
 }
 
-/// Writes `index` to `path` atomically (a temporary file renamed over it).
+/// The temporary file a file meant for `path` is written to before it is
+/// renamed over it: `<path>.tmp-walfetch`, the whole name kept (so that
+/// `wal.0` and `wal.1` written side by side do not share one).
+pub fn temp_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp-walfetch");
+    name.into()
+}
+
+/// Writes `index` to `path` atomically (a temporary file renamed over it,
+/// [`temp_path`]).
 pub fn write_index_file(path: &Path, index: &WalIndex) -> Result<(), IndexError> {
     let io = |source| IndexError::Io {
         path: path.display().to_string(),
         source,
     };
-    let tmp = path.with_extension("tmp-walfetch");
+    let tmp = temp_path(path);
     std::fs::write(&tmp, encode_index(index)).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
@@ -431,7 +443,7 @@ mod tests {
         ];
         let rule = prop_oneof![
             format.clone().prop_map(RegionRule::Key),
-            ("[a-zé_]{1,12}", format).prop_map(|(n, f)| RegionRule::Header(n, f)),
+            ("[a-zé_]{0,12}", format).prop_map(|(n, f)| RegionRule::Header(n, f)),
         ];
         (
             prop::option::of("[a-zA-Z0-9._-]{1,40}"),
@@ -606,5 +618,14 @@ mod tests {
         }
         let len = encode_index(&index).len();
         assert!(len < 42_000, "{len}");
+    }
+
+    #[test]
+    fn the_temporary_file_keeps_the_whole_name() {
+        assert_eq!(
+            temp_path(Path::new("d/wal.0")),
+            Path::new("d/wal.0.tmp-walfetch")
+        );
+        assert_ne!(temp_path(Path::new("wal.0")), temp_path(Path::new("wal.1")));
     }
 }

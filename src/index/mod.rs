@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 pub use file::{
-    decode_index, encode_index, read_index_file, write_index_file, INDEX_FILE_VERSION,
+    decode_index, encode_index, read_index_file, temp_path, write_index_file, INDEX_FILE_VERSION,
     MAX_INDEX_FILE_BYTES,
 };
 pub use greptime::import_greptime;
@@ -267,13 +267,19 @@ impl WalIndex {
         Self::default()
     }
 
-    /// Adds an entry of `region`; offsets of a region must increase.
+    /// Adds an entry of `region`; offsets of a region must increase. An
+    /// entry refused leaves the index as it was (a new region is not
+    /// added).
     pub fn push(&mut self, region: RegionId, entry: IndexEntry) -> Result<(), IndexError> {
-        self.regions
-            .entry(region)
-            .or_default()
-            .push(region, entry)?;
-        Ok(())
+        match self.regions.get_mut(&region) {
+            Some(known) => known.push(region, entry),
+            None => {
+                let mut new = RegionIndex::default();
+                new.push(region, entry)?;
+                self.regions.insert(region, new);
+                Ok(())
+            }
+        }
     }
 
     /// The last offset the index covers (inclusive): every entry of every
@@ -282,8 +288,12 @@ impl WalIndex {
         self.last_index
     }
 
-    /// Sets `last_index`. It never moves backwards.
+    /// Sets `last_index`. It never moves backwards; an offset below 0
+    /// (nothing indexed: an empty log) leaves it as it is.
     pub fn set_last_index(&mut self, offset: i64) {
+        if offset < 0 {
+            return;
+        }
         self.last_index = Some(self.last_index.map_or(offset, |l| l.max(offset)));
     }
 
@@ -513,5 +523,33 @@ mod tests {
         index.set_last_index(20);
         index.set_last_index(10);
         assert_eq!(index.last_index(), Some(20));
+    }
+
+    #[test]
+    fn a_refused_entry_or_a_negative_last_index_leaves_the_index_as_it_was() {
+        let mut index = WalIndex::new();
+        let hint = Hint {
+            batch_base: 5,
+            batch_len: 10,
+            record_end: 20,
+        };
+        // A hint whose record ends past its batch is refused: region 9
+        // was once added all the same, empty.
+        assert!(index
+            .push(
+                9,
+                IndexEntry {
+                    offset: 5,
+                    hint: Some(hint)
+                }
+            )
+            .is_err());
+        assert!(index.region(9).is_none());
+        assert!(index.is_empty());
+        // An empty log's scan ends at offset -1: nothing indexed, and the
+        // file round-trips (the encoder once overflowed on -1).
+        index.set_last_index(-1);
+        assert_eq!(index.last_index(), None);
+        assert_eq!(decode_index(&encode_index(&index), "t").unwrap(), index);
     }
 }
