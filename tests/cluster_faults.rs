@@ -1674,3 +1674,48 @@ async fn fetch_many_fetches_a_starved_partition_again_and_stops_sharing_with_tha
         2
     );
 }
+
+/// A broker that stops answering on a connection it keeps open (a stuck
+/// request handler, a stopped process): the operation's deadline came
+/// before the request's own timeout (a Fetch's is the request timeout
+/// plus its wait), the attempt was dropped, and the connection stayed in
+/// the pool as if healthy, so every later fetch waited on it too, even
+/// after the partition's leader moved. The deadline now ends the request
+/// as a timeout, which drops the connection. With the CLI's
+/// `--timeout` (`ClusterConfig::with_timeout`) and with the defaults.
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_stops_answering_is_dropped_at_the_deadline() {
+    for timeout in [Some(Duration::from_secs(3)), None] {
+        let scripted = ScriptedCluster::start(2).await.unwrap();
+        scripted.create_topic(TOPIC, 1).unwrap();
+        scripted
+            .append(TOPIC, 0, batch(&[Bytes::from_static(b"x")]))
+            .unwrap();
+        let config = ClusterConfig::new([scripted.bootstrap()]);
+        let config = match timeout {
+            Some(t) => config.with_timeout(t),
+            None => config,
+        };
+        let cluster = Cluster::connect(config).await.unwrap();
+        let params = FetchParams::new(TOPIC, 0, 0).with_max_wait(Duration::from_millis(100));
+        cluster.fetch(&params).await.expect("a first fetch");
+        scripted.script(
+            Fault::on(ApiKey::Fetch)
+                .broker(1)
+                .then(FaultAction::Delay(Duration::from_secs(3600))),
+        );
+        let hung = cluster.fetch(&params).await;
+        assert!(
+            matches!(hung, Err(ClientError::RetriesExhausted { .. })),
+            "{timeout:?}: {hung:?}"
+        );
+        scripted.move_leader(TOPIC, 0, 2).unwrap();
+        for i in 0..3 {
+            let fetched = cluster.fetch(&params).await;
+            assert!(
+                fetched.is_ok(),
+                "{timeout:?}, fetch {i} after the hang: {fetched:?}"
+            );
+        }
+    }
+}

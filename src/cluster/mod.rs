@@ -333,13 +333,19 @@ impl Cluster {
         let at = |after: Duration| started.checked_add(after).unwrap_or_else(|| started + far);
         let deadline = at(policy.deadline);
         let cut = at(retry.cut.max(policy.deadline));
+
         let mut attempts = 0u32;
         // The error of the last attempt that ended, reported if the cut
         // ends a later one.
         let mut last: Option<ClientError> = None;
         loop {
             attempts += 1;
-            let error = match tokio::time::timeout_at(cut, attempt()).await {
+            // Requests end as timeouts at the cut, inside the attempt,
+            // which then drops a connection that stopped answering (the
+            // timeout polls the attempt first, so a request's timeout due
+            // at the cut ends it); anything else it waits on is cut.
+            let attempt = crate::connection::answered_by(cut, attempt());
+            let error = match tokio::time::timeout_at(cut, attempt).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(error)) => error,
                 Err(_) => {

@@ -58,6 +58,25 @@ use tokio::task::JoinHandle;
 pub use address::{AddressError, BrokerAddress, Scheme, DEFAULT_PORT};
 pub use error::ConnectionError;
 use frame::FrameReader;
+
+tokio::task_local! {
+    /// When requests made in this scope must be answered by (see
+    /// [`answered_by`]).
+    static ANSWER_BY: tokio::time::Instant;
+}
+
+/// Runs `future` with every request it makes timing out at `at` at the
+/// latest, before its own timeout if that ends later. An operation's
+/// deadline then ends a request as a timeout, which marks its connection
+/// lost (the pool drops it), rather than dropping the request and leaving
+/// a connection that stopped answering in the pool for the next request
+/// to wait on.
+pub(crate) async fn answered_by<F: std::future::Future>(
+    at: tokio::time::Instant,
+    future: F,
+) -> F::Output {
+    ANSWER_BY.scope(at, future).await
+}
 use guard::GuardError;
 pub use sasl::{SaslConfig, TokenProvider};
 pub use security::Security;
@@ -493,6 +512,9 @@ impl Connection {
             });
         }
         let timeout = options.timeout.unwrap_or(self.request_timeout);
+        let timeout = ANSWER_BY
+            .try_with(|at| at.saturating_duration_since(tokio::time::Instant::now()))
+            .map_or(timeout, |left| timeout.min(left));
         let raw = self
             .round_trip(api, version, request, timeout, turn)
             .await?;
