@@ -338,3 +338,77 @@ async fn with_timeout_shortens_every_wait() {
         "{error:?}"
     );
 }
+
+/// A broker before Kafka 2.4 (KIP-511) answers an ApiVersions version it
+/// does not know with `UNSUPPORTED_VERSION` and no API ranges at all, not
+/// even its own ApiVersions range. walfetch once took that for "no common
+/// version" and refused the broker; it asks again at v0, as the Java
+/// client does, and connects.
+#[tokio::test]
+async fn a_broker_before_kip_511_is_asked_again_at_v0() {
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader};
+    use kafka_protocol::protocol::Encodable;
+    use walfetch::connection::{Connection, ConnectionConfig};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let broker = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut versions_asked = Vec::new();
+        loop {
+            let mut len = [0u8; 4];
+            if s.read_exact(&mut len).await.is_err() {
+                return versions_asked;
+            }
+            let mut request = vec![0u8; i32::from_be_bytes(len) as usize];
+            s.read_exact(&mut request).await.unwrap();
+            let key = i16::from_be_bytes([request[0], request[1]]);
+            let version = i16::from_be_bytes([request[2], request[3]]);
+            let correlation = i32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+            assert_eq!(
+                key, 18,
+                "only ApiVersions is sent before the handshake ends"
+            );
+            versions_asked.push(version);
+            let mut body = BytesMut::new();
+            ResponseHeader::default()
+                .with_correlation_id(correlation)
+                .encode(&mut body, 0)
+                .unwrap();
+            if version > 2 {
+                // Kafka 2.0–2.3: UNSUPPORTED_VERSION, no ranges, a v0 body.
+                ApiVersionsResponse::default()
+                    .with_error_code(35)
+                    .encode(&mut body, 0)
+                    .unwrap();
+            } else {
+                let keys = [(0, 3, 7), (1, 4, 10), (2, 1, 4), (3, 1, 7), (18, 0, 2)];
+                let ranges = keys
+                    .iter()
+                    .map(|&(key, min, max)| {
+                        ApiVersion::default()
+                            .with_api_key(key)
+                            .with_min_version(min)
+                            .with_max_version(max)
+                    })
+                    .collect();
+                ApiVersionsResponse::default()
+                    .with_api_keys(ranges)
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            let mut frame = BytesMut::new();
+            frame.put_i32(i32::try_from(body.len()).unwrap());
+            frame.extend_from_slice(&body);
+            s.write_all(&frame).await.unwrap();
+        }
+    });
+    let connected = Connection::connect(addr.to_string(), ConnectionConfig::default()).await;
+    let outcome = connected.as_ref().map(|_| ()).map_err(ToString::to_string);
+    drop(connected);
+    let asked = broker.await.unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(asked, [3, 0]);
+}

@@ -336,6 +336,13 @@ impl Connection {
                         version = common.max;
                         continue;
                     }
+                    // A broker before Kafka 2.4 (KIP-511) names no range:
+                    // ask again at v0, which every broker answers, as the
+                    // Java client does.
+                    None if theirs.is_none() && version > 0 && ours.contains(0) => {
+                        version = 0;
+                        continue;
+                    }
                     _ => {
                         return Err(ConnectionError::NoCommonVersion {
                             broker: self.shared.broker.clone(),

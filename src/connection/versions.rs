@@ -96,8 +96,9 @@ pub struct VersionPolicy {
 impl Default for VersionPolicy {
     fn default() -> Self {
         let apis = vec![
-            // v3 is the first flexible version (KIP-511); older brokers answer
-            // it with a v0 response naming their range.
+            // v3 is the first flexible version (KIP-511); brokers since 2.4
+            // answer an unknown version with a v0 response naming their
+            // range, older ones with no range at all (then v0 is asked).
             (ApiKey::ApiVersions, VersionRange::new(0, 3)),
             // v1 brought controller id and racks; v7 the leader epoch.
             (ApiKey::Metadata, VersionRange::new(1, 13)),
