@@ -749,3 +749,32 @@ async fn after_the_broker_forgets_an_idle_producer_the_next_batch_is_written() {
     );
     writer.close().await.unwrap();
 }
+
+/// The leader missing for good, six batches waiting and a flush: they
+/// were held up together, so their deadlines run from then and they fail
+/// together, not one deadline after another (each batch's once ran from
+/// when the one before it gave up).
+#[tokio::test]
+async fn batches_held_up_together_fail_together() {
+    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    writer.flush().await.unwrap();
+    first.await.unwrap();
+    lose_the_leader(&scripted, &cluster);
+    let mut pending = Vec::new();
+    for region in 1..=6 {
+        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
+    }
+    let started = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), writer.flush())
+        .await
+        .expect("the flush returns")
+        .unwrap();
+    let took = started.elapsed();
+    for p in pending {
+        assert!(p.await.is_err());
+    }
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
