@@ -5,7 +5,9 @@
 //! moves fetches between it and the network:
 //!
 //! - [`ReplayCore::poll_fetch`] gives the next fetch to send, if the
-//!   strategy has one and the limits allow;
+//!   strategy has one and the limits allow (its offset, byte limit,
+//!   isolation and how long the broker may hold it,
+//!   [`OutgoingFetch::max_wait`]);
 //! - [`ReplayCore::handle_response`] and [`ReplayCore::handle_error`] take
 //!   back what became of it ([`ReplayCore::decoder`] and
 //!   [`ReplayCore::handle_decoded`] let a driver decode the answer
