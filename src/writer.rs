@@ -1201,18 +1201,16 @@ impl Task {
             deadline: policy.deadline,
             last: Some(Box::new(error)),
         });
-        let mut sent = false;
+        // (`fail` takes a new producer id for what follows: their sequence
+        // numbers were given out.)
         if let Some(head) = self.ready.pop_front() {
-            sent |= head.sent;
             self.fail(head, &error);
         }
         while self.ready.front().is_some_and(|b| b.sent) {
             if let Some(batch) = self.ready.pop_front() {
-                sent = true;
                 self.fail(batch, &error);
             }
         }
-        self.reset_producer |= sent && self.config.idempotent;
     }
 
     /// Handles the answer to the request at the head of the pipeline.
