@@ -1067,6 +1067,11 @@ impl Task {
             {
                 Ok((connection, _)) => connection,
                 Err(e) => {
+                    // A try, as a send is: the backoff grows with each
+                    // failed lookup instead of asking every 25–50 ms.
+                    if let Some(front) = self.ready.front_mut() {
+                        front.attempts += 1;
+                    }
                     // Waits out a backoff (`resume_at`), or, out of
                     // retries, failed the batches past their deadline:
                     // then the rest are tried now, not left waiting for

@@ -778,3 +778,24 @@ async fn batches_held_up_together_fail_together() {
     }
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
+
+/// While the leader cannot be found, the writer looks it up again after a
+/// backoff that grows (50, 100, 200, 400 ms …, jittered), as it does
+/// between sends: it once asked every 25–50 ms for the whole deadline.
+#[tokio::test]
+async fn a_missing_leader_is_looked_up_with_a_growing_backoff() {
+    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(2)).await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    writer.flush().await.unwrap();
+    first.await.unwrap();
+    lose_the_leader(&scripted, &cluster);
+    scripted.reset_stats();
+    let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
+    writer.flush().await.unwrap();
+    assert!(appended.await.is_err(), "the leader never came back");
+    let lookups = scripted.stats(1).unwrap().requests_of(ApiKey::Metadata);
+    // Over 2 s: 40–80 lookups at a fixed 25–50 ms; a handful growing.
+    assert!(lookups <= 15, "{lookups} Metadata requests");
+}
