@@ -18,7 +18,7 @@ use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch::writer::{Appended, WalEntry, WalWriter, WriterConfig, WriterMode};
 use walfetch_testkit::{DuplicateAnswer, Fault, FaultAction, ScriptedCluster};
 
 use support::wal_log::{check_written, read_log, Layout};
@@ -573,6 +573,25 @@ async fn entries_queued_when_their_group_falls_due_go_into_its_batch() {
     assert_eq!(log.len(), 1, "{log:?}");
 }
 
+/// A writer of `config` whose first entry is written: its producer id and
+/// the partition's leader are known.
+async fn writer_with_a_first_entry(cluster: &Arc<Cluster>, config: WriterConfig) -> WalWriter {
+    let writer = WalWriter::new(Arc::clone(cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    writer.flush().await.unwrap();
+    first.await.unwrap();
+    writer
+}
+
+/// Appends one entry to each of regions 1 to 6: six batches, clustered.
+async fn one_entry_each_of_six_regions(writer: &WalWriter) -> Vec<Appended> {
+    let mut pending = Vec::new();
+    for region in 1..=6 {
+        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
+    }
+    pending
+}
+
 /// Makes every Metadata answer say the partition has no leader, after the
 /// cluster forgot what it knew: the writer cannot find where to send.
 fn lose_the_leader(scripted: &ScriptedCluster, cluster: &Cluster) {
@@ -594,15 +613,9 @@ fn lose_the_leader(scripted: &ScriptedCluster, cluster: &Cluster) {
 async fn after_the_leader_is_missing_past_the_deadline_the_rest_still_go() {
     let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
-    writer.flush().await.unwrap();
-    first.await.unwrap();
+    let writer = writer_with_a_first_entry(&cluster, config).await;
     lose_the_leader(&scripted, &cluster);
-    let mut pending = Vec::new();
-    for region in 1..=6 {
-        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
-    }
+    let pending = one_entry_each_of_six_regions(&writer).await;
     let mut pending = pending.into_iter();
     let oldest = pending.next().unwrap();
     {
@@ -640,10 +653,7 @@ async fn a_batch_encoded_ahead_that_never_left_leaves_no_sequence_gap() {
         .with_max_in_flight(1)
         .with_max_batch_bytes(2 << 10)
         .with_linger(Duration::from_millis(3));
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
-    writer.flush().await.unwrap();
-    first.await.unwrap();
+    let writer = writer_with_a_first_entry(&cluster, config).await;
     // Batch A is held by the broker for 500 ms; behind it more than a full
     // batch of region 1 gathers, and the first full one is encoded ahead.
     scripted
@@ -758,15 +768,9 @@ async fn after_the_broker_forgets_an_idle_producer_the_next_batch_is_written() {
 async fn batches_held_up_together_fail_together() {
     let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
-    writer.flush().await.unwrap();
-    first.await.unwrap();
+    let writer = writer_with_a_first_entry(&cluster, config).await;
     lose_the_leader(&scripted, &cluster);
-    let mut pending = Vec::new();
-    for region in 1..=6 {
-        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
-    }
+    let pending = one_entry_each_of_six_regions(&writer).await;
     let started = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(20), writer.flush())
         .await
@@ -786,10 +790,7 @@ async fn batches_held_up_together_fail_together() {
 async fn a_missing_leader_is_looked_up_with_a_growing_backoff() {
     let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(2)).await;
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
-    writer.flush().await.unwrap();
-    first.await.unwrap();
+    let writer = writer_with_a_first_entry(&cluster, config).await;
     lose_the_leader(&scripted, &cluster);
     scripted.reset_stats();
     let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
