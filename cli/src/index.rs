@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use walfetch::cluster::{IsolationLevel, OffsetSpec};
 use walfetch::index::{
-    decode_index, import_greptime, write_index_file, IdFormat, IndexSource, RegionRule, WalIndex,
-    MAX_INDEX_FILE_BYTES,
+    import_greptime, write_index_file, IdFormat, IndexSource, RegionRule, WalIndex,
 };
 
 use walfetch::scan::build_index;
@@ -217,29 +216,13 @@ pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> anyhow::Resul
     Ok(data)
 }
 
-/// Reads an index file, or stdin for `-`, refusing what is not an index
-/// (checked on its first bytes) or is larger than
-/// [`MAX_INDEX_FILE_BYTES`] before holding it.
-fn read_index(path: &Path) -> anyhow::Result<WalIndex> {
-    let name = path.display().to_string();
-    let mut input = open(path)?.take(MAX_INDEX_FILE_BYTES + 1);
-    let mut data = Vec::new();
-    // The magic first: `index show /dev/zero` stops here.
-    (&mut input)
-        .take(4)
-        .read_to_end(&mut data)
-        .with_context(|| format!("reading {name}"))?;
-    if data.as_slice() == b"WFIX" {
-        input
-            .read_to_end(&mut data)
-            .with_context(|| format!("reading {name}"))?;
-        anyhow::ensure!(
-            data.len() as u64 <= MAX_INDEX_FILE_BYTES,
-            "{name} is larger than {} MiB: not an index file `index show` reads",
-            MAX_INDEX_FILE_BYTES >> 20
-        );
-    }
-    Ok(decode_index(&data, &name)?)
+/// Reads an index file, or stdin for `-` ([`walfetch::index::read_index`]:
+/// what is not an index is refused on its first bytes).
+pub(crate) fn read_index(path: &Path) -> anyhow::Result<WalIndex> {
+    Ok(walfetch::index::read_index(
+        open(path)?,
+        &path.display().to_string(),
+    )?)
 }
 
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {

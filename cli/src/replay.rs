@@ -14,7 +14,7 @@ use walfetch::cluster::IsolationLevel;
 use walfetch::consumer::{
     CutRecords, LostPolicy, Recovery, ReplayOptions, ReplayStats, StrategyKind,
 };
-use walfetch::index::{read_index_file, RegionId, WalIndex};
+use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 
 use crate::connect::{check_partition, connect, offset, Target};
@@ -62,8 +62,8 @@ pub(crate) struct Args {
           value_parser = crate::connect::partition, allow_hyphen_values = true)]
     partition: i32,
     /// The index file of each partition, in the order of the `-t`s
-    /// (`walfetch index build` or `import-greptime`); none with
-    /// `--strategy scan`.
+    /// (`walfetch index build` or `import-greptime`; `-` for stdin); none
+    /// with `--strategy scan`.
     #[arg(long = "index")]
     indexes: Vec<PathBuf>,
     /// A region to replay, from `--from` (or its checkpoint in
@@ -310,7 +310,7 @@ fn partitions(args: &Args) -> anyhow::Result<Vec<Partition>> {
         .enumerate()
         .map(|(i, (topic, partition))| {
             let index = match args.indexes.get(i) {
-                Some(path) => read_index_file(path)?,
+                Some(path) => crate::index::read_index(path)?,
                 None => WalIndex::new(),
             };
             Ok(Partition {

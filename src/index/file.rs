@@ -398,30 +398,43 @@ pub fn write_index_file(path: &Path, index: &WalIndex) -> Result<(), IndexError>
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-/// Reads an index file written by [`write_index_file`].
+/// Reads an index file written by [`write_index_file`]
+/// ([`read_index`] on the file).
 pub fn read_index_file(path: &Path) -> Result<WalIndex, IndexError> {
-    use std::io::Read as _;
     let name = path.display().to_string();
-    let io = |source| IndexError::Io {
+    let file = std::fs::File::open(path).map_err(|source| IndexError::Io {
         path: name.clone(),
         source,
+    })?;
+    read_index(file, &name)
+}
+
+/// Reads an index from `input` (a file, stdin), named `name` in errors.
+/// What does not start with an index file's magic is refused after its
+/// first four bytes (`/dev/zero`, a log segment given by mistake), and
+/// what is longer than [`MAX_INDEX_FILE_BYTES`] once that many are read.
+pub fn read_index(input: impl std::io::Read, name: &str) -> Result<WalIndex, IndexError> {
+    use std::io::Read as _;
+    let io = |source| IndexError::Io {
+        path: name.to_owned(),
+        source,
     };
+    let mut input = input.take(MAX_INDEX_FILE_BYTES + 1);
     let mut data = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(MAX_INDEX_FILE_BYTES + 1)
-        .read_to_end(&mut data)
-        .map_err(io)?;
+    (&mut input).take(4).read_to_end(&mut data).map_err(io)?;
+    if data.as_slice() == MAGIC {
+        input.read_to_end(&mut data).map_err(io)?;
+    }
     if data.len() as u64 > MAX_INDEX_FILE_BYTES {
         return Err(IndexError::Corrupt {
-            path: name,
+            path: name.to_owned(),
             what: format!(
                 "larger than {} MiB, the most an index file may be: not an index file",
                 MAX_INDEX_FILE_BYTES >> 20
             ),
         });
     }
-    decode_index(&data, &name)
+    decode_index(&data, name)
 }
 
 /// The most bytes an index file may have (about a hundred million entries
@@ -434,6 +447,52 @@ pub const MAX_INDEX_FILE_BYTES: u64 = 512 << 20;
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Counts the bytes read through it.
+    struct Counted<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: std::io::Read> std::io::Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn what_is_not_an_index_is_refused_on_its_first_bytes() {
+        let mut zeros = Counted {
+            inner: std::io::repeat(0),
+            read: 0,
+        };
+        let err = read_index(&mut zeros, "zeros").unwrap_err();
+        assert!(
+            err.to_string().contains("not a walfetch index file"),
+            "{err}"
+        );
+        assert_eq!(zeros.read, 4);
+    }
+
+    #[test]
+    fn an_index_read_from_a_reader_is_the_index_written() {
+        let mut index = WalIndex::new();
+        index
+            .push(
+                7,
+                IndexEntry {
+                    offset: 3,
+                    hint: None,
+                },
+            )
+            .unwrap();
+        index.set_last_index(9);
+        let bytes = encode_index(&index);
+        let read = read_index(bytes.as_slice(), "mem").unwrap();
+        assert_eq!(encode_index(&read), bytes);
+    }
 
     fn source_strategy() -> impl Strategy<Value = IndexSource> {
         let format = prop_oneof![

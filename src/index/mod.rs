@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 pub use file::{
-    decode_index, encode_index, read_index_file, temp_path, write_index_file, INDEX_FILE_VERSION,
-    MAX_INDEX_FILE_BYTES,
+    decode_index, encode_index, read_index, read_index_file, temp_path, write_index_file,
+    INDEX_FILE_VERSION, MAX_INDEX_FILE_BYTES,
 };
 pub use greptime::import_greptime;
 pub(crate) use rule::is_greptime_meta;
