@@ -61,7 +61,10 @@
 //! `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka); the
 //! writer then finds the batch in the log by its producer id and sequence,
 //! from the log's end when it took that producer id (past its start, if
-//! retention moved it). While the leader cannot be found, every batch
+//! retention moved it). So it does for an answer it cannot decode (a
+//! broker's bug): found, the batch was written; not found, it was not, and
+//! its entries fail saying so (without idempotence such entries fail, as
+//! the batch may have been written). While the leader cannot be found, every batch
 //! waiting is held up: each one's deadline runs from when the writer was
 //! first held up, and once the leader is back the batches still within
 //! theirs go.
@@ -128,7 +131,7 @@ use walfetch_codec::{
 use crate::cluster::{
     ClientError, Cluster, FetchParams, IsolationLevel, OffsetSpec, ProduceAnswer, ProducerIdentity,
 };
-use crate::connection::Connection;
+use crate::connection::{Connection, ConnectionError};
 use crate::error::Error;
 use crate::error_code::ErrorCode;
 use crate::index::{Hint, IdFormat, IndexEntry, IndexSource, RegionId, RegionRule, WalIndex};
@@ -1229,13 +1232,21 @@ impl Task {
             return;
         };
         let stamp = batch.encoded.as_ref().and_then(|e| e.stamp);
-        let duplicate = match &answer {
+        let look_up = match &answer {
             Ok(base) if *base >= 0 => return self.written(batch, *base).await,
-            Ok(_) => true,
-            Err(e) => e.code() == Some(ErrorCode::DuplicateSequenceNumber),
-        };
-        if let (true, Some(stamp)) = (duplicate, stamp) {
             // The broker has the batch but did not say where.
+            Ok(_) => Some("acknowledged a duplicate without its offset"),
+            Err(e) if e.code() == Some(ErrorCode::DuplicateSequenceNumber) => {
+                Some("acknowledged a duplicate without its offset")
+            }
+            // The broker answered, but the answer cannot be read: the
+            // batch may be in the log, and the log says.
+            Err(ClientError::Connection(ConnectionError::Decode { .. })) => {
+                Some("answered in a way that cannot be decoded")
+            }
+            Err(_) => None,
+        };
+        if let (Some(why), Some(stamp)) = (look_up, stamp) {
             let (cluster, topic) = (Arc::clone(&self.cluster), self.config.topic.clone());
             let found = locate(
                 &cluster,
@@ -1244,10 +1255,25 @@ impl Task {
                 self.search_from,
                 stamp,
             );
-            match found.await {
-                Ok(base) => return self.written(batch, base).await,
-                Err(e) => return self.fail(batch, &Error::Client(e)),
-            }
+            let error = match found.await {
+                Ok(Some(base)) => return self.written(batch, base).await,
+                Ok(None) => ClientError::InvalidArgument(format!(
+                    "topic {topic:?} partition {}: the broker {why} ({}), and no batch of \
+                     producer {} epoch {} sequence {} is in the log from offset {} to its high \
+                     watermark",
+                    self.config.partition,
+                    match &answer {
+                        Ok(base) => format!("base offset {base}"),
+                        Err(e) => e.to_string(),
+                    },
+                    stamp.0.id,
+                    stamp.0.epoch,
+                    stamp.1,
+                    self.search_from
+                )),
+                Err(e) => e,
+            };
+            return self.fail(batch, &Error::Client(error));
         }
         let error = match answer {
             Ok(base) => ClientError::InvalidArgument(format!(
@@ -1295,16 +1321,18 @@ impl Task {
     }
 }
 
-/// Finds where the broker put a batch it acknowledged as a duplicate
-/// without an offset: the first batch from `from` (past the writer's last
-/// acknowledged batch) with the same producer id, epoch and base sequence.
+/// Finds where the broker put a batch it answered without saying where
+/// (a duplicate without its offset, an answer that cannot be decoded): the
+/// first batch from `from` (past the writer's last acknowledged batch)
+/// with the same producer id, epoch and base sequence, or `None` when the
+/// log holds none up to its high watermark.
 async fn locate(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
     from: i64,
     (id, sequence): (ProducerIdentity, i32),
-) -> Result<i64, ClientError> {
+) -> Result<Option<i64>, ClientError> {
     {
         let mut offset = from;
         loop {
@@ -1344,17 +1372,12 @@ async fn locate(
                     && h.base_sequence == sequence
                     && batch.last_offset() >= offset
                 {
-                    return Ok(batch.base_offset());
+                    return Ok(Some(batch.base_offset()));
                 }
                 next = next.max(batch.last_offset() + 1);
             }
             if next == offset || next >= fetched.high_watermark {
-                return Err(ClientError::InvalidArgument(format!(
-                    "topic {topic:?} partition {partition}: the broker acknowledged a duplicate of \
-                     producer {} epoch {} sequence {sequence} without its offset, and no such \
-                     batch is in the log from offset {} to {}",
-                    id.id, id.epoch, from, fetched.high_watermark
-                )));
+                return Ok(None);
             }
             offset = next;
         }

@@ -332,6 +332,73 @@ async fn an_answer_past_the_largest_offset_fails_its_batch_and_the_writer_goes_o
     assert_eq!(index.len(), ok + more.len());
 }
 
+/// A broker's answer the client cannot decode (a broker's bug, a stream
+/// garbled past the frame) does not say whether the batch was written: the
+/// writer looks for it in the log, so that an entry that was written is
+/// neither reported failed (which a caller would write again) nor lost.
+#[tokio::test]
+async fn a_batch_whose_answer_cannot_be_decoded_is_looked_for_in_the_log() {
+    for in_flight in [1, 5] {
+        let (scripted, cluster) = scripted().await;
+        let config = config(WriterMode::Clustered).with_max_in_flight(in_flight);
+        let writer = WalWriter::new(Arc::clone(&cluster), config);
+        let mut appended = written(append_all(&writer, &entries(0, 30)).await);
+        // In Produce v9's answer the topics' count (a compact array
+        // length) is byte 9 of the frame: claiming 126 topics, the answer
+        // ends long before them.
+        scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+            at: 9,
+            bytes: vec![0x7f],
+        }));
+        appended.extend(written(append_all(&writer, &entries(30, 90)).await));
+        assert!(scripted.pending_faults().is_empty(), "the fault was met");
+        let index = writer.close().await.expect("closed");
+        // Every entry once, at the offset the writer answered, indexed.
+        check(&cluster, &appended, &index).await;
+    }
+}
+
+/// ... and a batch so answered that is not in the log was not written: its
+/// entries fail (a caller may write them again), saying so, and the
+/// writer goes on under a new producer id.
+#[tokio::test]
+async fn a_batch_whose_answer_cannot_be_decoded_and_is_not_in_the_log_fails() {
+    let (scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Clustered).with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut appended = written(append_all(&writer, &entries(0, 30)).await);
+    // The broker forgets the producer, so it refuses the next batch
+    // (`UNKNOWN_PRODUCER_ID`), in an answer that cannot be decoded.
+    scripted.expire_producers(TOPIC, 0).expect("expired");
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+        at: 9,
+        bytes: vec![0x7f],
+    }));
+    let mut failed = 0;
+    for (region, payload, result) in append_all(&writer, &entries(30, 90)).await {
+        match result {
+            Ok(offset) => appended.push((region, payload, offset)),
+            Err(e) => {
+                failed += 1;
+                let e = e.to_string();
+                assert!(
+                    e.contains("cannot be decoded") && e.contains("no batch"),
+                    "{e}"
+                );
+            }
+        }
+    }
+    assert!(failed > 0, "the batch so answered fails");
+    let index = writer.close().await.expect("closed");
+    // The failed entries are not in the log; every other entry is, once.
+    let layout = check(&cluster, &appended, &index).await;
+    assert_eq!(
+        layout.producer_ids.len(),
+        2,
+        "a new producer id: {layout:?}"
+    );
+}
+
 #[tokio::test]
 async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_again() {
     let (scripted, cluster) = scripted().await;
