@@ -1,0 +1,643 @@
+//! The WAL writer: appends entries of many regions to one partition and
+//! builds the index while it writes.
+//!
+//! # Batches
+//! Entries wait in *groups* — one per region in the clustered mode, one
+//! for all in the interleaved mode — to become record batches, one
+//! Produce request per batch, with `acks = all`. Each entry's record is
+//! written into its group's next batch when the writer takes it (as the
+//! Java producer writes a record into its batch on `send`), and the
+//! batch is compressed (any codec) when it is formed: so the writer reads
+//! an entry's bytes while they are fresh, in append order, and compresses
+//! one contiguous buffer per batch. The writer takes the entries already
+//! queued before it forms a group's batch, so that a batch leaves with
+//! every entry appended before it. A group's first entries become a batch
+//! when a request
+//! slot is free and either they fill [`WriterConfig::max_batch_bytes`] or
+//! the group's first entry has waited [`WriterConfig::linger`] since its
+//! `append` (the time an entry spent in the channel to the writer task
+//! counts; the timer is armed up to 2 ms early, at most half of `linger`,
+//! as tokio's timers go off up to 2 ms late). Each group's linger runs
+//! from its own first entry, so a region whose first entry came late in
+//! another region's linger is not cut short, and groups fall due one by
+//! one rather than all at once. Of the groups that may go, the one whose
+//! first entry is the oldest goes first: a quiet region's entry waits
+//! behind busier regions' batches only as long as their entries are
+//! older than it.
+//!
+//! While every request slot is taken, groups keep growing (the Java
+//! producer's accumulator does the same), so under load batches fill up
+//! instead of queueing small; the next full batch is meanwhile encoded,
+//! so that its encoding overlaps the requests in flight. A flush (and
+//! closing the writer) makes batches of every group at once, oldest
+//! first. How a group becomes batches is the [`WriterMode`]:
+//!
+//! - [`WriterMode::Clustered`] (the default): entries are grouped by
+//!   region and each region's group becomes its own batches (split at
+//!   [`WriterConfig::max_batch_bytes`]). A batch then holds one region, so
+//!   a replay of a region skips the other regions' batches whole: the
+//!   layout GreptimeDB writes, one batch per region write.
+//! - [`WriterMode::Interleaved`]: the entries, in append order, make
+//!   batches of up to `max_batch_bytes`: many regions per batch, fewer and
+//!   larger batches.
+//!
+//! Within a region, entries keep their append order in both modes; across
+//! regions, of the batches that may go, the one with the oldest first
+//! entry goes first.
+//!
+//! # In flight, and the idempotent producer
+//! Up to [`WriterConfig::max_in_flight`] Produce requests (1 to 5, default
+//! 5) are in flight at once, pipelined on the leader's primary connection,
+//! which keeps them in order. With [`WriterConfig::idempotent`] (the
+//! default; required for more than one in flight, as Kafka requires) the
+//! writer first asks for a producer id (InitProducerId) and stamps each
+//! batch with it, its epoch and the partition's next sequence number
+//! (KIP-98). A batch whose answer is lost (the connection breaks, the
+//! request times out) or refused with a retriable error is sent again,
+//! with every batch after it, with the same sequence numbers and in the
+//! same order, after a backoff and until the cluster's retry deadline: the
+//! broker appends each batch once and answers a batch it already has with
+//! its original offset. A broker may instead answer a duplicate with
+//! `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka); the
+//! writer then finds the batch in the log by its producer id and sequence,
+//! from the log's end when it took that producer id (past its start, if
+//! retention moved it). So it does for an answer it cannot decode (a
+//! broker's bug): found, the batch was written; not found, it was not, and
+//! its entries fail saying so (without idempotence such entries fail, as
+//! the batch may have been written). While the leader cannot be found, every batch
+//! waiting is held up: each one's deadline runs from when the writer was
+//! first held up, and once the leader is back the batches still within
+//! theirs go.
+//!
+//! The first batch refused for its sequence (`UNKNOWN_PRODUCER_ID`,
+//! `OUT_OF_ORDER_SEQUENCE_NUMBER`) with none before it unresolved was not
+//! written: the broker no longer knows the producer (Kafka forgets one
+//! idle for `producer.id.expiration.ms`, a day by default). It goes again
+//! under a new producer id, once, as the Java producer resets its
+//! sequences (KIP-360). A batch the broker refuses for good
+//! (`MESSAGE_TOO_LARGE`, a sequence refused again, ...) fails its
+//! entries; the batches behind it are then, under Kafka's sequence rules,
+//! refused too (their sequence no longer follows). The writer waits for
+//! their answers, takes a new producer id (sequences start again at 0, as
+//! the Java producer does when it resets its producer id) and sends again
+//! those that were refused for their sequence. A batch that runs out of
+//! retries fails with every batch sent after it whose fate is unknown, and
+//! the writer takes a new producer id for what follows; so it does after
+//! any batch that fails once its sequence numbers were given out (sent, or
+//! encoded ahead while the pipeline was full), since the next batch would
+//! leave a gap the broker refuses. Without
+//! idempotence (one in flight), a Produce whose answer is lost is not sent
+//! again (it may have been appended): its entries fail. An answer whose
+//! base offset would put the batch's records past the largest offset
+//! fails the batch's entries too, unindexed; the writer goes on.
+//!
+//! # Records and the index
+//! Each entry's record has the region id as its key (8 bytes, big-endian)
+//! — the rule `walfetch index build --key` reads back — the payload as its
+//! value, its timestamp when the writer took it, and the caller's
+//! headers, preceded (with
+//! [`WriterConfig::record_checksums`], the default) by the per-record
+//! checksum header [`walfetch_codec::RECORD_CHECKSUM_HEADER`]: a CRC32C of
+//! key and value that lets a reader check a record it read without the
+//! rest of its batch. For every entry the index records its offset and the
+//! hints the writer knows exactly: the base offset the broker gave the
+//! batch, the batch's encoded length, and where the entry's record ends
+//! inside the batch. Batches are indexed in the order they were sent, once
+//! acknowledged, so a region's offsets only grow, and `last_index` covers
+//! every batch acknowledged.
+//!
+//! Several writers may share a partition: their batches interleave, and
+//! each writer's index covers its own batches; [`WalIndex::merge`] joins
+//! them.
+//!
+//! # References
+//! - KIP-98 (idempotent producer: producer ids, epochs, sequence numbers,
+//!   the broker's five cached batches per producer); the Java producer's
+//!   `max.in.flight.requests.per.connection` (at most 5 with idempotence).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use walfetch_codec::{Compression, RecordsBuffer, RECORD_CHECKSUM_HEADER};
+
+use crate::cluster::{Cluster, ProduceAnswer, ProducerIdentity};
+use crate::connection::Connection;
+use crate::error::Error;
+use crate::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
+
+// The writer task, by what it does: its loop (`task`), entries into
+// batches (`forming`), batches onto the wire (`sending`), and what an
+// answer does (`answers`). Its state and the types they share are here.
+mod answers;
+mod forming;
+mod sending;
+mod task;
+
+/// Bytes of entries the writer buffers before `append` waits (the Java
+/// producer's `buffer.memory` default), unless the pipeline needs more
+/// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]).
+pub const BUFFER_BYTES: usize = 32 << 20;
+
+/// The most entries the writer task takes from its queue before it looks
+/// at its groups again (a bound on how long a due batch can wait for it).
+const TAKE_AT_ONCE: usize = 256;
+
+/// The most Produce requests an idempotent producer may have in flight on
+/// one partition: the broker remembers the last five batches of each
+/// producer, so only those can be recognised when sent again.
+pub const MAX_IN_FLIGHT: usize = 5;
+
+/// How waiting entries become batches; see the module docs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WriterMode {
+    /// Batches of one region each (split at `max_batch_bytes`).
+    #[default]
+    Clustered,
+    /// Batches of entries in append order, regions mixed.
+    Interleaved,
+}
+
+impl WriterMode {
+    /// `clustered` or `interleaved`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriterMode::Clustered => "clustered",
+            WriterMode::Interleaved => "interleaved",
+        }
+    }
+}
+
+/// Settings of a [`WalWriter`]. Build with [`WriterConfig::new`] and the
+/// `with_*` setters (or assign the fields).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WriterConfig {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Compression of each batch.
+    pub compression: Compression,
+    /// A batch is sent once its records reach this many bytes (before
+    /// compression). Keep it under the broker's `message.max.bytes`.
+    pub max_batch_bytes: usize,
+    /// How long a group's first entry may wait for more, from its
+    /// `append` (while a request slot is free; its batch may go up to 2 ms
+    /// sooner, at most half of `linger`, to make up for late timers; see
+    /// the module docs). `Duration::MAX`: batches go only when full or
+    /// flushed.
+    pub linger: Duration,
+    /// Entries queued before `append` waits.
+    pub queue: usize,
+    /// How waiting entries become batches (default clustered).
+    pub mode: WriterMode,
+    /// Produce requests in flight at once, 1 to [`MAX_IN_FLIGHT`] (default
+    /// 5); more than 1 requires [`WriterConfig::idempotent`].
+    pub max_in_flight: usize,
+    /// Whether the writer is an idempotent producer (default true): batches
+    /// carry a producer id and sequence numbers, and a batch whose answer
+    /// was lost is sent again without being appended twice.
+    pub idempotent: bool,
+    /// Whether every record carries the per-record checksum header
+    /// [`walfetch_codec::RECORD_CHECKSUM_HEADER`] (default true; 23 bytes
+    /// a record before compression). Turn it off only for readers that
+    /// cannot skip an unknown header.
+    pub record_checksums: bool,
+}
+
+impl WriterConfig {
+    /// Defaults for `topic`/`partition`: uncompressed, 256 KiB batches,
+    /// 5 ms linger, clustered, 5 in flight, idempotent, record checksums.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+            compression: Compression::None,
+            max_batch_bytes: 256 << 10,
+            linger: Duration::from_millis(5),
+            queue: 16_384,
+            mode: WriterMode::Clustered,
+            max_in_flight: MAX_IN_FLIGHT,
+            idempotent: true,
+            record_checksums: true,
+        }
+    }
+
+    /// Sets [`WriterConfig::compression`].
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets [`WriterConfig::max_batch_bytes`].
+    pub fn with_max_batch_bytes(mut self, bytes: usize) -> Self {
+        self.max_batch_bytes = bytes;
+        self
+    }
+
+    /// Sets [`WriterConfig::linger`].
+    pub fn with_linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Sets [`WriterConfig::queue`].
+    pub fn with_queue(mut self, entries: usize) -> Self {
+        self.queue = entries;
+        self
+    }
+
+    /// Sets [`WriterConfig::mode`].
+    pub fn with_mode(mut self, mode: WriterMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`WriterConfig::max_in_flight`].
+    pub fn with_max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests;
+        self
+    }
+
+    /// Sets [`WriterConfig::idempotent`].
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// Sets [`WriterConfig::record_checksums`].
+    pub fn with_record_checksums(mut self, on: bool) -> Self {
+        self.record_checksums = on;
+        self
+    }
+
+    /// Checks the settings: `max_in_flight` in `1..=5`, and idempotence
+    /// when more than one request may be in flight (without it, a batch
+    /// sent again after an error could land behind the batches sent after
+    /// it, or twice).
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(1..=MAX_IN_FLIGHT).contains(&self.max_in_flight) {
+            return Err(Error::InvalidArgument(format!(
+                "WAL writer max_in_flight must be 1 to {MAX_IN_FLIGHT}, not {}",
+                self.max_in_flight
+            )));
+        }
+        if self.max_in_flight > 1 && !self.idempotent {
+            return Err(Error::InvalidArgument(format!(
+                "WAL writer: {} requests in flight need an idempotent producer \
+                 (idempotent = true), as Kafka requires; or set max_in_flight = 1",
+                self.max_in_flight
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One entry to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalEntry {
+    /// The region it belongs to.
+    pub region: RegionId,
+    /// The entry's bytes.
+    pub payload: Bytes,
+    /// Record headers.
+    pub headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+/// The bytes the checksum header adds to a record: key, value and their
+/// lengths (varints of one byte each).
+const CHECKSUM_HEADER_BYTES: usize = RECORD_CHECKSUM_HEADER.len() + 4 + 2;
+
+impl WalEntry {
+    /// An entry with no headers.
+    pub fn new(region: RegionId, payload: impl Into<Bytes>) -> Self {
+        Self {
+            region,
+            payload: payload.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The bytes this entry counts against [`WriterConfig::max_batch_bytes`]:
+    /// its payload and headers plus a fixed allowance for the record's
+    /// framing (the checksum header, when the writer adds it, counts on
+    /// top).
+    pub fn batch_bytes(&self) -> usize {
+        32 + self.payload.len()
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 4)
+                .sum::<usize>()
+    }
+}
+
+struct Pending {
+    entry: WalEntry,
+    ack: oneshot::Sender<Result<i64, Error>>,
+    /// When `append` was called: an entry's linger runs from there, not
+    /// from when the writer task got to it.
+    appended: Instant,
+}
+
+/// An entry the writer task took, as far as its batch's answer needs it:
+/// its record is written into its batch as it is taken.
+struct Member {
+    region: RegionId,
+    ack: oneshot::Sender<Result<i64, Error>>,
+}
+
+/// The entries of a group that make its next batch, in append order,
+/// their records written as they were taken (while their bytes are
+/// fresh: read later, in region order, they are scattered in memory).
+struct Open {
+    /// The writer's count of entries taken before its first entry: the
+    /// age order across groups.
+    seq: u64,
+    /// When its first entry was appended: the group's linger runs from
+    /// there.
+    at: Instant,
+    /// What its entries count against `max_batch_bytes`.
+    bytes: usize,
+    members: Vec<Member>,
+    records: RecordsBuffer,
+}
+
+enum Command {
+    Append(Pending),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The offset an appended entry got, once its batch is written.
+#[derive(Debug)]
+pub struct Appended(oneshot::Receiver<Result<i64, Error>>, String, i32);
+
+impl std::future::Future for Appended {
+    type Output = Result<i64, Error>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        std::pin::Pin::new(&mut this.0).poll(cx).map(|r| {
+            r.unwrap_or_else(|_| {
+                Err(Error::WriterClosed {
+                    topic: this.1.clone(),
+                    partition: this.2,
+                })
+            })
+        })
+    }
+}
+
+/// Appends WAL entries and builds their index; see the module docs.
+#[derive(Debug)]
+pub struct WalWriter {
+    commands: mpsc::Sender<Command>,
+    index: Arc<Mutex<WalIndex>>,
+    task: Option<JoinHandle<()>>,
+    /// Why the writer never started: its settings are invalid.
+    invalid: Option<String>,
+    topic: String,
+    partition: i32,
+}
+
+impl WalWriter {
+    /// Starts a writer on `cluster`. With settings
+    /// [`WriterConfig::validate`] refuses, the writer does not start and
+    /// every call returns that error.
+    pub fn new(cluster: Arc<Cluster>, config: WriterConfig) -> Self {
+        let (commands, queue) = mpsc::channel(config.queue.max(1));
+        let mut fresh = WalIndex::new();
+        // What it indexes: the topic id is added once the first batch is
+        // written (its leader is then known).
+        fresh.set_source(
+            IndexSource::new(config.topic.clone(), config.partition)
+                .with_rule(RegionRule::Key(IdFormat::BigEndian)),
+        );
+        let index = Arc::new(Mutex::new(fresh));
+        let (topic, partition) = (config.topic.clone(), config.partition);
+        let (task, invalid) = match config.validate() {
+            Ok(()) => {
+                let task = Task::new(cluster, config, Arc::clone(&index));
+                (Some(tokio::spawn(task.run(queue))), None)
+            }
+            Err(Error::InvalidArgument(why)) => (None, Some(why)),
+            Err(other) => (None, Some(other.to_string())),
+        };
+        Self {
+            commands,
+            index,
+            task,
+            invalid,
+            topic,
+            partition,
+        }
+    }
+
+    fn closed(&self) -> Error {
+        match &self.invalid {
+            Some(why) => Error::InvalidArgument(why.clone()),
+            None => Error::WriterClosed {
+                topic: self.topic.clone(),
+                partition: self.partition,
+            },
+        }
+    }
+
+    /// Queues an entry (waiting while the queue is full); the returned
+    /// future resolves to its offset once its batch is written.
+    pub async fn append(&self, entry: WalEntry) -> Result<Appended, Error> {
+        if entry.payload.len() > i32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "entry of {} bytes is too large for a Kafka record",
+                entry.payload.len()
+            )));
+        }
+        if self.invalid.is_some() {
+            return Err(self.closed());
+        }
+        let (ack, offset) = oneshot::channel();
+        self.commands
+            .send(Command::Append(Pending {
+                entry,
+                ack,
+                appended: Instant::now(),
+            }))
+            .await
+            .map_err(|_| self.closed())?;
+        Ok(Appended(offset, self.topic.clone(), self.partition))
+    }
+
+    /// Waits until every entry queued so far is written (or failed).
+    pub async fn flush(&self) -> Result<(), Error> {
+        if self.invalid.is_some() {
+            return Err(self.closed());
+        }
+        let (done, wait) = oneshot::channel();
+        self.commands
+            .send(Command::Flush(done))
+            .await
+            .map_err(|_| self.closed())?;
+        wait.await.map_err(|_| self.closed())
+    }
+
+    /// The index of everything written so far.
+    pub fn index(&self) -> WalIndex {
+        lock(&self.index).clone()
+    }
+
+    /// Writes what is queued, stops the writer and returns the index.
+    pub async fn close(mut self) -> Result<WalIndex, Error> {
+        let flushed = self.flush().await;
+        let (commands, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.commands, commands));
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        flushed?;
+        let index = lock(&self.index).clone();
+        Ok(index)
+    }
+}
+
+fn lock(index: &Mutex<WalIndex>) -> MutexGuard<'_, WalIndex> {
+    index
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A batch as encoded for one producer stamp.
+struct Encoded {
+    bytes: Bytes,
+    /// Where each record ends in the batch (the batch length when
+    /// compressed).
+    record_ends: Vec<u32>,
+    /// The producer and base sequence it carries (idempotent writers).
+    stamp: Option<(ProducerIdentity, i32)>,
+}
+
+/// One batch: its entries, in order, and its state.
+struct Batch {
+    /// The writer's own count of batches, in the order they were formed.
+    number: u64,
+    entries: Vec<Member>,
+    /// Its records, kept to encode them again under a new producer id.
+    records: RecordsBuffer,
+    encoded: Option<Encoded>,
+    /// When it was first tried (the retry deadline runs from there).
+    first_try: Option<Instant>,
+    /// Whether a request with it ever left: if so, the broker may have it.
+    sent: bool,
+    /// Its entries' bytes, while counted in the writer's buffered bytes
+    /// (until first sent or failed).
+    buffered: usize,
+    attempts: u32,
+    /// Sent again under a new producer id after the broker refused its
+    /// sequence (an expired producer): refused so again, it fails.
+    renewed: bool,
+}
+
+/// A batch whose Produce request is in flight.
+struct InFlight {
+    batch: Batch,
+    answer: ProduceAnswer,
+    connection: Arc<Connection>,
+    /// Sent while the writer waits out the batches behind a refused one:
+    /// a sequence error then means "send again under a new producer id".
+    behind_refused: bool,
+}
+
+/// The entries not yet in a batch of one region (clustered) or of all
+/// (interleaved), in append order, already split into batches: a batch
+/// takes entries up to `max_batch_bytes` (at least one).
+#[derive(Default)]
+struct Group {
+    bytes: usize,
+    batches: VecDeque<Open>,
+}
+
+impl Group {
+    /// Whether its first entries make a batch that cannot grow.
+    fn full(&self, max_batch_bytes: usize) -> bool {
+        self.bytes >= max_batch_bytes
+    }
+
+    /// The batch an entry counting `bytes` goes into: the last one, or a
+    /// new one when the last cannot take it.
+    fn open_for(
+        &mut self,
+        bytes: usize,
+        max_batch_bytes: usize,
+        seq: u64,
+        at: Instant,
+    ) -> &mut Open {
+        let fits = self
+            .batches
+            .back()
+            .is_some_and(|b| b.bytes < max_batch_bytes && b.bytes + bytes <= max_batch_bytes);
+        if !fits {
+            self.batches.push_back(Open {
+                seq,
+                at,
+                bytes: 0,
+                members: Vec::new(),
+                records: RecordsBuffer::with_capacity(bytes),
+            });
+        }
+        let last = self.batches.len() - 1;
+        &mut self.batches[last]
+    }
+
+    /// Its first batch.
+    fn take_batch(&mut self) -> Option<Open> {
+        let taken = self.batches.pop_front()?;
+        self.bytes -= taken.bytes;
+        Some(taken)
+    }
+}
+
+/// The writer task's state.
+struct Task {
+    cluster: Arc<Cluster>,
+    config: WriterConfig,
+    index: Arc<Mutex<WalIndex>>,
+    /// Entries not yet in a batch, by region (clustered) or all under one
+    /// key (interleaved); a group with no entries is removed.
+    groups: HashMap<RegionId, Group>,
+    /// Entries taken so far.
+    taken: u64,
+    /// When the latest entry taken was appended: entries' times are kept
+    /// in the order they were taken (see [`Task::add`]).
+    latest: Option<Instant>,
+    /// Every group, by the age of its first entry (its `seq`), so that
+    /// the oldest is found without looking at every group.
+    heads: BTreeMap<u64, RegionId>,
+    /// The groups whose first entries make a full batch, likewise.
+    full_heads: BTreeMap<u64, RegionId>,
+    /// Formed batches not in flight, in the order they must be sent.
+    ready: VecDeque<Batch>,
+    in_flight: VecDeque<InFlight>,
+    next_number: u64,
+    /// Flushes waiting for every batch numbered below theirs.
+    flushes: Vec<(u64, oneshot::Sender<()>)>,
+    producer: Option<ProducerIdentity>,
+    next_sequence: i32,
+    /// A refused batch ended the producer's sequence: take a new producer
+    /// id once the requests in flight are answered.
+    reset_producer: bool,
+    /// No sends before this (backoff after a retriable failure).
+    resume_at: Option<Instant>,
+    /// Where the writer's next batch can be in the log, at the earliest:
+    /// past its last acknowledged batch.
+    search_from: i64,
+    /// Bytes of the entries in groups and in the ready batches.
+    buffered: usize,
+}
