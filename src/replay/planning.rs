@@ -1,0 +1,185 @@
+//! What to fetch next: the next run or scan position the queue hands
+//! out, sized by the strategy within the memory and in-flight limits.
+
+use std::time::Duration;
+
+use super::absorb::AbsorbOptions;
+use super::queue::Work;
+use super::{InFlight, OutgoingFetch, ReplayCore, Room, Slot, LAGGING_WAIT, SMALLEST_CUT};
+use crate::cluster::IsolationLevel;
+use crate::plan::{FetchKind, PlanView, PlannedFetch};
+
+impl ReplayCore {
+    /// The next fetch to send, if the strategy has one. `room` is what the
+    /// driver's limits still allow (see [`Room`]): the fetch asks for at
+    /// most [`Room::memory`] bytes, nor more than [`Room::share`], and
+    /// waits where less than a sixteenth of a share is left. With no room
+    /// left, a fetch is given only when this partition can yield nothing
+    /// and has nothing in flight, so that a replay never stalls on its
+    /// limits; with too little memory left, that fetch asks for one byte,
+    /// and gets its first batch whole (KIP-74). `round_trip` is the
+    /// driver's count of round trips answered so far (see
+    /// [`ReplayStats::round_trips`]). The replay's first fetch goes alone:
+    /// no other is given until it is answered.
+    pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
+        if self.is_drained() {
+            return None;
+        }
+        // The fetch that keeps this partition going: it can yield nothing
+        // and has nothing in flight. It goes whatever the limits.
+        let keeps_going = self.in_flight.is_empty() && self.head_blocked();
+        if room.in_flight == 0 && !keeps_going {
+            return None;
+        }
+        // A fetch is planned within its share of the cap and what is left
+        // of it, where that is a fair part of a share; with less left,
+        // only the fetch that keeps the partition going is sent, of one
+        // byte.
+        let share = room.share.min(self.options.max_buffered_bytes);
+        let room_now = room.memory.min(share);
+        let budget = if room_now >= (share / SMALLEST_CUT).max(1) {
+            u32::try_from(room_now).unwrap_or(u32::MAX)
+        } else if keeps_going {
+            1
+        } else {
+            return None;
+        };
+        // The first fetch goes alone: its answer shows whether the broker
+        // keeps to the byte limit (see `PlanView::overshoots`) before the
+        // others are sized. One round trip, against a batch too many in
+        // every fetch of a broker that does not.
+        if !self.answered && !self.in_flight.is_empty() {
+            return None;
+        }
+        if self
+            .strategy
+            .max_in_flight()
+            .is_some_and(|max| self.in_flight.len() >= max)
+        {
+            return None;
+        }
+        let Some(work) = self.next_work() else {
+            if self.in_flight.is_empty() {
+                self.drained = true;
+                // Nothing to send, nothing in flight: entries still pending
+                // mean the replay gave up on them.
+                if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Pending)) {
+                    self.error = Some(self.stalled_at(self.entries[i].offset));
+                }
+            }
+            return None;
+        };
+        let fetch = self.plan(&work, budget);
+        let id = self.next_id;
+        self.next_id += 1;
+        let known = self.layout.containing(fetch.offset);
+        // A fetch asking for less than its first batch gets that batch
+        // whole: count what it will bring, as well as it is known, and no
+        // more than a fetch may ask for. A length learned from the header
+        // of a batch the broker cut is not covered by its CRC and may be
+        // anything; a batch really larger passes the cap by itself.
+        let first_batch = match known {
+            Some((_, e)) => u64::from(e.len),
+            None => self.layout.observed().average_batch() as u64,
+        };
+        let counted = first_batch.min(u64::from(self.options.plan.max_fetch_bytes));
+        let asked = u64::from(fetch.max_bytes).max(counted);
+        self.in_flight_bytes += asked;
+        let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
+        let out = OutgoingFetch {
+            id,
+            offset: fetch.offset,
+            max_bytes: fetch.max_bytes.max(1),
+            isolation: self.options.isolation,
+            max_wait: match self.lagging {
+                true => LAGGING_WAIT,
+                false => Duration::ZERO,
+            },
+            shareable: fits && self.stalls == 0 && !self.lagging,
+        };
+        self.in_flight.insert(
+            id,
+            InFlight {
+                fetch,
+                round_trip: round_trip + 1,
+                asked,
+            },
+        );
+        self.note_buffered();
+        Some(out)
+    }
+
+    /// The next work in the queue, past entries already had (a response
+    /// may carry entries other fetches were asked for).
+    pub(super) fn next_work(&mut self) -> Option<Work> {
+        loop {
+            let work = self.queue.peek()?;
+            let Work::Entries { run, .. } = &work else {
+                return Some(work);
+            };
+            let had = self.slots[run.clone()]
+                .iter()
+                .take_while(|s| !matches!(s, Slot::Pending))
+                .count();
+            if had == 0 {
+                return Some(work);
+            }
+            self.queue.claimed(&work, run.start..run.start + had);
+        }
+    }
+
+    /// Has the strategy size a fetch for `work` within `budget` bytes,
+    /// holds it to what the work allows (a prefix of the run, at least its
+    /// first entry; no offset below the log start; no more than `budget`),
+    /// and takes the work off the queue.
+    pub(super) fn plan(&mut self, work: &Work, budget: u32) -> PlannedFetch {
+        let view = PlanView {
+            entries: &self.entries,
+            regions: &self.entry_regions,
+            layout: &self.layout,
+            log_start: self.log_start,
+            log_end: self.end,
+            misaligned: self.misaligned,
+            cut_records: self.cut_usable,
+            overshoots: self.overshoots,
+            budget,
+        };
+        let mut fetch = match work {
+            Work::Entries { run, attempt } => {
+                let mut fetch = self.strategy.plan_entries(&view, run.clone(), *attempt);
+                let end = match &fetch.kind {
+                    FetchKind::Indexed { entries } if entries.start == run.start => {
+                        entries.end.clamp(run.start + 1, run.end)
+                    }
+                    _ => run.start + 1,
+                };
+                fetch.kind = FetchKind::Indexed {
+                    entries: run.start..end,
+                };
+                fetch
+            }
+            Work::Tail { from, to, attempt } => {
+                let mut fetch = self.strategy.plan_tail(&view, *from, *to, *attempt);
+                fetch.kind = FetchKind::Tail { from: *from };
+                fetch
+            }
+        };
+        fetch.offset = fetch.offset.max(self.log_start);
+        fetch.max_bytes = fetch.max_bytes.min(budget);
+        let claimed = match &fetch.kind {
+            FetchKind::Indexed { entries } => entries.clone(),
+            FetchKind::Tail { .. } => 0..0,
+        };
+        self.queue.claimed(work, claimed);
+        fetch
+    }
+
+    pub(super) fn absorb_options(&self) -> AbsorbOptions {
+        AbsorbOptions {
+            decode: self.options.decode,
+            read_committed: self.options.isolation == IsolationLevel::ReadCommitted,
+            cut_records: self.options.cut_records,
+            tail_end: self.end,
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! What an answer does: its records checked and taken, what it did not
+//! deliver asked for again, the log's start and end learned, lost
+//! offsets and stalls counted, the tail past `last_index` read.
+
+use walfetch_codec::{Record, RECORD_CHECKSUM_HEADER};
+
+use super::absorb::{absorb, Response};
+use super::{CutRecords, Decoded, FetchAnswer, FetchId, InFlight, LostPolicy, ReplayCore, Slot};
+use crate::error::Error;
+use crate::plan::{one_region, FetchKind, PlannedFetch, SeenBatch};
+
+impl ReplayCore {
+    pub(super) fn take_in_flight(&mut self, id: FetchId) -> Option<InFlight> {
+        let f = self.in_flight.remove(&id)?;
+        self.in_flight_bytes -= f.asked;
+        Some(f)
+    }
+
+    /// Takes in one answered fetch, and its decoder's reading if any.
+    pub(super) fn settle(
+        &mut self,
+        fetch: PlannedFetch,
+        answer: FetchAnswer,
+        decoded: Option<Decoded>,
+    ) -> Result<(), Error> {
+        self.stats.fetches += 1;
+        self.answered = true;
+        let (range, tail_from) = match &fetch.kind {
+            FetchKind::Indexed { entries } => (entries.clone(), None),
+            FetchKind::Tail { from } => (0..0, Some(*from)),
+        };
+        let fetched = match answer {
+            FetchAnswer::Fetched(fetched) => fetched,
+            FetchAnswer::OutOfRange { log_start, log_end } => {
+                return self.settle_out_of_range(&fetch, range, tail_from, log_start, log_end);
+            }
+        };
+        // A scan fetch planned above where the scan stands: the log starts
+        // past it now, and what lay between is gone.
+        if let Some(from) = tail_from.filter(|&from| fetch.offset > from) {
+            self.lose_tail(from, fetch.offset)?;
+        }
+        self.stats.wire_bytes += fetched.wire_bytes as u64;
+        self.stats.records_bytes += fetched.records.len() as u64;
+        let lags = (0..self.known_end).contains(&fetched.high_watermark);
+        self.lagging = lags;
+        self.known_end = self.known_end.max(fetched.high_watermark);
+        // A broker cannot have skipped the batch containing a fetch offset
+        // known to start one.
+        let aligned = self
+            .layout
+            .starts_batch(fetch.offset, fetched.log_start_offset);
+        let absorbed = match decoded {
+            Some(decoded) if decoded.holds(&fetched, aligned) => decoded.result,
+            _ => {
+                let response = Response::of(&fetched, aligned);
+                absorb(&self.entries, &fetch, &response, &self.absorb_options())
+            }
+        };
+        let absorbed = absorbed.map_err(|source| Error::Decode {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            fetch_offset: fetch.offset,
+            source,
+        })?;
+        self.strategy
+            .observe_response(&fetch, fetched.records.len(), absorbed.at_or_above);
+        tracing::debug!(
+            topic = %self.topic,
+            partition = self.partition,
+            strategy = self.strategy.name(),
+            offset = fetch.offset,
+            max_bytes = fetch.max_bytes,
+            kind = ?fetch.kind,
+            records_bytes = fetched.records.len(),
+            batches = absorbed.batches.len(),
+            delivered = absorbed.delivered.len(),
+            requeue = ?absorbed.requeue,
+            misaligned = absorbed.misaligned,
+            "fetch answered"
+        );
+        // A batch not seen before is progress too: a fetch that delivers
+        // nothing yet may be walking the log toward a wanted offset whose
+        // batch is unknown, one batch a response (a broker that never cuts
+        // a batch, a small byte limit). The log holds finitely many.
+        let mut learned = false;
+        for b in &absorbed.batches {
+            learned |= self
+                .layout
+                .containing(b.base)
+                .is_none_or(|(base, e)| base != b.base || e.last_known != b.last || e.len != b.len);
+            self.layout.observe_batch(b);
+        }
+        // An empty answer to a fetch below the log's end skipped the batch
+        // holding the fetch offset too: Kafka returns at least that batch
+        // (KIP-74); a broker that skips the containing batch returns
+        // nothing when it is the log's last.
+        let log_end = fetched.readable_end(self.options.isolation);
+        let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
+        if absorbed.misaligned || skipped {
+            self.misaligned = Some(fetched.log_start_offset.max(0));
+            // Not answered from the fetch offset: a batch start a hint
+            // claimed there is not one to plan from again.
+            self.layout.forget_hint(fetch.offset);
+        }
+        self.stats.unverified_records += absorbed.unverified;
+        if absorbed.overshot {
+            // Whole batches past the limit: such a broker does not cut
+            // batches either, so plan whole ones.
+            self.overshoots = true;
+            self.cut_usable = false;
+        }
+        if absorbed.unchecked_cut
+            || (self.cut_usable
+                && self.options.cut_records == CutRecords::Checked
+                && absorbed
+                    .delivered
+                    .iter()
+                    .map(|(_, r)| r)
+                    .chain(&absorbed.tail)
+                    // Presence only: the checksum itself is checked where
+                    // it matters (cut records, and the floor when yielded).
+                    .any(|r| {
+                        !r.headers()
+                            .any(|h| h.key == RECORD_CHECKSUM_HEADER.as_bytes())
+                    }))
+        {
+            // Records without a per-record checksum: a batch cut after one
+            // would have to be read again whole, so plan whole batches.
+            self.cut_usable = false;
+        }
+        let mut progress = learned
+            || !absorbed.delivered.is_empty()
+            || !absorbed.lost.is_empty()
+            || !absorbed.tail.is_empty();
+        self.learn_neighbours(&absorbed.delivered, &absorbed.batches);
+        for (i, record) in absorbed.delivered {
+            if matches!(self.slots[i], Slot::Pending) {
+                self.buffered_bytes += record.wire_len() as u64;
+                self.slots[i] = Slot::Ready(record);
+            }
+        }
+        for i in absorbed.lost {
+            if matches!(self.slots[i], Slot::Pending) {
+                self.slots[i] = Slot::Lost;
+            }
+        }
+        for record in absorbed.tail {
+            self.take_tail_record(record);
+        }
+        if let Some(requeue) = absorbed.requeue {
+            // An empty answer past the log's end means those entries are
+            // gone; past a lagging replica's high watermark, not yet there.
+            let log_end = fetched.high_watermark;
+            if fetched.records.is_empty() && fetch.offset >= log_end && log_end >= 0 && !lags {
+                for i in requeue {
+                    self.slots[i] = Slot::Lost;
+                }
+                progress = true;
+            } else {
+                let missed = requeue.start == range.start;
+                self.queue.requeue(requeue, missed);
+            }
+        }
+        if let Some(skipped) = absorbed.skipped {
+            // Below a batch the broker sent whole: a try that missed
+            // (after the requeue above, which it then joins if adjacent).
+            self.queue.requeue(skipped, true);
+        }
+        if let Some(next) = absorbed.tail_next {
+            let from = tail_from.unwrap_or(next);
+            progress |= next > from;
+            // Nothing more exists past the log's end (a lagging replica's
+            // high watermark is not it).
+            let end = if fetched.records.is_empty() && next >= fetched.high_watermark && !lags {
+                self.end
+            } else {
+                self.tail_resume(next)
+            };
+            progress |= end >= self.end;
+            self.queue.tail_progress(end);
+        }
+        self.count_stall(progress, fetch.offset)?;
+        self.note_buffered();
+        Ok(())
+    }
+
+    /// `OFFSET_OUT_OF_RANGE`: entries outside the log are gone; the rest is
+    /// fetched again, from the log start at the lowest.
+    pub(super) fn settle_out_of_range(
+        &mut self,
+        fetch: &PlannedFetch,
+        range: std::ops::Range<usize>,
+        tail_from: Option<i64>,
+        log_start: i64,
+        log_end: i64,
+    ) -> Result<(), Error> {
+        self.log_start = self.log_start.max(log_start);
+        // A log end below one this replay knows of lags (a leader just
+        // elected): what lies below the known end is not gone.
+        self.lagging = (0..self.known_end).contains(&log_end);
+        let log_end = log_end.max(self.known_end);
+        self.known_end = log_end;
+        let mut progress = false;
+        // Below the log start every entry is gone, whichever fetch it was
+        // asked in (a batch straddling the log start may still carry some:
+        // they are not served).
+        let below = self.entries.partition_point(|e| e.offset < log_start);
+        for slot in self.slots.iter_mut().take(below) {
+            if matches!(slot, Slot::Pending) {
+                *slot = Slot::Lost;
+                progress = true;
+            }
+        }
+        // Past the log end, this fetch's entries are.
+        let mut kept = None;
+        for i in range.clone() {
+            let offset = self.entries[i].offset;
+            if offset >= log_end && matches!(self.slots[i], Slot::Pending) {
+                self.slots[i] = Slot::Lost;
+                progress = true;
+            } else if offset >= log_start && offset < log_end {
+                kept.get_or_insert(i);
+            }
+        }
+        self.count_stall(progress, fetch.offset)?;
+        self.strategy.observe_response(fetch, 0, 0);
+        if let Some(start) = kept {
+            self.queue.requeue(start..range.end, start == range.start);
+        }
+        if let Some(from) = tail_from {
+            if from < log_start && from < log_end {
+                self.lose_tail(from, log_start)?;
+            }
+            // Below the log: resume at its start. Past its end: nothing
+            // more exists.
+            let next = if from >= log_end {
+                self.end
+            } else {
+                self.tail_resume(from.max(log_start))
+            };
+            self.queue.tail_progress(next);
+        }
+        Ok(())
+    }
+
+    /// The scan past `last_index` found `from..log_start` gone (retention):
+    /// records no index lists, so only the range can be named. Listed in
+    /// the stats; an error unless lost offsets are skipped.
+    pub(super) fn lose_tail(&mut self, from: i64, log_start: i64) -> Result<(), Error> {
+        let to = log_start.min(self.end);
+        let lost = &mut self.stats.lost_ranges;
+        if !lost.iter().any(|r| r.start <= from && to <= r.end) {
+            lost.push(from..to);
+        }
+        if self.options.on_lost == LostPolicy::Skip {
+            return Ok(());
+        }
+        let regions = self
+            .regions
+            .iter()
+            .filter(|r| r.tail_from < to && from < r.range.to)
+            .map(|r| r.range.region)
+            .collect();
+        Err(Error::LostRange {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            regions,
+            from,
+            to,
+        })
+    }
+
+    /// Where the scan past `last_index` goes on from `next`: the first
+    /// offset at or past it in some region's part of the scan (`tail_from`
+    /// to the end of its range), or the end when none is left. The scan
+    /// covers the union of those parts, not their hull: offsets between
+    /// them are wanted by no region.
+    pub(super) fn tail_resume(&self, next: i64) -> i64 {
+        self.regions
+            .iter()
+            .filter(|r| r.tail_from < r.range.to && next < r.range.to)
+            .map(|r| r.tail_from.max(next))
+            .min()
+            .unwrap_or(self.end)
+    }
+
+    /// A record of the scan past `last_index`: kept for its region if the
+    /// region rule finds one asked for whose range holds the offset. One in
+    /// which the rule finds no region at all is counted apart, and the
+    /// first is logged: the rule may not read this log's records.
+    pub(super) fn take_tail_record(&mut self, record: Record) {
+        let offset = record.offset();
+        let Some(rule) = self.options.region_rule.as_ref() else {
+            self.stats.tail_skipped += 1;
+            return;
+        };
+        let Some(id) = rule.region(&record) else {
+            if self.stats.tail_unassigned == 0 {
+                tracing::warn!(
+                    topic = %self.topic,
+                    partition = self.partition,
+                    offset,
+                    %rule,
+                    "a record the scan read (past last_index, or any under a full \
+                     scan) has no region id by the region rule: if the rule does not \
+                     read this log's records, their regions' entries there are not \
+                     yielded"
+                );
+            }
+            self.stats.tail_skipped += 1;
+            self.stats.tail_unassigned += 1;
+            return;
+        };
+        let owner = self
+            .regions
+            .iter()
+            .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to);
+        match owner {
+            Some(k) => {
+                self.buffered_bytes += record.wire_len() as u64;
+                self.tail.push_back((k, record));
+            }
+            None => self.stats.tail_skipped += 1,
+        }
+    }
+
+    /// Gives up after too many fetches in a row that changed nothing.
+    pub(super) fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
+        self.stalls = if progress { 0 } else { self.stalls + 1 };
+        if self.stalls > self.options.max_attempts {
+            return Err(self.stalled_at(offset));
+        }
+        Ok(())
+    }
+
+    /// Shows the layout, for each entry delivered for the first time,
+    /// whether the next wanted entry is in its batch (which the batch's
+    /// last offset tells, whether or not the response carried the next).
+    pub(super) fn learn_neighbours(
+        &mut self,
+        delivered: &[(usize, Record)],
+        batches: &[SeenBatch],
+    ) {
+        let mut batches = batches.iter().peekable();
+        for (i, record) in delivered {
+            let offset = record.offset();
+            while batches.next_if(|b| b.last < offset).is_some() {}
+            let (Some(batch), Some(next)) = (batches.peek(), self.entries.get(i + 1)) else {
+                continue;
+            };
+            if batch.base <= offset && matches!(self.slots[*i], Slot::Pending) {
+                let d = next.offset - self.entries[*i].offset;
+                let one_region = one_region(&self.entry_regions, i + 1);
+                self.layout
+                    .observe_neighbours(d, one_region, next.offset <= batch.last);
+            }
+        }
+    }
+}
