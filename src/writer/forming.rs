@@ -8,21 +8,11 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use walfetch_codec::{record_checksum_header, NewRecord, RECORD_CHECKSUM_HEADER};
 
-use super::{Batch, Member, Open, Pending, Task, WalEntry, WriterMode, CHECKSUM_HEADER_BYTES};
+use super::{entry_bytes, Batch, Member, Open, Pending, Task, WalEntry, WriterMode};
 use crate::error::Error;
 use crate::index::RegionId;
 
 impl Task {
-    /// The bytes an entry counts against `max_batch_bytes`.
-    pub(super) fn entry_bytes(&self, entry: &WalEntry) -> usize {
-        entry.batch_bytes()
-            + if self.config.record_checksums {
-                CHECKSUM_HEADER_BYTES
-            } else {
-                0
-            }
-    }
-
     /// Adds an entry to its group, writing its record into the group's
     /// batch to be; an entry whose record cannot be written (a field too
     /// long for Kafka's lengths) is refused alone.
@@ -32,7 +22,7 @@ impl Task {
             ack,
             appended,
         } = pending;
-        let bytes = self.entry_bytes(&entry);
+        let bytes = entry_bytes(&entry, self.config.record_checksums);
         let key = match self.config.mode {
             WriterMode::Clustered => entry.region,
             WriterMode::Interleaved => 0,
@@ -56,6 +46,8 @@ impl Task {
                     self.groups.remove(&key);
                 }
             }
+            // Not held: its bytes go back to `append` at once.
+            self.room.give(bytes);
             let _ = ack.send(Err(Error::Encode {
                 topic: self.config.topic.clone(),
                 partition: self.config.partition,
@@ -103,10 +95,20 @@ impl Task {
     /// waits behind busier regions' batches only as long as they are
     /// older. Groups fall due in age order, so if the oldest is not due,
     /// none is, and the oldest full group goes.
+    ///
+    /// With the buffer at its cap and no group due or full, the oldest goes
+    /// anyway (as the Java producer sends its batches early when its
+    /// memory is exhausted): the writer takes no more entries until it
+    /// has sent some, and a flush or the writer's closing waits in the
+    /// queue behind them.
     pub(super) fn next_group(&self, now: Instant) -> Option<RegionId> {
-        match self.oldest()? {
-            (key, due) if due <= now => Some(key),
-            _ => self.full_heads.first_key_value().map(|(_, &key)| key),
+        let (key, due) = self.oldest()?;
+        if due <= now {
+            return Some(key);
+        }
+        match self.full_heads.first_key_value() {
+            Some((_, &full)) => Some(full),
+            None => self.room.is_exhausted().then_some(key),
         }
     }
 

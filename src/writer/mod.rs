@@ -28,7 +28,11 @@
 //! While every request slot is taken, groups keep growing (the Java
 //! producer's accumulator does the same), so under load batches fill up
 //! instead of queueing small; the next full batch is meanwhile encoded,
-//! so that its encoding overlaps the requests in flight. A flush (and
+//! so that its encoding overlaps the requests in flight. The writer holds
+//! at most [`WriterConfig::buffer_bytes`] of entries not yet sent (those
+//! queued to it included): `append` waits for room, and while one waits,
+//! the oldest group goes without waiting out its linger when no group is
+//! full (as the Java producer does when its `buffer.memory` is exhausted). A flush (and
 //! closing the writer) makes batches of every group at once, oldest
 //! first. How a group becomes batches is the [`WriterMode`]:
 //!
@@ -129,18 +133,25 @@ use crate::cluster::{Cluster, ProduceAnswer, ProducerIdentity};
 use crate::connection::Connection;
 use crate::error::Error;
 use crate::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
+use room::Room;
 
 // The writer task, by what it does: its loop (`task`), entries into
 // batches (`forming`), batches onto the wire (`sending`), and what an
-// answer does (`answers`). Its state and the types they share are here.
+// answer does (`answers`); the bytes `append` may hand it (`room`). Its
+// state and the types they share are here.
 mod answers;
 mod forming;
+mod room;
 mod sending;
 mod task;
 
-/// Bytes of entries the writer buffers before `append` waits (the Java
-/// producer's `buffer.memory` default), unless the pipeline needs more
-/// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]).
+/// Bytes of entries the writer holds (queued, waiting in groups or formed
+/// into batches not yet sent) before `append` waits (the Java producer's
+/// `buffer.memory` default), unless the pipeline needs more
+/// ([`WriterConfig::max_in_flight`] × [`WriterConfig::max_batch_bytes`]):
+/// see [`WriterConfig::buffer_bytes`]. At it, groups go before their
+/// linger, oldest first, to make room (as the Java producer sends batches
+/// early when its memory is exhausted).
 pub const BUFFER_BYTES: usize = 32 << 20;
 
 /// The most entries the writer task takes from its queue before it looks
@@ -193,7 +204,8 @@ pub struct WriterConfig {
     /// the module docs). `Duration::MAX`: batches go only when full or
     /// flushed.
     pub linger: Duration,
-    /// Entries queued before `append` waits.
+    /// Entries queued before `append` waits (it also waits at
+    /// [`WriterConfig::buffer_bytes`]).
     pub queue: usize,
     /// How waiting entries become batches (default clustered).
     pub mode: WriterMode,
@@ -227,6 +239,16 @@ impl WriterConfig {
             idempotent: true,
             record_checksums: true,
         }
+    }
+
+    /// The bytes of entries the writer holds before `append` waits: a
+    /// full pipeline's worth beyond what is in flight
+    /// (`max_in_flight` × `max_batch_bytes`), at least [`BUFFER_BYTES`].
+    /// An entry larger than it is refused.
+    pub fn buffer_bytes(&self) -> usize {
+        self.max_in_flight
+            .saturating_mul(self.max_batch_bytes)
+            .max(BUFFER_BYTES)
     }
 
     /// Sets [`WriterConfig::compression`].
@@ -401,6 +423,13 @@ impl std::future::Future for Appended {
 #[derive(Debug)]
 pub struct WalWriter {
     commands: mpsc::Sender<Command>,
+    /// The bytes of entries the writer may hold
+    /// ([`WriterConfig::buffer_bytes`]).
+    room: Arc<Room>,
+    /// [`WriterConfig::buffer_bytes`], and whether entries carry the
+    /// checksum header (what an entry counts, [`entry_bytes`]).
+    buffer_bytes: usize,
+    record_checksums: bool,
     index: Arc<Mutex<WalIndex>>,
     task: Option<JoinHandle<()>>,
     /// Why the writer never started: its settings are invalid.
@@ -424,9 +453,11 @@ impl WalWriter {
         );
         let index = Arc::new(Mutex::new(fresh));
         let (topic, partition) = (config.topic.clone(), config.partition);
+        let (buffer_bytes, record_checksums) = (config.buffer_bytes(), config.record_checksums);
+        let room = Arc::new(Room::new(buffer_bytes));
         let (task, invalid) = match config.validate() {
             Ok(()) => {
-                let task = Task::new(cluster, config, Arc::clone(&index));
+                let task = Task::new(cluster, config, Arc::clone(&index), Arc::clone(&room));
                 (Some(tokio::spawn(task.run(queue))), None)
             }
             Err(Error::InvalidArgument(why)) => (None, Some(why)),
@@ -434,6 +465,9 @@ impl WalWriter {
         };
         Self {
             commands,
+            room,
+            buffer_bytes,
+            record_checksums,
             index,
             task,
             invalid,
@@ -452,8 +486,11 @@ impl WalWriter {
         }
     }
 
-    /// Queues an entry (waiting while the queue is full); the returned
-    /// future resolves to its offset once its batch is written.
+    /// Queues an entry, waiting while the writer holds
+    /// [`WriterConfig::buffer_bytes`] of entries or
+    /// [`WriterConfig::queue`] entries; the returned future resolves to its
+    /// offset once its batch is written. An entry larger than
+    /// `buffer_bytes` is refused.
     pub async fn append(&self, entry: WalEntry) -> Result<Appended, Error> {
         if entry.payload.len() > i32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
@@ -464,6 +501,20 @@ impl WalWriter {
         if self.invalid.is_some() {
             return Err(self.closed());
         }
+        let bytes = entry_bytes(&entry, self.record_checksums);
+        let permits = u32::try_from(bytes)
+            .ok()
+            .filter(|_| bytes <= self.buffer_bytes)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "entry of {bytes} bytes is larger than the writer's buffer ({} bytes, \
+                     WriterConfig::buffer_bytes)",
+                    self.buffer_bytes
+                ))
+            })?;
+        // Given back by the writer task once it no longer holds the entry
+        // unsent (`Task::unbuffer`); closed when the task ends.
+        self.room.take(permits).await.map_err(|_| self.closed())?;
         let (ack, offset) = oneshot::channel();
         self.commands
             .send(Command::Append(Pending {
@@ -506,6 +557,18 @@ impl WalWriter {
         let index = lock(&self.index).clone();
         Ok(index)
     }
+}
+
+/// The bytes `entry` counts against `max_batch_bytes` and
+/// [`WriterConfig::buffer_bytes`]: [`WalEntry::batch_bytes`], and the
+/// checksum header's when the writer adds it.
+fn entry_bytes(entry: &WalEntry, record_checksums: bool) -> usize {
+    entry.batch_bytes()
+        + if record_checksums {
+            CHECKSUM_HEADER_BYTES
+        } else {
+            0
+        }
 }
 
 fn lock(index: &Mutex<WalIndex>) -> MutexGuard<'_, WalIndex> {
@@ -640,4 +703,7 @@ struct Task {
     search_from: i64,
     /// Bytes of the entries in groups and in the ready batches.
     buffered: usize,
+    /// The bytes `append` may hand the task: those counted in `buffered`
+    /// are given back when they stop counting; closed when the task ends.
+    room: Arc<Room>,
 }

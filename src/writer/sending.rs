@@ -12,11 +12,12 @@ use crate::cluster::{ClientError, IsolationLevel, OffsetSpec};
 use crate::error::Error;
 
 impl Task {
-    /// Stops counting a batch's entries as buffered.
+    /// Stops counting a batch's entries as buffered, and gives their
+    /// bytes back to `append`.
     pub(super) fn unbuffer(&mut self, batch: &mut Batch) {
-        self.buffered = self
-            .buffered
-            .saturating_sub(std::mem::take(&mut batch.buffered));
+        let bytes = std::mem::take(&mut batch.buffered);
+        self.buffered = self.buffered.saturating_sub(bytes);
+        self.room.give(bytes);
     }
 
     pub(super) fn fail(&mut self, mut batch: Batch, error: &Error) {

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Command, Task, WriterConfig, BUFFER_BYTES, TAKE_AT_ONCE};
+use super::room::Room;
+use super::{Command, Task, WriterConfig, TAKE_AT_ONCE};
 use crate::cluster::Cluster;
 use crate::index::WalIndex;
 
@@ -16,6 +17,7 @@ impl Task {
         cluster: Arc<Cluster>,
         config: WriterConfig,
         index: Arc<Mutex<WalIndex>>,
+        room: Arc<Room>,
     ) -> Self {
         Self {
             cluster,
@@ -36,18 +38,8 @@ impl Task {
             resume_at: None,
             search_from: 0,
             buffered: 0,
+            room,
         }
-    }
-
-    /// How many bytes of entries may wait for a request (in groups or
-    /// in formed batches): a full pipeline's worth beyond what is in
-    /// flight, at least [`BUFFER_BYTES`].
-    pub(super) fn buffer_cap(&self) -> usize {
-        (self
-            .config
-            .max_in_flight
-            .saturating_mul(self.config.max_batch_bytes))
-        .max(BUFFER_BYTES)
     }
 
     pub(super) async fn run(mut self, mut queue: mpsc::Receiver<Command>) {
@@ -56,6 +48,7 @@ impl Task {
         let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
         let mut armed: Option<Instant> = None;
+        let room = Arc::clone(&self.room);
         loop {
             self.form_due(Instant::now());
             self.send_ready().await;
@@ -80,9 +73,10 @@ impl Task {
                 }
                 armed = deadline;
             }
-            // Take more entries while the buffered ones stay under the
-            // cap: past it, a full queue makes `append` wait.
-            let accepting = !closed && self.buffered < self.buffer_cap();
+            // The entries held are bounded by `append` (`Room`): the queue
+            // is always read, so a flush or the writer's closing behind
+            // entries is always reached.
+            let accepting = !closed;
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
@@ -96,6 +90,9 @@ impl Task {
                 // `form_due` at the top of the loop takes the due group.
                 () = &mut timer, if armed.is_some() => armed = None,
                 () = sleep_until(resume) => self.resume_at = None,
+                // An `append` waits for room: `form_due` at the top of the
+                // loop sends the oldest group.
+                () = room.exhausted() => {}
                 command = queue.recv(), if accepting => {
                     // Entries already appended go into their groups before
                     // any group is formed: a batch formed first would
@@ -115,7 +112,7 @@ impl Task {
                                 break;
                             }
                         }
-                        if taken == TAKE_AT_ONCE || self.buffered >= self.buffer_cap() {
+                        if taken == TAKE_AT_ONCE {
                             break;
                         }
                         match queue.try_recv() {
@@ -154,5 +151,13 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Drop for Task {
+    /// `append`s waiting for room fail (the writer is closed) instead of
+    /// waiting for permits no one gives back.
+    fn drop(&mut self) {
+        self.room.close();
     }
 }

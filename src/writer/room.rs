@@ -1,0 +1,133 @@
+//! The bytes of entries the writer may hold ([`WriterConfig::buffer_bytes`],
+//! the Java producer's `buffer.memory`): `append` takes an entry's bytes
+//! before queueing it, waiting while there is no room, and the writer task
+//! gives them back once it no longer holds the entry unsent. While an
+//! `append` waits, the writer's memory is *exhausted* and its groups go
+//! before their linger (the Java producer's accumulator counts a batch
+//! ready then too), so that room is made whatever the linger.
+//!
+//! [`WriterConfig::buffer_bytes`]: super::WriterConfig::buffer_bytes
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{Notify, Semaphore, TryAcquireError};
+
+/// See the module docs.
+#[derive(Debug)]
+pub(super) struct Room {
+    bytes: Semaphore,
+    /// `append`s waiting for bytes.
+    waiting: AtomicUsize,
+    /// Wakes the writer task when an `append` starts waiting.
+    exhausted: Notify,
+}
+
+/// The room was closed: the writer task ended.
+#[derive(Debug)]
+pub(super) struct Closed;
+
+impl Room {
+    pub(super) fn new(bytes: usize) -> Self {
+        Self {
+            bytes: Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)),
+            waiting: AtomicUsize::new(0),
+            exhausted: Notify::new(),
+        }
+    }
+
+    /// Takes `bytes`, waiting (and waking the writer task) while there is
+    /// not as much room.
+    pub(super) async fn take(&self, bytes: u32) -> Result<(), Closed> {
+        match self.bytes.try_acquire_many(bytes) {
+            Ok(permit) => {
+                permit.forget();
+                return Ok(());
+            }
+            Err(TryAcquireError::Closed) => return Err(Closed),
+            Err(TryAcquireError::NoPermits) => {}
+        }
+        let _waiting = Waiting::new(&self.waiting);
+        self.exhausted.notify_one();
+        let permit = self.bytes.acquire_many(bytes).await.map_err(|_| Closed)?;
+        permit.forget();
+        Ok(())
+    }
+
+    /// Gives `bytes` back.
+    pub(super) fn give(&self, bytes: usize) {
+        if bytes > 0 {
+            self.bytes.add_permits(bytes);
+        }
+    }
+
+    /// Whether an `append` waits for room.
+    pub(super) fn is_exhausted(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Resolves once an `append` has started waiting since the last time
+    /// it resolved (at once if one did meanwhile).
+    pub(super) async fn exhausted(&self) {
+        self.exhausted.notified().await;
+    }
+
+    /// No more room: waiting and later `take`s fail.
+    pub(super) fn close(&self) {
+        self.bytes.close();
+    }
+}
+
+/// Counts an `append` as waiting while it lives (also when the `append`
+/// is dropped while waiting).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_waiting_take_exhausts_the_room_until_it_gets_its_bytes() {
+        let room = Arc::new(Room::new(10));
+        room.take(8).await.unwrap();
+        assert!(!room.is_exhausted());
+        let waiter = tokio::spawn({
+            let room = Arc::clone(&room);
+            async move { room.take(5).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), room.exhausted())
+            .await
+            .expect("the writer task is woken");
+        assert!(room.is_exhausted());
+        room.give(8);
+        waiter.await.unwrap().unwrap();
+        assert!(!room.is_exhausted());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_take_no_longer_counts_as_waiting_and_close_fails_takes() {
+        let room = Room::new(1);
+        let take = room.take(2);
+        assert!(tokio::time::timeout(Duration::from_millis(50), take)
+            .await
+            .is_err());
+        assert!(!room.is_exhausted());
+        room.close();
+        assert!(room.take(1).await.is_err());
+    }
+}
