@@ -819,6 +819,24 @@ impl Cluster {
     /// Where a partition's fetches go now: the replica its leader
     /// preferred, if there is one and metadata knows its address, else
     /// the leader.
+    /// The address a fetch of `topic`/`partition` would go to now, as far
+    /// as the cached metadata knows (the preferred replica if one is
+    /// followed, else the leader): `None` when it is not cached. A driver
+    /// puts only fetches to one broker in a request of theirs, so that a
+    /// slow broker holds back no other broker's answers.
+    pub(crate) fn cached_fetch_address(&self, topic: &str, partition: i32) -> Option<String> {
+        let cache = self.cache();
+        if let Some(address) = self
+            .preferred
+            .get(topic, partition)
+            .and_then(|replica| cache.brokers.get(&replica))
+            .map(|b| b.address())
+        {
+            return Some(address);
+        }
+        cache.leader(topic, partition).map(|l| l.address)
+    }
+
     async fn fetch_source(&self, topic: &str, partition: i32) -> Result<FetchSource, ClientError> {
         let leader = self.leader(topic, partition).await?;
         if let Some(replica) = self.preferred.get(topic, partition) {

@@ -186,8 +186,22 @@ impl Driver {
         // Set after a turn with nothing in flight and nothing sent.
         let mut idle = false;
         loop {
+            // The requests in flight go on while entries are taken (a
+            // retrying request runs as it is polled, against a deadline
+            // on the clock): answers already in are handed to their cores
+            // before the next entry is.
+            while let Poll::Ready(Some(done)) = self.in_flight.poll_next_unpin(cx) {
+                self.request_done(done);
+            }
             if let Some(item) = self.pop_ready() {
-                self.done = item.is_err();
+                if item.is_err() {
+                    // The replay is over: nothing will read the answers
+                    // of the fetches in flight. Dropping them ends their
+                    // requests and tasks, and frees their answers.
+                    self.done = true;
+                    self.in_flight.clear();
+                    self.fetches_in_flight = 0;
+                }
                 return Poll::Ready(Some(item));
             }
             if self.cores.iter().all(ReplayCore::is_finished) {
@@ -196,24 +210,7 @@ impl Driver {
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
-                Poll::Ready(Some((requests, omitted, throttled, answers))) => {
-                    self.requests += requests as u64;
-                    self.omitted += omitted as u64;
-                    self.throttle_time += throttled;
-                    self.fetches_in_flight -= answers.len();
-                    let changed = self.learning && self.learn(&answers);
-                    for answered in answers {
-                        self.settle(answered);
-                    }
-                    if changed {
-                        self.share_links();
-                    }
-                    // The client's work on them is not the brokers'.
-                    let done = Instant::now();
-                    for link in self.links.values_mut() {
-                        link.processed(done);
-                    }
-                }
+                Poll::Ready(Some(done)) => self.request_done(done),
                 // Nothing in flight: a core that sent nothing has ended,
                 // failed or has entries ready; the next turn yields them.
                 // A second such turn in a row would spin: the cores still
@@ -226,6 +223,27 @@ impl Driver {
                 Poll::Ready(None) => idle = sent == 0,
                 Poll::Pending => return Poll::Pending,
             }
+        }
+    }
+
+    /// Takes in what a request brought: its counts, and each fetch's answer
+    /// handed to its core.
+    fn request_done(&mut self, (requests, omitted, throttled, answers): RequestDone) {
+        self.requests += requests as u64;
+        self.omitted += omitted as u64;
+        self.throttle_time += throttled;
+        self.fetches_in_flight -= answers.len();
+        let changed = self.learning && self.learn(&answers);
+        for answered in answers {
+            self.settle(answered);
+        }
+        if changed {
+            self.share_links();
+        }
+        // The client's work on them is not the brokers'.
+        let done = Instant::now();
+        for link in self.links.values_mut() {
+            link.processed(done);
         }
     }
 
@@ -355,7 +373,10 @@ impl Driver {
     /// each in a request of their own.
     fn launch(&mut self) -> usize {
         let n = self.cores.len();
-        let mut together: Vec<Vec<Outgoing>> = Vec::new();
+        // Requests of shareable fetches, each to one broker (as far as the
+        // cached metadata knows): a request to a slow or failing broker
+        // then holds back no other broker's answers.
+        let mut together: Vec<(Option<String>, Vec<Outgoing>)> = Vec::new();
         let mut sent = 0;
         // Totals over every core, kept up to date as fetches go out.
         let mut held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
@@ -393,16 +414,24 @@ impl Driver {
                     id: out.id,
                     params,
                 };
-                // A request names a partition once: a partition's second
-                // fetch goes in the next request. And it asks for at most
-                // SHARED_REQUEST_BYTES.
-                let group = together.iter_mut().find(|g: &&mut Vec<Outgoing>| {
-                    g.iter().all(|f| f.core != i)
+                // A request goes to one broker and names a partition once
+                // (a partition's second fetch goes in the next request),
+                // and asks for at most SHARED_REQUEST_BYTES.
+                let to = out
+                    .shareable
+                    .then(|| {
+                        self.cluster
+                            .cached_fetch_address(&fetch.params.topic, fetch.params.partition)
+                    })
+                    .flatten();
+                let group = together.iter_mut().find(|(broker, g)| {
+                    *broker == to
+                        && g.iter().all(|f| f.core != i)
                         && asked_by(g) + i64::from(limit) <= SHARED_REQUEST_BYTES
                 });
                 match (out.shareable, group) {
-                    (true, Some(group)) => group.push(fetch),
-                    (true, None) => together.push(vec![fetch]),
+                    (true, Some((_, group))) => group.push(fetch),
+                    (true, None) => together.push((to, vec![fetch])),
                     (false, _) => self.send(vec![fetch]),
                 }
                 self.send_from = (i + 1) % n;
@@ -415,7 +444,7 @@ impl Driver {
                 break;
             }
         }
-        for group in together {
+        for (_, group) in together {
             self.send(group);
         }
         sent
