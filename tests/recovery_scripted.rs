@@ -644,13 +644,26 @@ async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
         err.to_string().contains("region 1 is asked for twice"),
         "{err}"
     );
-    let err = Recovery::builder(cluster)
+    let err = Recovery::builder(Arc::clone(&cluster))
         .index(TOPIC, 0, &indexes[0])
         .region(TOPIC, 0, 1, -3)
         .build()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("negative"), "{err}");
+    // A checkpoint past the log's end (it said "the range 1000000..N is
+    // inverted", naming an end the caller never gave).
+    let err = Recovery::builder(cluster)
+        .index(TOPIC, 0, &indexes[0])
+        .region(TOPIC, 0, 1, 1_000_000)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("region 1: the checkpoint 1000000 is past the log's end"),
+        "{err}"
+    );
 }
 
 /// Retention that removes records past `last_index` a region still had to
@@ -914,7 +927,11 @@ async fn a_consumer_working_through_a_backlog_does_not_starve_another_partitions
             .times(1)
             .then(FaultAction::Delay(Duration::from_millis(100))),
     );
-    let want: usize = written.values().flat_map(|r| r.values()).map(Vec::len).sum();
+    let want: usize = written
+        .values()
+        .flat_map(|r| r.values())
+        .map(Vec::len)
+        .sum();
     let mut got = 0;
     while let Some(entry) = recovery.next().await {
         if let Err(e) = &entry {

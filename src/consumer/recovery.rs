@@ -174,6 +174,17 @@ impl<'a> RecoveryBuilder<'a> {
                     });
                 }
             }
+            // A checkpoint past the log's end is of another log (or of this
+            // one before it was truncated or recreated): said so, not as a
+            // range the caller never gave.
+            if let Some(w) = wishes.iter().find(|w| w.to.is_none() && w.from > log_end) {
+                return Err(Error::InvalidArgument(format!(
+                    "topic {topic:?} partition {partition} region {}: the checkpoint {} is past \
+                     the log's end ({log_end}): the log was truncated or recreated, or the \
+                     checkpoint is of another log",
+                    w.region, w.from
+                )));
+            }
             let regions: Vec<RegionRange> = wishes
                 .iter()
                 .map(|w| RegionRange {
