@@ -3,7 +3,10 @@
 //! re-authentication before the session lifetime ends (KIP-368), and the
 //! failures that must fail fast, once, saying what is wrong: a certificate
 //! that does not verify, a missing client certificate, a wrong password,
-//! an unsupported mechanism.
+//! an unsupported mechanism, an OAUTHBEARER token the broker refuses (with
+//! Kafka's error challenge). Also: a token provider that never answers
+//! fails connect and re-authentication within their timeouts, and
+//! `TlsConfig`'s fields changed on a config already used take effect.
 //!
 //! The testkit's server side is itself checked against librdkafka in
 //! `tests/librdkafka_security.rs`.
@@ -16,7 +19,9 @@ use walfetch::cluster::{
     Cluster, ClusterConfig, FetchParams, IsolationLevel, OffsetSpec, RetryPolicy,
 };
 use walfetch::codec::{BatchBuilder, NewRecord};
-use walfetch::connection::{Connection, ConnectionConfig, Pem, SaslConfig, Security, TlsConfig};
+use walfetch::connection::{
+    Connection, ConnectionConfig, ConnectionError, Pem, SaslConfig, Security, TlsConfig,
+};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 /// Fail-fast bound: a fatal error must come in half the 10 s retry
@@ -262,10 +267,17 @@ async fn a_wrong_password_fails_fast_and_says_so() {
             .await
             .unwrap();
         let text = fails_fast(&cluster, Security::sasl_plaintext(sasl)).await;
+        // Kafka's OAUTHBEARER server side says why in RFC 7628's error
+        // JSON rather than in words.
+        let why = if name == "OAUTHBEARER" {
+            r#"{"status":"invalid_token"}"#
+        } else {
+            "invalid credentials"
+        };
         assert!(
             text.contains(&format!("SASL {name} authentication"))
                 && text.contains("SASL_AUTHENTICATION_FAILED")
-                && text.contains("invalid credentials"),
+                && text.contains(why),
             "{text}"
         );
     }
@@ -405,4 +417,193 @@ async fn requests_made_while_a_reauthentication_waits_keep_their_order() {
         (0, 1),
         "the batches were appended in the order they were produced"
     );
+}
+
+/// A refused OAUTHBEARER token: the broker (as Kafka's
+/// `OAuthBearerSaslServer`) answers the token with error code NONE and
+/// RFC 7628's error JSON as its challenge, and fails the exchange only at
+/// the client's `%x01`. walfetch once took that first answer for a
+/// successful login; the connection then broke at the first request, a
+/// retriable "connection lost" instead of the fatal authentication error.
+#[tokio::test]
+async fn a_refused_oauthbearer_token_fails_with_the_brokers_status() {
+    let cluster = ScriptedCluster::builder()
+        .sasl(users())
+        .start()
+        .await
+        .unwrap();
+    let config = ConnectionConfig {
+        security: Security::sasl_plaintext(SaslConfig::oauthbearer(|| async {
+            Ok::<_, String>("expired.token.value".to_owned())
+        })),
+        request_timeout: Duration::from_secs(2),
+        ..ConnectionConfig::default()
+    };
+    let err = Connection::connect(cluster.bootstrap(), config)
+        .await
+        .map(|_| ())
+        .expect_err("the token was refused");
+    match &err {
+        ConnectionError::SaslAuthentication {
+            broker, message, ..
+        } => {
+            assert_eq!(broker, &cluster.bootstrap());
+            assert!(
+                message.contains(r#"the broker refused the token: {"status":"invalid_token"}"#)
+                    && message.contains("SASL_AUTHENTICATION_FAILED"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a SASL authentication error, got {other:?}"),
+    }
+    // The token, then the %x01 that ends the exchange.
+    let auths = cluster
+        .stats(1)
+        .unwrap()
+        .requests_of(ApiKey::SaslAuthenticate);
+    assert_eq!(auths, 2);
+}
+
+/// A token provider that never answers (an identity provider that accepts
+/// the HTTP connection and hangs) fails the connect within the connect
+/// timeout, naming the broker, instead of hanging it: every other step of
+/// a connect is bounded.
+#[tokio::test]
+async fn a_token_provider_that_never_answers_does_not_hang_connect() {
+    let cluster = ScriptedCluster::builder()
+        .sasl(users())
+        .start()
+        .await
+        .unwrap();
+    let config = ConnectionConfig {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(1),
+        security: Security::sasl_plaintext(SaslConfig::oauthbearer(|| {
+            std::future::pending::<Result<String, String>>()
+        })),
+        ..ConnectionConfig::default()
+    };
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        Connection::connect(cluster.bootstrap(), config),
+    )
+    .await
+    .expect("connect with 1 s timeouts ends within 10 s")
+    .map(|_| ());
+    match outcome {
+        Err(err @ ConnectionError::SaslAuthentication { .. }) => {
+            let text = err.to_string();
+            assert!(
+                text.contains(&cluster.bootstrap())
+                    && text.contains("the token provider gave no token within 1s"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a SASL authentication error, got {other:?}"),
+    }
+}
+
+/// The same at re-authentication, where the connection's requests wait for
+/// it (KIP-368): a provider that answered at connect and then hangs fails
+/// the renewal within the request timeout, and the request with it.
+/// Paused clock (the testkit's sessions run on the same clock).
+#[tokio::test(start_paused = true)]
+async fn a_token_provider_that_never_answers_does_not_hang_reauthentication() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let cluster = ScriptedCluster::builder()
+        .sasl(users().session_lifetime(Duration::from_secs(60)))
+        .start()
+        .await
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let provider = {
+        let calls = Arc::clone(&calls);
+        move || {
+            let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if !first {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, String>("token-123".to_owned())
+            }
+        }
+    };
+    let config = ConnectionConfig {
+        request_timeout: Duration::from_secs(2),
+        security: Security::sasl_plaintext(SaslConfig::oauthbearer(provider)),
+        ..ConnectionConfig::default()
+    };
+    let connection = Connection::connect(cluster.bootstrap(), config)
+        .await
+        .unwrap();
+    connection
+        .request(&MetadataRequest::default())
+        .await
+        .unwrap();
+    // Past 95 % of the session: the next request renews it first.
+    tokio::time::sleep(Duration::from_secs(58)).await;
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        connection.request(&MetadataRequest::default()),
+    )
+    .await
+    .expect("the request waiting for the renewal ends within 30 s")
+    .map(|_| ());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    match outcome {
+        Err(err @ ConnectionError::SaslAuthentication { .. }) => {
+            let text = err.to_string();
+            assert!(
+                text.contains(&cluster.bootstrap())
+                    && text.contains("the token provider gave no token within 2s"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a SASL authentication error, got {other:?}"),
+    }
+    assert!(connection.failure().is_some(), "a failed renewal breaks it");
+}
+
+/// `TlsConfig`'s fields are public settings: switching hostname
+/// verification back on by its field, on a clone of a config already used
+/// (whose rustls configuration is cached and shared by clones), turns it
+/// on. It once stayed off until a builder method reset the cache.
+#[tokio::test]
+async fn hostname_verification_switched_on_by_its_field_is_on() {
+    let ca = TestCa::new("walfetch test CA").unwrap();
+    // Issued for another name than the address connected to.
+    let cluster = ScriptedCluster::builder()
+        .tls(tls_server(&ca, &["broker.example"]))
+        .start()
+        .await
+        .unwrap();
+    let config = |tls: TlsConfig| ConnectionConfig {
+        security: Security::ssl(tls),
+        ..ConnectionConfig::default()
+    };
+    let lenient = TlsConfig::ca_pem(ca.ca_pem()).danger_skip_hostname_verification();
+    Connection::connect(cluster.bootstrap(), config(lenient.clone()))
+        .await
+        .unwrap();
+
+    let mut strict = lenient.clone();
+    strict.verify_hostname = true;
+    match Connection::connect(cluster.bootstrap(), config(strict.clone())).await {
+        Err(ConnectionError::TlsHandshake { broker, message }) => {
+            assert_eq!(broker, cluster.bootstrap());
+            assert!(message.contains("not valid for name"), "{message}");
+        }
+        Err(other) => panic!("expected a TLS handshake error, got {other:?}"),
+        Ok(_) => panic!(
+            "connected to a broker whose certificate names broker.example, \
+             with verify_hostname = true"
+        ),
+    }
+    // And off again by the field, on the config just used.
+    strict.verify_hostname = false;
+    Connection::connect(cluster.bootstrap(), config(strict))
+        .await
+        .unwrap();
 }

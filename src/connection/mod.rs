@@ -13,6 +13,9 @@
 //! When the connection breaks (the peer closes, an I/O error, a malformed
 //! frame, a correlation id that was never sent), every request in flight
 //! fails at once with that error, and so does every later request.
+//! Dropping or closing a connection ends both tasks at once, which closes
+//! the socket even while a frame is stuck half written to a broker that
+//! stopped reading.
 //!
 //! On connect the client wraps the socket in TLS when configured ([`tls`]),
 //! negotiates versions with `ApiVersions` ([`versions`]), then
@@ -172,6 +175,10 @@ pub struct Connection {
     client_id: StrBytes,
     request_timeout: Duration,
     reader: JoinHandle<()>,
+    /// Aborted with the reader when the connection is dropped or closed:
+    /// a writer blocked on a broker that stopped reading would otherwise
+    /// never end, and keep the socket open.
+    writer: JoinHandle<()>,
     /// The SASL settings, to re-authenticate with.
     sasl: Option<SaslConfig>,
     /// When the SASL session must be renewed (KIP-368).
@@ -224,21 +231,30 @@ impl Connection {
             })?;
         connection.versions = versions;
         if let Some(sasl) = connection.sasl.clone() {
-            connection.authenticate(&sasl).await.map_err(|e| match e {
-                e if e.is_connection_lost() => ConnectionError::HandshakeLost {
-                    broker: e.broker().to_owned(),
-                    source: Box::new(e),
-                },
-                e => e,
-            })?;
+            let token_timeout = config.connect_timeout;
+            connection
+                .authenticate(&sasl, token_timeout)
+                .await
+                .map_err(|e| match e {
+                    e if e.is_connection_lost() => ConnectionError::HandshakeLost {
+                        broker: e.broker().to_owned(),
+                        source: Box::new(e),
+                    },
+                    e => e,
+                })?;
         }
         Ok(connection)
     }
 
-    /// One SASL exchange; schedules the next before the session ends.
-    async fn authenticate(&self, sasl: &SaslConfig) -> Result<(), ConnectionError> {
+    /// One SASL exchange, waiting at most `token_timeout` for an
+    /// OAUTHBEARER token; schedules the next before the session ends.
+    async fn authenticate(
+        &self,
+        sasl: &SaslConfig,
+        token_timeout: Duration,
+    ) -> Result<(), ConnectionError> {
         let started = tokio::time::Instant::now();
-        let lifetime = sasl::authenticate(self, sasl).await?;
+        let lifetime = sasl::authenticate(self, sasl, token_timeout).await?;
         let at = lifetime.map(|l| started + sasl::reauthentication_delay(l, rand::random::<f64>()));
         tracing::debug!(broker = %self.shared.broker, mechanism = sasl.mechanism_name(), ?lifetime, "SASL authenticated");
         *self
@@ -257,7 +273,8 @@ impl Connection {
 
     /// Re-authenticates when the session is due (KIP-368), waiting for the
     /// requests in flight and holding back new ones meanwhile. A failure
-    /// breaks the connection.
+    /// breaks the connection. A token provider has the request timeout to
+    /// answer: the connection's requests wait for it.
     async fn reauthenticate_if_due(&self) -> Result<(), ConnectionError> {
         let Some(sasl) = &self.sasl else {
             return Ok(());
@@ -269,9 +286,9 @@ impl Connection {
         if !self.reauthentication_due() {
             return Ok(());
         }
-        if let Err(error) = self.authenticate(sasl).await {
+        if let Err(error) = self.authenticate(sasl, self.request_timeout).await {
             self.shared.fail(error.clone());
-            self.reader.abort();
+            self.stop_tasks();
             return Err(error);
         }
         Ok(())
@@ -291,7 +308,7 @@ impl Connection {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let frames = FrameReader::new(read, broker.clone(), config.max_frame_bytes);
         let reader = tokio::spawn(read_loop(frames, Arc::clone(&shared)));
-        tokio::spawn(write_loop(queue, write, Arc::clone(&shared)));
+        let writer = tokio::spawn(write_loop(queue, write, Arc::clone(&shared)));
         Self {
             shared,
             outgoing,
@@ -301,6 +318,7 @@ impl Connection {
             client_id: StrBytes::from_string(config.client_id.clone()),
             request_timeout: config.request_timeout,
             reader,
+            writer,
             sasl: config.security.sasl.clone(),
             reauthenticate_at: Mutex::new(None),
             gate: tokio::sync::RwLock::new(()),
@@ -441,12 +459,23 @@ impl Connection {
     }
 
     /// Shuts the connection down: requests in flight and later ones fail
-    /// with [`ConnectionError::Shutdown`].
+    /// with [`ConnectionError::Shutdown`], and the socket is closed at once,
+    /// also when a frame is half written to a broker that stopped reading.
     pub fn close(&self) {
         self.shared.fail(ConnectionError::Shutdown {
             broker: self.shared.broker.clone(),
         });
+        self.stop_tasks();
+    }
+
+    /// Ends the reader and writer tasks, which closes the socket. Frames
+    /// still queued are dropped unsent: every request they carry has
+    /// already failed (the connection is marked failed first), and a
+    /// request reported failed must not reach the broker afterwards (a
+    /// retried Produce would be appended twice).
+    fn stop_tasks(&self) {
         self.reader.abort();
+        self.writer.abort();
     }
 
     /// Sends `request` in the negotiated version and waits for its response.
@@ -594,11 +623,13 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.reader.abort();
         self.shared.fail(ConnectionError::Shutdown {
             broker: self.shared.broker.clone(),
         });
-        // Dropping `outgoing` ends the writer task, which closes the socket.
+        // Not left to the writer noticing the closed queue: a writer
+        // blocked in `write_all` on a broker that stopped reading would
+        // never notice, and keep the socket open.
+        self.stop_tasks();
     }
 }
 
@@ -834,10 +865,125 @@ pub fn decode_response_frame<R: Request>(
 
 #[cfg(test)]
 mod tests {
-    use bytes::BytesMut;
-    use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader};
+    use bytes::{Buf, BufMut, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ResponseHeader, TopicName};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
+
+    /// A broker that answers ApiVersions (v3) and then never reads again,
+    /// as a hung broker (stopped process, stalled disk, frozen VM) does:
+    /// its receive window fills and stays full. The socket stays open.
+    async fn broker_that_stops_reading() -> (String, JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let task = tokio::spawn(async move {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let Ok(len) = socket.read_i32().await else {
+                return;
+            };
+            let mut request = vec![0u8; usize::try_from(len).unwrap_or(0)];
+            if socket.read_exact(&mut request).await.is_err() || request.len() < 8 {
+                return;
+            }
+            let correlation_id = (&request[4..8]).get_i32();
+            let range = |key: ApiKey, max| {
+                ApiVersion::default()
+                    .with_api_key(key as i16)
+                    .with_min_version(0)
+                    .with_max_version(max)
+            };
+            let body = ApiVersionsResponse::default().with_api_keys(vec![
+                range(ApiKey::ApiVersions, 3),
+                range(ApiKey::Metadata, 12),
+            ]);
+            let mut payload = BytesMut::new();
+            ResponseHeader::default()
+                .with_correlation_id(correlation_id)
+                .encode(&mut payload, 0)
+                .expect("encodes");
+            body.encode(&mut payload, 3).expect("encodes");
+            let mut frame = BytesMut::new();
+            frame.put_i32(i32::try_from(payload.len()).expect("small"));
+            frame.extend_from_slice(&payload);
+            let _ = socket.write_all(&frame).await;
+            std::future::pending::<()>().await;
+            drop::<TcpStream>(socket);
+        });
+        (address, task)
+    }
+
+    /// Connects to a broker that stops reading and leaves a request frame
+    /// stuck half written (32 MiB of topic names, far more than the socket
+    /// buffers hold), timed out.
+    async fn connection_with_a_frame_stuck_half_written() -> (Connection, JoinHandle<()>) {
+        let (address, broker) = broker_that_stops_reading().await;
+        let config = ConnectionConfig {
+            request_timeout: Duration::from_millis(300),
+            ..ConnectionConfig::default()
+        };
+        let connection = Connection::connect(address, config)
+            .await
+            .expect("connects");
+        let name = TopicName(StrBytes::from_string("t".repeat(200)));
+        let topics = (0..160_000)
+            .map(|_| MetadataRequestTopic::default().with_name(Some(name.clone())))
+            .collect();
+        let request = MetadataRequest::default().with_topics(Some(topics));
+        let options = RequestOptions {
+            version: Some(9),
+            timeout: None,
+        };
+        let err = connection
+            .request_with(&request, options)
+            .await
+            .expect_err("the broker does not read");
+        assert!(
+            matches!(err, ConnectionError::RequestTimeout { .. }),
+            "{err:?}"
+        );
+        (connection, broker)
+    }
+
+    /// Closing or dropping a connection ends its reader and writer tasks
+    /// (which closes the socket), also while the writer is blocked writing
+    /// to a broker that stopped reading. Drop once aborted only the reader
+    /// and left the writer to notice the closed queue, which a writer
+    /// stuck in `write_all` never does.
+    #[tokio::test]
+    async fn closing_or_dropping_a_connection_ends_its_tasks_when_the_broker_stopped_reading() {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let settle = || tokio::time::sleep(Duration::from_millis(500));
+
+        let baseline = metrics.num_alive_tasks();
+        let (connection, broker) = connection_with_a_frame_stuck_half_written().await;
+        drop(connection);
+        settle().await;
+        assert_eq!(
+            metrics.num_alive_tasks(),
+            baseline + 1,
+            "tasks of the dropped connection still alive (its socket still open)"
+        );
+        broker.abort();
+        settle().await;
+
+        let baseline = metrics.num_alive_tasks();
+        let (connection, broker) = connection_with_a_frame_stuck_half_written().await;
+        connection.close();
+        settle().await;
+        assert_eq!(
+            metrics.num_alive_tasks(),
+            baseline + 1,
+            "tasks of the closed connection still alive (its socket still open)"
+        );
+        assert!(connection.is_closed());
+        broker.abort();
+    }
 
     /// Metadata v12's response header (v1: correlation id, tagged fields)
     /// followed by `body`.

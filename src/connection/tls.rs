@@ -14,8 +14,11 @@
 //! (`enable.ssl.certificate.verification=false`) checks nothing but the
 //! handshake's signatures.
 //!
-//! The rustls client configuration is built once per `TlsConfig` (clones
-//! share it) on the first connection, so certificate files are read once.
+//! The rustls client configuration is built on the first connection and
+//! cached (clones share the cache), so certificate files are read once. The
+//! cache is keyed by the settings it was built from: changing a public
+//! field (`verify_hostname`, `roots`, ...) of a config already used, or of
+//! its clone, takes effect at the next connection.
 //!
 //! # References
 //! - Kafka's `SSL` and `SASL_SSL` listeners: TLS around the same framing
@@ -26,7 +29,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -96,7 +99,9 @@ pub enum TrustRoots {
     Pem(Pem),
 }
 
-/// TLS settings of broker connections.
+/// TLS settings of broker connections. The fields may be set directly, on
+/// a config already used or a clone of one: the next connection follows
+/// them.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct TlsConfig {
@@ -112,8 +117,28 @@ pub struct TlsConfig {
     pub verify_hostname: bool,
     /// Whether the certificate is verified at all (default true).
     pub verify_certificate: bool,
-    built: Arc<OnceLock<Result<Arc<ClientConfig>, String>>>,
+    /// The rustls configurations built so far, each with the settings it
+    /// was built from (shared by clones, which may differ in settings).
+    built: Arc<Mutex<Vec<(Settings, Built)>>>,
 }
+
+/// A built rustls configuration, or why it could not be built.
+type Built = Result<Arc<ClientConfig>, String>;
+
+/// What the rustls configuration is built from: every field but
+/// `server_name`, which is given per handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settings {
+    roots: TrustRoots,
+    client_identity: Option<(Pem, Pem)>,
+    verify_hostname: bool,
+    verify_certificate: bool,
+}
+
+/// How many differently-set configurations one cache keeps (clones set
+/// differently, or a config changed back and forth); past it the oldest
+/// is built again when used.
+const CACHED_CONFIGS: usize = 4;
 
 impl fmt::Debug for TlsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,7 +192,6 @@ impl TlsConfig {
     /// TLS).
     pub fn client_identity(mut self, certificate_chain: Pem, private_key: Pem) -> Self {
         self.client_identity = Some((certificate_chain, private_key));
-        self.built = Arc::default();
         self
     }
 
@@ -184,7 +208,6 @@ impl TlsConfig {
     /// certificate of those authorities can then pose as the broker.
     pub fn danger_skip_hostname_verification(mut self) -> Self {
         self.verify_hostname = false;
-        self.built = Arc::default();
         self
     }
 
@@ -193,15 +216,34 @@ impl TlsConfig {
     /// encrypted but the broker is not authenticated.
     pub fn danger_skip_certificate_verification(mut self) -> Self {
         self.verify_certificate = false;
-        self.built = Arc::default();
         self
     }
 
-    /// The rustls configuration, built on first use.
-    fn client_config(&self) -> Result<Arc<ClientConfig>, String> {
-        self.built
-            .get_or_init(|| self.build().map(Arc::new))
-            .clone()
+    fn settings(&self) -> Settings {
+        Settings {
+            roots: self.roots.clone(),
+            client_identity: self.client_identity.clone(),
+            verify_hostname: self.verify_hostname,
+            verify_certificate: self.verify_certificate,
+        }
+    }
+
+    /// The rustls configuration for the current field values: built on
+    /// first use, then taken from the cache while they stay the same.
+    fn client_config(&self) -> Built {
+        let settings = self.settings();
+        // Every critical section leaves the cache consistent: a holder
+        // that panicked left it as it was or with one more entry.
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, config)) = built.iter().find(|(s, _)| *s == settings) {
+            return config.clone();
+        }
+        let config = self.build().map(Arc::new);
+        if built.len() >= CACHED_CONFIGS {
+            let _oldest = built.remove(0);
+        }
+        built.push((settings, config.clone()));
+        config
     }
 
     fn build(&self) -> Result<ClientConfig, String> {
@@ -517,5 +559,34 @@ mod tests {
             .client_config()
             .expect_err("no cert");
         assert!(err.contains("no PEM certificate"), "{err}");
+    }
+
+    /// The built configuration follows the fields, also those changed on
+    /// a config already used or on its clone (which shares the cache),
+    /// and is built once while they stay the same.
+    #[test]
+    fn the_built_configuration_follows_the_fields() {
+        let mut config = TlsConfig::ca_file("/nonexistent/ca.pem");
+        assert!(config.client_config().is_err());
+        let ca = walfetch_testkit::TestCa::new("tls unit test CA").expect("CA");
+        config.roots = TrustRoots::Pem(Pem::Bytes(ca.ca_pem().into_bytes()));
+        let strict = config.client_config().expect("built from the new roots");
+        assert!(Arc::ptr_eq(
+            &strict,
+            &config.clone().client_config().expect("cached")
+        ));
+
+        let mut lenient = config.clone().danger_skip_hostname_verification();
+        let skipping = lenient.client_config().expect("built");
+        assert!(!Arc::ptr_eq(&strict, &skipping));
+        lenient.verify_hostname = true;
+        let again = lenient.client_config().expect("cached");
+        assert!(
+            Arc::ptr_eq(&strict, &again),
+            "verify_hostname = true must give the verifying configuration"
+        );
+        lenient.verify_certificate = false;
+        let none = lenient.client_config().expect("built");
+        assert!(!Arc::ptr_eq(&none, &strict) && !Arc::ptr_eq(&none, &skipping));
     }
 }

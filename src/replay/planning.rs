@@ -19,7 +19,7 @@ impl ReplayCore {
     /// limits; with too little memory left, that fetch asks for one byte,
     /// and gets its first batch whole (KIP-74). `round_trip` is the
     /// driver's count of round trips answered so far (see
-    /// [`ReplayStats::round_trips`]). The replay's first fetch goes alone:
+    /// [`super::ReplayStats::round_trips`]). The replay's first fetch goes alone:
     /// no other is given until it is answered.
     pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
         if self.is_drained() {

@@ -10,6 +10,18 @@
 //! variants, which the cluster client never retries: a wrong password stays
 //! wrong.
 //!
+//! OAUTHBEARER takes one message when the broker accepts the token. A
+//! broker that refuses it answers with error code NONE and an RFC 7628
+//! §3.2.2 error JSON (`{"status":"invalid_token"}`) as the server
+//! challenge; the client answers `%x01` and the broker then fails the
+//! exchange with `SASL_AUTHENTICATION_FAILED`, as Kafka's
+//! `OAuthBearerSaslServer` does. The error reports both.
+//!
+//! The token provider is awaited for at most the connect timeout when
+//! connecting and the request timeout when re-authenticating (when the
+//! connection's requests wait for it): one that never answers fails the
+//! authentication instead of hanging it.
+//!
 //! When the broker gives the session a lifetime (`session_lifetime_ms` in
 //! `SaslAuthenticate` v1+), the connection authenticates again, on the same
 //! connection and between requests, when 85–95% of it has passed (KIP-368);
@@ -23,7 +35,7 @@
 //! - KIP-368 (re-authentication before the session lifetime ends).
 //! - KIP-84 (SCRAM), KIP-255 (OAUTHBEARER).
 //! - RFC 4616 (PLAIN), RFC 5802 and RFC 7677 (SCRAM), RFC 7628
-//!   (OAUTHBEARER).
+//!   (OAUTHBEARER; §3.2.2 for the server's error challenge).
 
 mod oauthbearer;
 mod plain;
@@ -167,14 +179,21 @@ enum Exchange {
     /// One message, then the broker's answer ends it.
     Single,
     Scram(ScramClient),
+    /// The token was sent: an empty answer accepts it, a non-empty one is
+    /// the broker's error challenge (RFC 7628 §3.2.2).
+    OAuthBearer,
+    /// The broker refused the token with this status (its error JSON);
+    /// the client sent `%x01` and waits for the final failure.
+    OAuthBearerRefused(String),
 }
 
 /// Authenticates `connection` with `sasl` (SaslHandshake, then
-/// SaslAuthenticate rounds). Returns the session lifetime the broker set,
-/// if any.
+/// SaslAuthenticate rounds), waiting at most `token_timeout` for an
+/// OAUTHBEARER token. Returns the session lifetime the broker set, if any.
 pub(super) async fn authenticate(
     connection: &Connection,
     sasl: &SaslConfig,
+    token_timeout: Duration,
 ) -> Result<Option<Duration>, ConnectionError> {
     let broker = || connection.broker().to_owned();
     let mechanism = sasl.mechanism_name();
@@ -238,19 +257,24 @@ pub(super) async fn authenticate(
             (client.client_first().into_bytes(), Exchange::Scram(client))
         }
         Mechanism::OAuthBearer(provider) => {
-            let token = provider
-                .token()
+            let token = tokio::time::timeout(token_timeout, provider.token())
                 .await
+                .map_err(|_| {
+                    failed(format!(
+                        "the token provider gave no token within {token_timeout:?}"
+                    ))
+                })?
                 .map_err(|why| failed(format!("no token from the token provider: {why}")))?;
             let message = oauthbearer::initial_response(&token).ok_or_else(|| {
                 failed(
                     "the token provider's token holds characters a bearer token may not".to_owned(),
                 )
             })?;
-            (message, Exchange::Single)
+            (message, Exchange::OAuthBearer)
         }
     };
-    // SCRAM takes two rounds; a broker asking for more is not following it.
+    // SCRAM and a refused OAUTHBEARER token take two rounds; a broker
+    // asking for more is not following the mechanism.
     for round in 0..3 {
         let response = connection
             .request_ungated(
@@ -258,7 +282,14 @@ pub(super) async fn authenticate(
                 RequestOptions::default(),
             )
             .await
-            .map_err(|e| closed("SaslAuthenticate", e))?
+            .map_err(|e| match (&exchange, e) {
+                (Exchange::OAuthBearerRefused(status), ConnectionError::ClosedByPeer { .. }) => {
+                    failed(format!(
+                        "the broker refused the token: {status}, then closed the connection"
+                    ))
+                }
+                (_, e) => closed("SaslAuthenticate", e),
+            })?
             .body;
         let code = ErrorCode::from(response.error_code);
         if !code.is_ok() {
@@ -268,7 +299,12 @@ pub(super) async fn authenticate(
                 .map(|m| m.to_string())
                 .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| "no message".to_owned());
-            return Err(failed(format!("{code}: {detail}")));
+            return Err(failed(match &exchange {
+                Exchange::OAuthBearerRefused(status) => {
+                    format!("the broker refused the token: {status}; then {code}: {detail}")
+                }
+                _ => format!("{code}: {detail}"),
+            }));
         }
         let lifetime = u64::try_from(response.session_lifetime_ms)
             .ok()
@@ -276,6 +312,20 @@ pub(super) async fn authenticate(
             .map(Duration::from_millis);
         match &mut exchange {
             Exchange::Single => return Ok(lifetime),
+            Exchange::OAuthBearer if response.auth_bytes.is_empty() => return Ok(lifetime),
+            Exchange::OAuthBearer => {
+                // RFC 7628 §3.2.2: the server's error challenge, answered
+                // with %x01 so that the broker ends the exchange.
+                let status = String::from_utf8_lossy(&response.auth_bytes).into_owned();
+                exchange = Exchange::OAuthBearerRefused(status);
+                message = oauthbearer::ERROR_RESPONSE.to_vec();
+            }
+            Exchange::OAuthBearerRefused(status) => {
+                return Err(failed(format!(
+                    "the broker refused the token: {status}; then answered the client's %x01 \
+                     without an error"
+                )));
+            }
             Exchange::Scram(client) if round == 0 => {
                 message = client
                     .client_final(&response.auth_bytes)
@@ -304,7 +354,152 @@ pub(super) fn reauthentication_delay(lifetime: Duration, unit: f64) -> Duration 
 
 #[cfg(test)]
 mod tests {
+    use bytes::{Buf, BufMut, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{
+        ApiVersionsResponse, MetadataRequest, ResponseHeader, SaslAuthenticateResponse,
+        SaslHandshakeResponse,
+    };
+    use kafka_protocol::protocol::{Encodable, HeaderVersion};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::super::{ConnectionConfig, Security};
     use super::*;
+
+    /// Reads one request frame: its API key, version, correlation id and
+    /// body (after the header's client id).
+    async fn read_request(socket: &mut TcpStream) -> Option<(i16, i16, i32, Vec<u8>)> {
+        let len = socket.read_i32().await.ok()?;
+        let mut buf = vec![0u8; usize::try_from(len).ok()?];
+        socket.read_exact(&mut buf).await.ok()?;
+        let mut b = &buf[..];
+        let (key, version, id) = (b.get_i16(), b.get_i16(), b.get_i32());
+        let client_id = usize::try_from(b.get_i16()).unwrap_or(0);
+        Some((key, version, id, b.get(client_id..)?.to_vec()))
+    }
+
+    async fn send<B: Encodable + HeaderVersion>(
+        socket: &mut TcpStream,
+        correlation_id: i32,
+        version: i16,
+        body: &B,
+    ) {
+        let mut payload = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut payload, B::header_version(version))
+            .expect("encodes");
+        body.encode(&mut payload, version).expect("encodes");
+        let mut frame = BytesMut::new();
+        frame.put_i32(i32::try_from(payload.len()).expect("small"));
+        frame.extend_from_slice(&payload);
+        let _ = socket.write_all(&frame).await;
+    }
+
+    /// A broker whose OAUTHBEARER server side refuses every token as
+    /// Kafka's `OAuthBearerSaslServer` does: error code NONE with the RFC
+    /// 7628 §3.2.2 error JSON as the challenge, then, at the client's
+    /// `%x01`, SASL_AUTHENTICATION_FAILED. Any other request while the
+    /// exchange is open closes the connection (`IllegalSaslStateException`).
+    /// SaslAuthenticate is answered in v0, whose request body is the auth
+    /// bytes with a length prefix.
+    async fn kafka_like_oauth_broker() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut challenged = false;
+            while let Some((key, version, id, body)) = read_request(&mut socket).await {
+                match ApiKey::try_from(key) {
+                    Ok(ApiKey::ApiVersions) => {
+                        let range = |k: ApiKey, max| {
+                            ApiVersion::default()
+                                .with_api_key(k as i16)
+                                .with_min_version(0)
+                                .with_max_version(max)
+                        };
+                        let body = ApiVersionsResponse::default().with_api_keys(vec![
+                            range(ApiKey::ApiVersions, 3),
+                            range(ApiKey::Metadata, 12),
+                            range(ApiKey::SaslHandshake, 1),
+                            range(ApiKey::SaslAuthenticate, 0),
+                        ]);
+                        send(&mut socket, id, version, &body).await;
+                    }
+                    Ok(ApiKey::SaslHandshake) => {
+                        let body = SaslHandshakeResponse::default()
+                            .with_mechanisms(vec![StrBytes::from_static_str("OAUTHBEARER")]);
+                        send(&mut socket, id, version, &body).await;
+                    }
+                    Ok(ApiKey::SaslAuthenticate) if !challenged => {
+                        challenged = true;
+                        let body = SaslAuthenticateResponse::default()
+                            .with_auth_bytes(Bytes::from_static(br#"{"status":"invalid_token"}"#));
+                        send(&mut socket, id, version, &body).await;
+                    }
+                    Ok(ApiKey::SaslAuthenticate) if body == [0, 0, 0, 1, 1] => {
+                        let body = SaslAuthenticateResponse::default()
+                            .with_error_code(ErrorCode::SaslAuthenticationFailed.code())
+                            .with_error_message(Some(StrBytes::from_static_str(
+                                r#"{"status":"invalid_token"}"#,
+                            )));
+                        send(&mut socket, id, version, &body).await;
+                        return;
+                    }
+                    // Not %x01, or a request in the middle of the exchange:
+                    // the broker closes the connection.
+                    _ => return,
+                }
+            }
+        });
+        address
+    }
+
+    /// A refused OAUTHBEARER token fails the connection with a SASL
+    /// authentication error giving the broker's status. The first
+    /// SaslAuthenticate answer with error code NONE once ended the exchange
+    /// as a success whatever it carried: the connection was reported
+    /// authenticated and the first request met a closed connection (a
+    /// retriable "connection lost" instead of the fatal failure).
+    #[tokio::test]
+    async fn a_refused_oauthbearer_token_fails_authentication() {
+        let address = kafka_like_oauth_broker().await;
+        let config = ConnectionConfig {
+            security: Security::sasl_plaintext(SaslConfig::oauthbearer(|| async {
+                Ok::<_, String>("expired.token.value".to_owned())
+            })),
+            request_timeout: Duration::from_secs(2),
+            ..ConnectionConfig::default()
+        };
+        match Connection::connect(address.clone(), config).await {
+            Err(ConnectionError::SaslAuthentication {
+                broker,
+                mechanism,
+                message,
+            }) => {
+                assert_eq!(
+                    (broker.as_str(), mechanism),
+                    (address.as_str(), "OAUTHBEARER")
+                );
+                assert_eq!(
+                    message,
+                    r#"the broker refused the token: {"status":"invalid_token"}; then SASL_AUTHENTICATION_FAILED (58): {"status":"invalid_token"}"#
+                );
+            }
+            Err(other) => panic!("expected a SASL authentication error, got {other:?}"),
+            Ok(connection) => {
+                let next = connection.request(&MetadataRequest::default()).await;
+                panic!(
+                    "the refused token was taken as authenticated; the first request then got: \
+                     {:?}",
+                    next.map(|_| ())
+                );
+            }
+        }
+    }
 
     #[test]
     fn reauthentication_comes_before_the_end() {

@@ -3,10 +3,13 @@
 //!
 //! The message is the GS2 header `n,,` then `auth=Bearer TOKEN` between
 //! `\x01` separators, ended by `\x01\x01`. A broker that refuses the token
-//! answers with an error (Kafka: `SASL_AUTHENTICATION_FAILED`).
+//! answers with an error JSON (`{"status":"invalid_token"}`) as its
+//! challenge; the client then sends [`ERROR_RESPONSE`] and the broker fails
+//! the exchange (Kafka: `SASL_AUTHENTICATION_FAILED`).
 //!
 //! # References
-//! - RFC 7628 (OAUTHBEARER), §3.1 (client response).
+//! - RFC 7628 (OAUTHBEARER), §3.1 (client response), §3.2.2 (server's
+//!   error response, answered by the client's `%x01`).
 //! - KIP-255 (OAUTHBEARER in Kafka).
 
 /// The client first message for `token`; `None` when the token holds a
@@ -19,6 +22,10 @@ pub(crate) fn initial_response(token: &str) -> Option<Vec<u8>> {
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b));
     valid.then(|| format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes())
 }
+
+/// The client's answer to the server's error challenge (RFC 7628 §3.2.2:
+/// a single `%x01`), after which the broker reports the failure.
+pub(crate) const ERROR_RESPONSE: &[u8] = b"\x01";
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,12 @@
 //! requests until it is authenticated, and is closed on any other request;
 //! a failed authentication is answered `SASL_AUTHENTICATION_FAILED` (58)
 //! with a message, then the connection is closed; an unknown mechanism is
-//! answered `UNSUPPORTED_SASL_MECHANISM` (33) with the enabled ones. With a
+//! answered `UNSUPPORTED_SASL_MECHANISM` (33) with the enabled ones. An
+//! OAUTHBEARER token not accepted is refused as Kafka's
+//! `OAuthBearerSaslServer` does (RFC 7628 §3.2.2): error code NONE with the
+//! error JSON `{"status":"invalid_token"}` as the server challenge, then,
+//! once the client answers `%x01`, `SASL_AUTHENTICATION_FAILED` with that
+//! JSON as the message, and the connection is closed. With a
 //! session lifetime, the final SaslAuthenticate response (v1+) carries it,
 //! the client may authenticate again on the same connection, and a request
 //! other than ApiVersions/SASL after the session expired closes the
@@ -17,7 +22,8 @@
 //! - KIP-152 (SaslHandshake v1 + SaslAuthenticate), KIP-368
 //!   (re-authentication, `session_lifetime_ms`), KIP-84 (SCRAM), KIP-255
 //!   (OAUTHBEARER).
-//! - RFC 4616 (PLAIN), RFC 5802 / RFC 7677 (SCRAM), RFC 7628 (OAUTHBEARER).
+//! - RFC 4616 (PLAIN), RFC 5802 / RFC 7677 (SCRAM), RFC 7628 (OAUTHBEARER;
+//!   §3.2.2 for the error challenge).
 
 mod scram;
 
@@ -44,6 +50,10 @@ pub(crate) const AUTHENTICATE_VERSIONS: VersionRange = VersionRange::new(0, 2);
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const ILLEGAL_SASL_STATE: i16 = 34;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+/// The RFC 7628 §3.2.2 error JSON Kafka's broker sends for a token it does
+/// not accept.
+const OAUTH_INVALID_TOKEN: &str = r#"{"status":"invalid_token"}"#;
 
 /// The SASL settings of a scripted cluster: enabled mechanisms, users and
 /// their passwords, accepted OAUTHBEARER tokens, the session lifetime.
@@ -114,6 +124,9 @@ enum Stage {
     Chosen(String),
     /// SCRAM's server-first was sent.
     Scram(ScramServer),
+    /// An OAUTHBEARER token was refused with this error JSON; waiting for
+    /// the client's `%x01`.
+    OAuthRefused(&'static str),
 }
 
 /// One connection's SASL state.
@@ -302,7 +315,13 @@ impl ConnectionAuth {
                     if token.is_some_and(|t| self.server.tokens.iter().any(|k| k == t)) {
                         Ok(Step::Done(Bytes::new()))
                     } else {
-                        Err(failed("OAUTHBEARER", "token not accepted".to_owned()))
+                        // Kafka answers the error JSON as a challenge, with
+                        // no error code, and fails at the client's %x01.
+                        tracing::debug!("OAUTHBEARER token not accepted");
+                        self.stage = Stage::OAuthRefused(OAUTH_INVALID_TOKEN);
+                        Ok(Step::Continue(Bytes::from_static(
+                            OAUTH_INVALID_TOKEN.as_bytes(),
+                        )))
                     }
                 }
                 other => Err(failed(other, "mechanism not implemented".to_owned())),
@@ -311,6 +330,15 @@ impl ConnectionAuth {
                 .finish(message)
                 .map(|server_final| Step::Done(Bytes::from(server_final)))
                 .map_err(|why| failed("SCRAM", why)),
+            // Kafka fails with the error JSON as the message at the
+            // client's %x01; anything else is no valid answer either.
+            Stage::OAuthRefused(status) if message == b"\x01" => {
+                Err((SASL_AUTHENTICATION_FAILED, status.to_owned()))
+            }
+            Stage::OAuthRefused(_) => Err(failed(
+                "OAUTHBEARER",
+                "no %x01 after the error challenge".to_owned(),
+            )),
         }
     }
 }
@@ -320,4 +348,42 @@ enum Step {
     Continue(Bytes),
     /// Authenticated; send these bytes.
     Done(Bytes),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A token not accepted is refused as Kafka's `OAuthBearerSaslServer`
+    /// does: no error code and the error JSON as the challenge, then
+    /// SASL_AUTHENTICATION_FAILED at the client's %x01. The testkit once
+    /// answered SASL_AUTHENTICATION_FAILED at once, which hid a client
+    /// taking the challenge for success.
+    #[test]
+    fn a_refused_oauthbearer_token_is_challenged_as_kafka_does() {
+        let server = std::sync::Arc::new(SaslServer::new().oauth_token("good"));
+        let mut auth = ConnectionAuth::new(server);
+        auth.stage = Stage::Chosen("OAUTHBEARER".to_owned());
+        match auth.step(b"n,,\x01auth=Bearer bad\x01\x01") {
+            Ok(Step::Continue(challenge)) => {
+                assert_eq!(&challenge[..], br#"{"status":"invalid_token"}"#);
+            }
+            Ok(Step::Done(_)) => panic!("a bad token accepted"),
+            Err(e) => panic!("refused at once: {e:?}"),
+        }
+        assert!(!auth.allows_requests());
+        match auth.step(b"\x01") {
+            Err((code, message)) => {
+                assert_eq!(code, SASL_AUTHENTICATION_FAILED);
+                assert_eq!(message, r#"{"status":"invalid_token"}"#);
+            }
+            Ok(_) => panic!("the %x01 must end the exchange with an error"),
+        }
+
+        auth.stage = Stage::Chosen("OAUTHBEARER".to_owned());
+        assert!(matches!(
+            auth.step(b"n,,\x01auth=Bearer good\x01\x01"),
+            Ok(Step::Done(_))
+        ));
+    }
 }
