@@ -3,11 +3,16 @@
 //! offset with exact hints (batch base, batch length, record end). The only
 //! part of indexing that does IO; the index itself ([`crate::index`]) is
 //! pure data.
+//!
+//! The index holds what a `read_committed` consumer sees: records of
+//! aborted transactions are not entries (KIP-98; Kafka's consumer drops
+//! them by the fetch response's aborted transactions, as
+//! [`TransactionFilter`] does), and it ends below the last stable offset.
 
 use bytes::Bytes;
-use walfetch_codec::{Batches, DecodeOptions};
+use walfetch_codec::{AbortedTransaction, Batches, DecodeOptions, TransactionFilter};
 
-use crate::cluster::{ClientError, Cluster, FetchParams};
+use crate::cluster::{ClientError, Cluster, FetchParams, IsolationLevel};
 use crate::index::{
     is_greptime_meta, Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex,
 };
@@ -43,6 +48,8 @@ pub struct BuildReport {
     pub unassigned: u64,
     /// Control records skipped.
     pub control: u64,
+    /// Records of aborted transactions skipped (not indexed).
+    pub aborted: u64,
     /// Fetches made.
     pub fetches: u64,
     /// Wire bytes received.
@@ -99,11 +106,13 @@ impl BuildReport {
     }
 }
 
-/// Scans `topic`/`partition` over `from..to` (`to`: the high watermark when
-/// `None`) and indexes every record by `rule`. The index's `last_index` is
-/// the last offset scanned, and it records what it indexes: the topic, the
-/// partition, the topic id (when the broker's Metadata gives one), `from`
-/// as its first offset, and `rule`.
+/// Scans `topic`/`partition` over `from..to` (`to`: the last stable offset
+/// when `None`) and indexes every record by `rule`, but those of aborted
+/// transactions. The index's `last_index` is the last offset scanned (never
+/// past the last stable offset: the fate of an open transaction is not
+/// known yet), and it records what it indexes: the topic, the partition,
+/// the topic id (when the broker's Metadata gives one), `from` as its
+/// first offset, and `rule`.
 ///
 /// `from` may fall inside a batch: a broker that answers such a fetch from
 /// the next batch (Tansu 0.6) is asked again from lower offsets until the
@@ -138,13 +147,23 @@ pub async fn build_index(
         if end.is_some_and(|e| next >= e) {
             break;
         }
+        // read_committed: Kafka lists a partition's aborted transactions
+        // only in answers to read_committed fetches, and without that list
+        // a record of a transaction cannot be told aborted before its
+        // marker, which may come much later (or past the scan's end). Such
+        // a fetch stops at the last stable offset, and so does the index:
+        // past it, transactions are still open and any record may yet be
+        // aborted, so it is left to a replay's scan past `last_index` (and
+        // that replay's own isolation) rather than indexed as data.
         let params = FetchParams::new(topic, partition, next)
             .with_max_bytes(fetch_bytes.max(1))
-            .with_max_wait(std::time::Duration::ZERO);
+            .with_max_wait(std::time::Duration::ZERO)
+            .with_isolation(IsolationLevel::ReadCommitted);
         let fetched = cluster.fetch(&params).await?;
         report.fetches += 1;
         report.wire_bytes += fetched.wire_bytes as u64;
-        let end_now = *end.get_or_insert(fetched.high_watermark);
+        let readable = fetched.readable_end(IsolationLevel::ReadCommitted);
+        let end_now = *end.get_or_insert(readable);
         if !aligned {
             let first_base = Batches::new(fetched.records.clone(), DecodeOptions::default())
                 .next()
@@ -152,9 +171,9 @@ pub async fn build_index(
                 .map(|b| b.header().base_offset);
             let skipped = match first_base {
                 Some(base) => base > next && base > from,
-                // Nothing below the log's end: the batch holding `next`
-                // was the last, and skipped.
-                None => next < fetched.high_watermark.min(end_now),
+                // Nothing below the readable end: the batch holding
+                // `next` was the last, and skipped.
+                None => next < readable.min(end_now),
             };
             let floor = fetched.log_start_offset.max(0);
             if skipped && next > floor {
@@ -170,7 +189,7 @@ pub async fn build_index(
             &mut index,
             &mut report,
             rule,
-            fetched.records,
+            (fetched.records, &fetched.aborted_transactions),
             (next, from),
             end_now,
         )
@@ -190,21 +209,28 @@ pub async fn build_index(
 }
 
 /// Indexes the records at or past `from` of the complete batches of one
-/// response to a fetch at `fetched_at`; returns the next offset to fetch.
+/// response to a fetch at `fetched_at`, but those of the response's
+/// `aborted` transactions; returns the next offset to fetch.
 fn index_response(
     index: &mut WalIndex,
     report: &mut BuildReport,
     rule: &RegionRule,
-    records: Bytes,
+    (records, aborted): (Bytes, &[AbortedTransaction]),
     (fetched_at, from): (i64, i64),
     end: i64,
 ) -> Result<i64, walfetch_codec::Error> {
     let mut next = fetched_at;
+    let mut transactions = TransactionFilter::new(aborted.iter().copied());
     for batch in Batches::new(records, DecodeOptions::default()) {
         let batch = batch?;
         let h = *batch.header();
-        if h.is_control() {
-            report.control += u64::from(h.record_count.max(0) as u32);
+        if !transactions.admit(&batch)? {
+            let count = u64::from(h.record_count.max(0) as u32);
+            if h.is_control() {
+                report.control += count;
+            } else {
+                report.aborted += count;
+            }
             next = next.max(h.next_offset());
             continue;
         }
@@ -250,6 +276,75 @@ fn index_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use walfetch_codec::{BatchBuilder, ControlType, NewRecord};
+
+    /// Records of an aborted transaction (offsets 0 and 1, its marker at 2)
+    /// are not indexed, and counted; a plain batch after them (3 and 4)
+    /// is. Without the response's aborted transactions, nothing tells them
+    /// apart.
+    #[test]
+    fn records_of_aborted_transactions_are_not_indexed() {
+        let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
+        let recs = || -> Vec<NewRecord> {
+            (0..2)
+                .map(|i| NewRecord {
+                    offset_delta: i,
+                    key: Some(key.clone()),
+                    ..NewRecord::default()
+                })
+                .collect()
+        };
+        let log: Bytes = [
+            BatchBuilder::new(0)
+                .producer(2, 0, 0)
+                .transactional(true)
+                .encode(&recs())
+                .unwrap()
+                .bytes,
+            BatchBuilder::new(2)
+                .producer(2, 0, 2)
+                .encode_marker(ControlType::Abort, 0, 0)
+                .unwrap()
+                .bytes,
+            BatchBuilder::new(3).encode(&recs()).unwrap().bytes,
+        ]
+        .concat()
+        .into();
+        let rule = RegionRule::Key(IdFormat::BigEndian);
+        let aborted = [AbortedTransaction {
+            first_offset: 0,
+            producer_id: 2,
+        }];
+        let index_with = |aborted: &[AbortedTransaction]| {
+            let mut index = WalIndex::new();
+            let mut report = BuildReport::default();
+            let next = index_response(
+                &mut index,
+                &mut report,
+                &rule,
+                (log.clone(), aborted),
+                (0, 0),
+                i64::MAX,
+            )
+            .unwrap();
+            assert_eq!(next, 5);
+            let offsets: Vec<i64> = index
+                .region(5)
+                .unwrap()
+                .entries()
+                .iter()
+                .map(|e| e.offset)
+                .collect();
+            (offsets, report)
+        };
+        let (offsets, report) = index_with(&aborted);
+        assert_eq!(offsets, [3, 4]);
+        assert_eq!((report.indexed, report.aborted, report.control), (2, 2, 1));
+        // No aborted transaction listed (a committed one): all indexed.
+        let (offsets, report) = index_with(&[]);
+        assert_eq!(offsets, [0, 1, 3, 4]);
+        assert_eq!(report.aborted, 0);
+    }
 
     #[test]
     fn warnings_name_a_rule_that_finds_little_and_decimal_ids_read_big_endian() {

@@ -5,7 +5,10 @@
 //! unless the log past `last_index` may hold it; an entry read at an
 //! indexed offset that is not of its region is an error, never output.
 //! `build_index` records what it indexes and, from an offset inside a batch
-//! on a broker that skips that batch, still indexes every record from it.
+//! on a broker that skips that batch, still indexes every record from it;
+//! it leaves out records of aborted transactions. An index imported from
+//! GreptimeDB binds as GreptimeDB meant it: its `last_index` is the log end
+//! (exclusive), and a region it lists with no entries replays empty.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -425,4 +428,225 @@ async fn the_topic_id_check_rides_out_a_retriable_metadata_error() {
     )
     .await;
     assert_eq!(got.unwrap(), offsets(&written, 0, 1));
+}
+
+/// GreptimeDB's topic in [`greptime_log`].
+const GREPTIME_TOPIC: &str = "greptimedb_wal_topic_0";
+
+/// A topic of one record a batch, GreptimeDB's record meta as each key:
+/// record `n` is of `regions[n]`.
+async fn greptime_log(regions: &[RegionId]) -> (ScriptedCluster, Arc<Cluster>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(GREPTIME_TOPIC, 1).unwrap();
+    for (n, region) in regions.iter().enumerate() {
+        let batch = BatchBuilder::new(0)
+            .encode(&[NewRecord {
+                offset_delta: 0,
+                timestamp: 1_700_000_000_000,
+                key: Some(support::greptime::key(
+                    r#""Full""#,
+                    n as u64,
+                    *region,
+                    GREPTIME_TOPIC,
+                )),
+                value: Some(Bytes::from(format!("entry {n}"))),
+                headers: Vec::new(),
+            }])
+            .unwrap();
+        scripted.append(GREPTIME_TOPIC, 0, batch.bytes).unwrap();
+    }
+    let cluster = connect(&scripted).await;
+    (scripted, cluster)
+}
+
+/// The index of GreptimeDB's `index.json` for [`GREPTIME_TOPIC`].
+fn import_greptime_json(json: &str) -> WalIndex {
+    walfetch::index::import_greptime(json.as_bytes(), "index.json")
+        .unwrap()
+        .remove(GREPTIME_TOPIC)
+        .unwrap()
+}
+
+/// `region` of partition 0 from offset 0 to the log's end, with a
+/// [`Consumer`](walfetch::consumer::Consumer) (which, unlike a recovery,
+/// takes a region the index does not list); the offsets, or the error.
+async fn consume(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    topic: &str,
+    region: RegionId,
+    options: ReplayOptions,
+) -> Result<Vec<i64>, String> {
+    use walfetch::consumer::{Consumer, ReplayRange};
+    let range = ReplayRange {
+        topic: topic.into(),
+        partition: 0,
+        region,
+        from: 0,
+        to: None,
+    };
+    let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(r) = consumer.next().await {
+        out.push(r.map_err(|e| e.to_string())?.offset());
+    }
+    Ok(out)
+}
+
+/// GreptimeDB's `last_index` is the log end offset its worker read
+/// (`get_offset(OffsetAt::Latest)`, exclusive), and GreptimeDB replays
+/// `last_index..end` itself. Dumped when the log ended at 2; region 7
+/// then wrote offset 2, which the replay must read.
+#[tokio::test]
+async fn greptime_last_index_is_exclusive_the_record_at_it_is_replayed() {
+    let (_scripted, cluster) = greptime_log(&[7, 8, 7]).await;
+    let index = import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [0], "8": [1]}}, "last_index": 2}}}}"#
+    ));
+    assert_eq!(index.last_index(), Some(1));
+    let got = consume(
+        &cluster,
+        &index,
+        GREPTIME_TOPIC,
+        7,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got, Ok(vec![0, 2]));
+}
+
+/// The index of an idle GreptimeDB (nothing written since it was dumped):
+/// its `last_index` is the log end, and it is GreptimeDB's own index of
+/// this log, not one past its end.
+#[tokio::test]
+async fn greptime_index_of_an_idle_topic_is_accepted() {
+    let (_scripted, cluster) = greptime_log(&[7, 8]).await;
+    let index = import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [0], "8": [1]}}, "last_index": 2}}}}"#
+    ));
+    let got = consume(
+        &cluster,
+        &index,
+        GREPTIME_TOPIC,
+        7,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got, Ok(vec![0]));
+}
+
+/// GreptimeDB keeps a region whose entries were all truncated on flush as
+/// `"7": []`: a region it knows, with nothing to replay. Imported, it
+/// replays empty (not `RegionAbsent`), in a recovery too, and an entry it
+/// wrote past `last_index` is still found by the scan.
+#[tokio::test]
+async fn greptime_region_listed_with_no_entries_replays_empty() {
+    let (_scripted, cluster) = greptime_log(&[8, 8, 7]).await;
+    // Dumped at the log's end (3): nothing of region 7 to replay.
+    let idle = import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [], "8": [0, 1]}}, "last_index": 3}}}}"#
+    ));
+    let got = consume(&cluster, &idle, GREPTIME_TOPIC, 7, ReplayOptions::default()).await;
+    assert_eq!(got, Ok(vec![]));
+    let got = replay(
+        &cluster,
+        &idle,
+        (GREPTIME_TOPIC, 0),
+        7,
+        0,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got.unwrap(), Vec::<i64>::new());
+    // Dumped at 2: region 7's entry at 2 is past it, read by the scan.
+    let earlier = import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [], "8": [0, 1]}}, "last_index": 2}}}}"#
+    ));
+    let got = consume(
+        &cluster,
+        &earlier,
+        GREPTIME_TOPIC,
+        7,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got, Ok(vec![2]));
+}
+
+/// `build_index` over a log with an aborted transaction (as a Java or
+/// librdkafka transactional producer leaves it) leaves its records out, as
+/// a `read_committed` consumer does: a `read_committed` replay with the
+/// index then gets the committed records, not `LostOffsets` on the
+/// aborted ones. A transaction still open at the end of the scan is not
+/// indexed either: the index ends below it (the last stable offset).
+#[tokio::test]
+async fn build_index_skips_aborted_transactions() {
+    use walfetch::cluster::IsolationLevel;
+    use walfetch::codec::ControlType;
+
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic("wal", 1).unwrap();
+    let cluster = connect(&scripted).await;
+    let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
+    let recs = |tag: &str| -> Vec<NewRecord> {
+        (0..2)
+            .map(|i| NewRecord {
+                offset_delta: i,
+                key: Some(key.clone()),
+                value: Some(Bytes::from(format!("{tag} {i}"))),
+                ..NewRecord::default()
+            })
+            .collect()
+    };
+    let append = |b: walfetch::codec::EncodedBatch| scripted.append("wal", 0, b.bytes).unwrap();
+    let aborted = append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 0)
+            .transactional(true)
+            .encode(&recs("aborted"))
+            .unwrap(),
+    );
+    append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 2)
+            .encode_marker(ControlType::Abort, 0, 0)
+            .unwrap(),
+    );
+    let plain = append(BatchBuilder::new(0).encode(&recs("plain")).unwrap());
+    let rule = RegionRule::Key(IdFormat::BigEndian);
+    let (index, report) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    let indexed: Vec<i64> = index
+        .region(5)
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|e| e.offset)
+        .collect();
+    assert_eq!(
+        indexed,
+        [plain, plain + 1],
+        "aborted batch at {aborted}, report {report:?}"
+    );
+    assert_eq!((report.aborted, report.control), (2, 1));
+    let options = ReplayOptions::default().with_isolation(IsolationLevel::ReadCommitted);
+    let got = consume(&cluster, &index, "wal", 5, options).await;
+    assert_eq!(got, Ok(vec![plain, plain + 1]));
+
+    // A transaction left open: its records may yet be aborted.
+    let open = append(
+        BatchBuilder::new(0)
+            .producer(3, 0, 0)
+            .transactional(true)
+            .encode(&recs("open"))
+            .unwrap(),
+    );
+    let (index, _) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(index.last_index(), Some(open - 1));
+    assert_eq!(index.region(5).unwrap().len(), 2);
 }

@@ -60,11 +60,14 @@ async fn recover_with_greptimes_index(
     written: &greptime::GreptimeWal,
 ) {
     let end = greptime::end(written);
-    let last_index = end * 2 / 3;
-    let json = greptime::index_json(topic, written, last_index);
+    // GreptimeDB's last_index: the log end when it dumped (exclusive).
+    let dumped_at = end * 2 / 3;
+    let json = greptime::index_json(topic, written, dumped_at);
     let mut topics = import_greptime(json.as_bytes(), "index.json").unwrap();
     let index = topics.remove(topic).unwrap();
     assert_eq!(index.source().rule, Some(RegionRule::GREPTIMEDB));
+    assert_eq!(index.last_index(), Some(dumped_at - 1));
+    let last_index = dumped_at - 1;
     let mut recovery = Recovery::builder(Arc::clone(cluster)).index(topic, 0, &index);
     for (region, want) in written {
         let range = ReplayRange {

@@ -92,7 +92,9 @@ pub(crate) struct BuildArgs {
     /// a batch. The index records it: replays from below it are refused.
     #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     from: Option<i64>,
-    /// End offset, exclusive (default: the high watermark).
+    /// End offset, exclusive (default: the last stable offset, the high
+    /// watermark unless a transaction is open). The index never goes past
+    /// the last stable offset, and leaves out aborted transactions.
     #[arg(long, value_parser = offset, allow_hyphen_values = true)]
     to: Option<i64>,
     #[command(flatten)]
@@ -163,13 +165,14 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
     write_index(&args.out, &index)?;
     say!(
-        "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} control records; {} fetches, {} wire bytes",
+        "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} control records, {} of aborted transactions left out; {} fetches, {} wire bytes",
         report.indexed,
         index.regions().count(),
         args.out.display(),
         last_index(index.last_index()),
         report.unassigned,
         report.control,
+        report.aborted,
         report.fetches,
         report.wire_bytes
     );

@@ -195,7 +195,8 @@ fn replay_core_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 /// Index files: an empty one, one knowing its whole source with hinted and
-/// bare entries, and one of format version 1 (no source).
+/// bare entries and a region listed with none, and one of format version 1
+/// (no source).
 fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
     use walfetch::index::{
         encode_index, Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex,
@@ -209,6 +210,7 @@ fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
         });
         let _ = full.push((o % 4) as u64, IndexEntry { offset: o, hint });
     }
+    full.add_region(9);
     full.set_last_index(19);
     full.set_source(
         IndexSource::new("wal", 2)
@@ -224,7 +226,7 @@ fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
     let n = v1.len();
     let crc = crc32c::crc32c(&v1[..n - 4]);
     v1[n - 4..].copy_from_slice(&crc.to_be_bytes());
-    let greptime = br#"{"wal_topic_0": {"regions": {"4398046511104": [0, 3, 1, 7], "1": [2]}, "last_index": 12}}"#;
+    let greptime = br#"{"wal_topic_0": {"regions": {"4398046511104": [0, 3, 1, 7], "1": [2], "9": []}, "last_index": 12}}"#;
     vec![
         ("empty".into(), encode_index(&WalIndex::new())),
         ("full".into(), encode_index(&full)),

@@ -23,6 +23,12 @@
 //! ```
 //! Version 1 is the same without the parts (its flags byte is 0): an index
 //! that says nothing about what it indexes. Other flag bits are errors.
+//! A region may be listed with an entry count of 0: the index knows it
+//! and it has nothing indexed ([`WalIndex::add_region`]). The format is
+//! unchanged for it (version 2): a reader from before it loads such a
+//! region as one the index does not list, and then reads only the log past
+//! `last_index` for it or refuses the replay (`RegionAbsent`), never
+//! replaying it wrong.
 //! Varints are unsigned LEB128. Offsets of one region are delta-encoded, and
 //! entries sharing a batch share its description: an entry costs about two
 //! bytes without hints and four with them.
@@ -323,6 +329,8 @@ pub fn decode_index(data: &[u8], path: &str) -> Result<WalIndex, IndexError> {
         for _ in 0..regions {
             let region = c.uvarint("a region id")?;
             let count = c.uvarint("an entry count")?;
+            // Listed with no entries: known, nothing indexed.
+            index.add_region(region);
             let mut offset = 0i64;
             let mut previous_hint: Option<Hint> = None;
             for i in 0..count {
@@ -446,6 +454,7 @@ pub const MAX_INDEX_FILE_BYTES: u64 = 512 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::RegionIndex;
     use proptest::prelude::*;
 
     /// Counts the bytes read through it.
@@ -522,7 +531,12 @@ mod tests {
 
     fn index_strategy() -> impl Strategy<Value = WalIndex> {
         let entry = (1..50i64, any::<bool>(), any::<bool>(), 0..4i64, 61..2000u32);
-        let region = (any::<u64>(), prop::collection::vec(entry, 0..40));
+        // A region may be listed with no entries (`listed`, or none made).
+        let region = (
+            any::<u64>(),
+            prop::collection::vec(entry, 0..40),
+            any::<bool>(),
+        );
         (
             prop::collection::vec(region, 0..6),
             prop::option::of(0..1_000_000i64),
@@ -531,7 +545,10 @@ mod tests {
             .prop_map(|(regions, last, source)| {
                 let mut index = WalIndex::new();
                 index.set_source(source);
-                for (id, entries) in regions {
+                for (id, entries, listed) in regions {
+                    if listed {
+                        index.add_region(id);
+                    }
                     let mut offset = -1;
                     let mut base = 0;
                     for (gap, hinted, new_batch, back, end) in entries {
@@ -615,6 +632,21 @@ mod tests {
         let again = encode_index(&index);
         assert_eq!(again[4], INDEX_FILE_VERSION);
         assert_eq!(decode_index(&again, "new.idx").unwrap(), index);
+    }
+
+    /// A region listed with no entries (GreptimeDB's `"7": []`) is kept:
+    /// written as an entry count of 0 and read back as a region the index
+    /// lists, not one it does not know.
+    #[test]
+    fn a_region_with_no_entries_round_trips() {
+        let mut index = WalIndex::new();
+        index.add_region(7);
+        index.push(8, IndexEntry::offset_only(3)).unwrap();
+        index.set_last_index(5);
+        let back = decode_index(&encode_index(&index), "x").unwrap();
+        assert_eq!(back, index);
+        assert!(back.region(7).is_some_and(RegionIndex::is_empty));
+        assert_eq!(back.regions().count(), 2);
     }
 
     #[test]

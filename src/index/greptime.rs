@@ -3,6 +3,19 @@
 //! The file maps a topic name to `{"regions": {"<region id>": [offsets]},
 //! "last_index": N}`, with each region's offsets delta-encoded: the first
 //! value absolute, then differences. It carries offsets only, no hints.
+//!
+//! GreptimeDB's `last_index` is exclusive: its log-store worker sets it to
+//! the topic's log end offset (`get_offset(OffsetAt::Latest)`, the next
+//! offset to be written) before it dumps the index, and its replay reads
+//! the log from `max(last_index, start)` on as unindexed
+//! (`build_region_wal_index_iterator`). walfetch's `last_index` is the last
+//! offset covered, inclusive, so `N` is imported as `N - 1`, and `0` as no
+//! `last_index` (nothing covered).
+//!
+//! A region listed with no offsets (`"7": []`: GreptimeDB keeps a region
+//! whose entries were all truncated on flush) is imported as a region the
+//! index lists with no entries ([`WalIndex::add_region`]): it has nothing
+//! to replay up to `last_index`.
 //! GreptimeDB writes each record's region into the record key, in its
 //! record meta (JSON), so an imported index carries
 //! [`RegionRule::GREPTIMEDB`]: a replay reads the region of the records past
@@ -43,19 +56,23 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
             rule: Some(RegionRule::GREPTIMEDB),
             ..IndexSource::default()
         });
-        let last = i64::try_from(t.last_index).map_err(|_| {
+        let end = i64::try_from(t.last_index).map_err(|_| {
             corrupt(format!(
                 "topic {topic}: last_index {} is out of range",
                 t.last_index
             ))
         })?;
-        index.set_last_index(last);
+        // GreptimeDB's is the log end when it was read (exclusive); ours
+        // the last offset covered. 0: nothing covered, and
+        // `set_last_index` leaves it unset for -1.
+        index.set_last_index(end - 1);
         for (region, deltas) in t.regions {
             let id: u64 = region.parse().map_err(|_| {
                 corrupt(format!(
                     "topic {topic}: region id {region:?} is not a decimal u64"
                 ))
             })?;
+            index.add_region(id);
             let mut offset: u64 = 0;
             for (i, delta) in deltas.into_iter().enumerate() {
                 offset = if i == 0 {
@@ -116,7 +133,8 @@ mod tests {
         }"#;
         let topics = import_greptime(json, "index.json").unwrap();
         let t0 = &topics["wal_topic_0"];
-        assert_eq!(t0.last_index(), Some(20));
+        // GreptimeDB's last_index is the log end (exclusive).
+        assert_eq!(t0.last_index(), Some(19));
         assert_eq!(t0.source().topic.as_deref(), Some("wal_topic_0"));
         assert_eq!(t0.source().partition, None);
         assert_eq!(t0.source().rule, Some(RegionRule::GREPTIMEDB));
@@ -136,6 +154,41 @@ mod tests {
             .all(|e| e.hint.is_none()));
         assert_eq!(t0.region(17).unwrap().len(), 1);
         assert!(topics["wal_topic_1"].is_empty());
+        assert_eq!(
+            topics["wal_topic_1"].last_index(),
+            None,
+            "0: nothing covered"
+        );
+    }
+
+    /// GreptimeDB's `last_index` is the log end offset its worker read
+    /// (`get_offset(OffsetAt::Latest)`), and its replay reads from it on:
+    /// the offset at `last_index` is not covered.
+    #[test]
+    fn last_index_is_greptimes_exclusive_log_end() {
+        for (last_index, want) in [(0u64, None), (1, Some(0)), (2, Some(1))] {
+            let json =
+                format!(r#"{{"t": {{"regions": {{"7": [0]}}, "last_index": {last_index}}}}}"#);
+            let index = import_greptime(json.as_bytes(), "index.json")
+                .unwrap()
+                .remove("t")
+                .unwrap();
+            assert_eq!(index.last_index(), want, "last_index {last_index}");
+        }
+    }
+
+    /// A region GreptimeDB lists with no offsets (all truncated on flush)
+    /// is one the index knows, with nothing indexed.
+    #[test]
+    fn a_region_listed_with_no_offsets_is_kept_empty() {
+        let json = br#"{"t": {"regions": {"7": [], "8": [4]}, "last_index": 9}}"#;
+        let index = import_greptime(json, "index.json")
+            .unwrap()
+            .remove("t")
+            .unwrap();
+        assert!(index.region(7).is_some_and(|r| r.is_empty()));
+        assert_eq!(index.region(8).map(|r| r.len()), Some(1));
+        assert_eq!(index.regions().count(), 2);
     }
 
     #[test]

@@ -96,6 +96,19 @@ pub enum IndexError {
     /// Two indexes to merge are of different logs or rules.
     #[error("the indexes do not describe the same log: {0}")]
     SourceConflict(String),
+    /// Two indexes to merge give one offset to two regions: a record has
+    /// one region, so they cannot both be of the same log.
+    #[error(
+        "the merged index would give offset {offset} to both region {region} and region {other}"
+    )]
+    SharedOffset {
+        /// The offset.
+        offset: i64,
+        /// The region one index gives it to.
+        region: RegionId,
+        /// The other region it is given to.
+        other: RegionId,
+    },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -192,7 +205,10 @@ impl IndexSource {
     }
 }
 
-/// One region's sorted entries.
+/// One region's sorted entries. A region may be listed with none: the
+/// index knows it and it has nothing indexed up to `last_index` (as a
+/// GreptimeDB index lists a region whose entries were all flushed,
+/// `"7": []`); a replay of it reads only the log past `last_index`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegionIndex {
     entries: Vec<IndexEntry>,
@@ -282,6 +298,14 @@ impl WalIndex {
         }
     }
 
+    /// Lists `region` with no entries, if the index does not list it yet:
+    /// a region known to have nothing indexed up to `last_index` (a replay
+    /// of it reads the log past `last_index` only), not one the index knows
+    /// nothing of ([`crate::error::Mismatch::RegionAbsent`]).
+    pub fn add_region(&mut self, region: RegionId) {
+        self.regions.entry(region).or_default();
+    }
+
     /// The last offset the index covers (inclusive): every entry of every
     /// region at or below it is indexed. Past it, a replay must scan.
     pub fn last_index(&self) -> Option<i64> {
@@ -307,12 +331,13 @@ impl WalIndex {
         self.source = source;
     }
 
-    /// The region's entries, if it has any.
+    /// The region's entries, if the index lists the region (possibly with
+    /// none, [`WalIndex::add_region`]).
     pub fn region(&self, region: RegionId) -> Option<&RegionIndex> {
         self.regions.get(&region)
     }
 
-    /// Every region, in id order.
+    /// Every region listed, in id order (those with no entries included).
     pub fn regions(&self) -> impl Iterator<Item = (RegionId, &RegionIndex)> {
         self.regions.iter().map(|(id, r)| (*id, r))
     }
@@ -334,13 +359,19 @@ impl WalIndex {
     }
 
     /// Joins the index of another writer of the same partition: entries of
-    /// both, and a `last_index` up to which both are complete (the lower).
-    /// Their sources must agree where both are known.
+    /// both, every region either lists (those with no entries too), and a
+    /// `last_index` up to which both are complete (the lower). Their
+    /// sources must agree where both are known, a region's offset may not
+    /// be in both, and an offset may not be in two regions
+    /// ([`IndexError::SharedOffset`]). A merge refused leaves the index as
+    /// it was.
     pub fn merge(&mut self, other: &WalIndex) -> Result<(), IndexError> {
         let mut source = self.source.clone();
         source.merge(&other.source)?;
+        // Merged into a copy of the regions, swapped in once all is well.
+        let mut regions = self.regions.clone();
         for (id, region) in other.regions() {
-            let mine = self.regions.entry(id).or_default();
+            let mine = regions.entry(id).or_default();
             let mut merged = Vec::with_capacity(mine.len() + region.len());
             let (mut a, mut b) = (
                 mine.entries.iter().peekable(),
@@ -369,6 +400,8 @@ impl WalIndex {
             }
             mine.entries = merged;
         }
+        check_one_region_an_offset(&regions)?;
+        self.regions = regions;
         self.last_index = match (self.last_index, other.last_index) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -404,9 +437,26 @@ impl WalIndex {
         self.regions.values().map(RegionIndex::len).sum()
     }
 
-    /// Whether no region has entries.
+    /// Whether no region has entries (regions may be listed with none).
     pub fn is_empty(&self) -> bool {
-        self.regions.is_empty()
+        self.regions.values().all(RegionIndex::is_empty)
+    }
+}
+
+/// Refuses an offset given to two regions, naming it and both.
+fn check_one_region_an_offset(regions: &BTreeMap<RegionId, RegionIndex>) -> Result<(), IndexError> {
+    let mut all: Vec<(i64, RegionId)> = regions
+        .iter()
+        .flat_map(|(id, r)| r.entries.iter().map(move |e| (e.offset, *id)))
+        .collect();
+    all.sort_unstable();
+    match all.windows(2).find(|w| w[0].0 == w[1].0) {
+        Some(w) => Err(IndexError::SharedOffset {
+            offset: w[0].0,
+            region: w[0].1,
+            other: w[1].1,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -479,6 +529,74 @@ mod tests {
         assert_eq!(a.region(2).unwrap().len(), 2);
         assert_eq!(a.last_index(), Some(7));
         assert!(a.clone().merge(&b).is_err(), "the same entry twice");
+    }
+
+    /// A merge refused for a repeated entry leaves the index as it was:
+    /// region 0 of `b` comes before region 1's repeat is found.
+    #[test]
+    fn a_refused_merge_leaves_the_index_as_it_was() {
+        let mut a = WalIndex::new();
+        a.push(1, IndexEntry::offset_only(5)).unwrap();
+        a.set_last_index(9);
+        let mut b = WalIndex::new();
+        b.push(0, IndexEntry::offset_only(1)).unwrap();
+        b.push(1, IndexEntry::offset_only(5)).unwrap();
+        b.push(2, IndexEntry::offset_only(7)).unwrap();
+        b.set_last_index(8);
+        let before = a.clone();
+        assert!(a.merge(&b).is_err());
+        assert_eq!(a, before, "a refused merge changed the index");
+    }
+
+    /// One offset in two regions: no record has two regions, so the two
+    /// indexes are not of one log. Refused, naming the offset and both
+    /// regions, and nothing merged.
+    #[test]
+    fn a_merge_refuses_one_offset_in_two_regions() {
+        let mut a = WalIndex::new();
+        a.push(1, IndexEntry::offset_only(5)).unwrap();
+        let mut b = WalIndex::new();
+        b.push(3, IndexEntry::offset_only(4)).unwrap();
+        b.push(2, IndexEntry::offset_only(5)).unwrap();
+        let before = a.clone();
+        let err = a.merge(&b).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                IndexError::SharedOffset {
+                    offset: 5,
+                    region: 1,
+                    other: 2
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("offset 5") && text.contains("region 1") && text.contains("region 2"),
+            "{text}"
+        );
+        assert_eq!(a, before);
+    }
+
+    /// A region listed with no entries is kept by a merge, from either
+    /// side, and stays listed when the other index has entries of it.
+    #[test]
+    fn regions_with_no_entries_are_listed_and_merged() {
+        let mut a = WalIndex::new();
+        a.add_region(7);
+        assert!(a.region(7).is_some_and(RegionIndex::is_empty));
+        assert!(a.is_empty(), "no entries");
+        a.push(8, IndexEntry::offset_only(2)).unwrap();
+        a.add_region(8);
+        assert_eq!(a.region(8).map(RegionIndex::len), Some(1), "kept its entry");
+        let mut b = WalIndex::new();
+        b.add_region(9);
+        b.push(7, IndexEntry::offset_only(4)).unwrap();
+        a.merge(&b).unwrap();
+        let listed: Vec<(RegionId, usize)> = a.regions().map(|(id, r)| (id, r.len())).collect();
+        assert_eq!(listed, [(7, 1), (8, 1), (9, 0)]);
+        assert_eq!(a.without_hints().regions().count(), 3);
     }
 
     #[test]

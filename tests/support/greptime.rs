@@ -71,13 +71,16 @@ pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> Grept
     written
 }
 
-/// GreptimeDB's `index.json` for `topic` up to `last_index`: each region's
-/// offsets delta-encoded (the first absolute).
+/// GreptimeDB's `index.json` for `topic` as GreptimeDB dumps it when the
+/// log ends at `last_index`: its `last_index` is that log end offset
+/// (exclusive: what its worker's `get_offset(OffsetAt::Latest)` returned),
+/// and each region lists its offsets below it, delta-encoded (the first
+/// absolute).
 pub(crate) fn index_json(topic: &str, written: &GreptimeWal, last_index: i64) -> String {
     let regions: serde_json::Map<String, serde_json::Value> = written
         .iter()
         .map(|(region, entries)| {
-            let offsets = entries.iter().map(|(o, _)| *o).filter(|o| *o <= last_index);
+            let offsets = entries.iter().map(|(o, _)| *o).filter(|o| *o < last_index);
             let deltas: Vec<i64> = offsets
                 .scan(0, |previous, o| {
                     let delta = o - *previous;
