@@ -868,16 +868,27 @@ async fn a_missing_leader_is_looked_up_with_a_growing_backoff() {
     assert!(lookups <= 15, "{lookups} Metadata requests");
 }
 
-/// Appends one 64 KiB entry to each of 520 regions (33 MiB, past
-/// `BUFFER_BYTES`), none of their groups near `max_batch_bytes`.
-async fn fill_the_buffer_with_small_groups(writer: &WalWriter) -> Vec<Appended> {
+/// A writer whose batches go only when full or flushed (a linger of
+/// `Duration::MAX`, one in flight), given one 64 KiB entry for each of 520
+/// regions: 33 MiB, past `BUFFER_BYTES`, none of their groups near
+/// `max_batch_bytes`. The entries' acknowledgements.
+async fn a_buffer_full_of_lingering_groups(cluster: &Arc<Cluster>) -> (WalWriter, Vec<Appended>) {
+    let config = WriterConfig::new(TOPIC, 0)
+        .with_linger(Duration::MAX)
+        .with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(cluster), config);
     let payload = Bytes::from(vec![7u8; 64 << 10]);
     let mut pending = Vec::new();
-    for region in 0..520u64 {
-        let entry = WalEntry::new(region, payload.clone());
-        pending.push(writer.append(entry).await.expect("queued"));
-    }
-    pending
+    let fill = async {
+        for region in 0..520u64 {
+            let entry = WalEntry::new(region, payload.clone());
+            pending.push(writer.append(entry).await.expect("queued"));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), fill)
+        .await
+        .expect("appends go on once the buffer is full");
+    (writer, pending)
 }
 
 /// With the buffer full of groups that are neither full nor due (a linger
@@ -887,16 +898,7 @@ async fn fill_the_buffer_with_small_groups(writer: &WalWriter) -> Vec<Appended> 
 #[tokio::test]
 async fn a_buffer_full_of_lingering_groups_is_sent_and_a_flush_returns() {
     let (_scripted, cluster) = scripted().await;
-    let config = WriterConfig::new(TOPIC, 0)
-        .with_linger(Duration::MAX)
-        .with_max_in_flight(1);
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let pending = tokio::time::timeout(
-        Duration::from_secs(20),
-        fill_the_buffer_with_small_groups(&writer),
-    )
-    .await
-    .expect("appends go on once the buffer is full");
+    let (writer, pending) = a_buffer_full_of_lingering_groups(&cluster).await;
     tokio::time::timeout(Duration::from_secs(20), writer.flush())
         .await
         .expect("the flush returns")
@@ -912,16 +914,7 @@ async fn a_buffer_full_of_lingering_groups_is_sent_and_a_flush_returns() {
 #[tokio::test]
 async fn a_dropped_writer_with_a_full_buffer_still_writes_its_entries() {
     let (scripted, cluster) = scripted().await;
-    let config = WriterConfig::new(TOPIC, 0)
-        .with_linger(Duration::MAX)
-        .with_max_in_flight(1);
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let pending = tokio::time::timeout(
-        Duration::from_secs(20),
-        fill_the_buffer_with_small_groups(&writer),
-    )
-    .await
-    .expect("appends go on once the buffer is full");
+    let (writer, pending) = a_buffer_full_of_lingering_groups(&cluster).await;
     drop(writer);
     let results = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(pending))
         .await
