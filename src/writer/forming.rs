@@ -47,7 +47,7 @@ impl Task {
                 }
             }
             // Not held: its bytes go back to `append` at once.
-            self.room.give(bytes);
+            self.memory.give(bytes);
             let _ = ack.send(Err(Error::Encode {
                 topic: self.config.topic.clone(),
                 partition: self.config.partition,
@@ -108,7 +108,7 @@ impl Task {
         }
         match self.full_heads.first_key_value() {
             Some((_, &full)) => Some(full),
-            None => self.room.is_exhausted().then_some(key),
+            None => self.memory.is_exhausted().then_some(key),
         }
     }
 

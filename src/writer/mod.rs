@@ -32,9 +32,10 @@
 //! at most [`WriterConfig::buffer_bytes`] of entries not yet sent (those
 //! queued to it included): `append` waits for room, and while one waits,
 //! the oldest group goes without waiting out its linger when no group is
-//! full (as the Java producer does when its `buffer.memory` is exhausted). A flush (and
-//! closing the writer) makes batches of every group at once, oldest
-//! first. How a group becomes batches is the [`WriterMode`]:
+//! full (as the Java producer does when its `buffer.memory` is
+//! exhausted). A flush (and closing the writer) makes batches of every
+//! group at once, oldest first. How a group becomes batches is the
+//! [`WriterMode`]:
 //!
 //! - [`WriterMode::Clustered`] (the default): entries are grouped by
 //!   region and each region's group becomes its own batches (split at
@@ -133,15 +134,15 @@ use crate::cluster::{Cluster, ProduceAnswer, ProducerIdentity};
 use crate::connection::Connection;
 use crate::error::Error;
 use crate::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
-use room::Room;
+use memory::Memory;
 
 // The writer task, by what it does: its loop (`task`), entries into
 // batches (`forming`), batches onto the wire (`sending`), and what an
-// answer does (`answers`); the bytes `append` may hand it (`room`). Its
+// answer does (`answers`); the bytes `append` may hand it (`memory`). Its
 // state and the types they share are here.
 mod answers;
 mod forming;
-mod room;
+mod memory;
 mod sending;
 mod task;
 
@@ -425,7 +426,7 @@ pub struct WalWriter {
     commands: mpsc::Sender<Command>,
     /// The bytes of entries the writer may hold
     /// ([`WriterConfig::buffer_bytes`]).
-    room: Arc<Room>,
+    memory: Arc<Memory>,
     /// [`WriterConfig::buffer_bytes`], and whether entries carry the
     /// checksum header (what an entry counts, [`entry_bytes`]).
     buffer_bytes: usize,
@@ -454,10 +455,10 @@ impl WalWriter {
         let index = Arc::new(Mutex::new(fresh));
         let (topic, partition) = (config.topic.clone(), config.partition);
         let (buffer_bytes, record_checksums) = (config.buffer_bytes(), config.record_checksums);
-        let room = Arc::new(Room::new(buffer_bytes));
+        let memory = Arc::new(Memory::new(buffer_bytes));
         let (task, invalid) = match config.validate() {
             Ok(()) => {
-                let task = Task::new(cluster, config, Arc::clone(&index), Arc::clone(&room));
+                let task = Task::new(cluster, config, Arc::clone(&index), Arc::clone(&memory));
                 (Some(tokio::spawn(task.run(queue))), None)
             }
             Err(Error::InvalidArgument(why)) => (None, Some(why)),
@@ -465,7 +466,7 @@ impl WalWriter {
         };
         Self {
             commands,
-            room,
+            memory,
             buffer_bytes,
             record_checksums,
             index,
@@ -514,7 +515,7 @@ impl WalWriter {
             })?;
         // Given back by the writer task once it no longer holds the entry
         // unsent (`Task::unbuffer`); closed when the task ends.
-        self.room.take(permits).await.map_err(|_| self.closed())?;
+        self.memory.take(permits).await.map_err(|_| self.closed())?;
         let (ack, offset) = oneshot::channel();
         self.commands
             .send(Command::Append(Pending {
@@ -705,5 +706,5 @@ struct Task {
     buffered: usize,
     /// The bytes `append` may hand the task: those counted in `buffered`
     /// are given back when they stop counting; closed when the task ends.
-    room: Arc<Room>,
+    memory: Arc<Memory>,
 }

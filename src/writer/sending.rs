@@ -17,7 +17,7 @@ impl Task {
     pub(super) fn unbuffer(&mut self, batch: &mut Batch) {
         let bytes = std::mem::take(&mut batch.buffered);
         self.buffered = self.buffered.saturating_sub(bytes);
-        self.room.give(bytes);
+        self.memory.give(bytes);
     }
 
     pub(super) fn fail(&mut self, mut batch: Batch, error: &Error) {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::room::Room;
+use super::memory::Memory;
 use super::{Command, Task, WriterConfig, TAKE_AT_ONCE};
 use crate::cluster::Cluster;
 use crate::index::WalIndex;
@@ -17,7 +17,7 @@ impl Task {
         cluster: Arc<Cluster>,
         config: WriterConfig,
         index: Arc<Mutex<WalIndex>>,
-        room: Arc<Room>,
+        memory: Arc<Memory>,
     ) -> Self {
         Self {
             cluster,
@@ -38,7 +38,7 @@ impl Task {
             resume_at: None,
             search_from: 0,
             buffered: 0,
-            room,
+            memory,
         }
     }
 
@@ -48,7 +48,7 @@ impl Task {
         let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
         let mut armed: Option<Instant> = None;
-        let room = Arc::clone(&self.room);
+        let memory = Arc::clone(&self.memory);
         loop {
             self.form_due(Instant::now());
             self.send_ready().await;
@@ -73,7 +73,7 @@ impl Task {
                 }
                 armed = deadline;
             }
-            // The entries held are bounded by `append` (`Room`): the queue
+            // The entries held are bounded by `append` (`Memory`): the queue
             // is always read, so a flush or the writer's closing behind
             // entries is always reached.
             let accepting = !closed;
@@ -92,7 +92,7 @@ impl Task {
                 () = sleep_until(resume) => self.resume_at = None,
                 // An `append` waits for room: `form_due` at the top of the
                 // loop sends the oldest group.
-                () = room.exhausted() => {}
+                () = memory.exhausted() => {}
                 command = queue.recv(), if accepting => {
                     // Entries already appended go into their groups before
                     // any group is formed: a batch formed first would
@@ -158,6 +158,6 @@ impl Drop for Task {
     /// `append`s waiting for room fail (the writer is closed) instead of
     /// waiting for permits no one gives back.
     fn drop(&mut self) {
-        self.room.close();
+        self.memory.close();
     }
 }

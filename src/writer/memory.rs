@@ -14,7 +14,7 @@ use tokio::sync::{Notify, Semaphore, TryAcquireError};
 
 /// See the module docs.
 #[derive(Debug)]
-pub(super) struct Room {
+pub(super) struct Memory {
     bytes: Semaphore,
     /// `append`s waiting for bytes.
     waiting: AtomicUsize,
@@ -22,11 +22,11 @@ pub(super) struct Room {
     exhausted: Notify,
 }
 
-/// The room was closed: the writer task ended.
+/// The memory was closed: the writer task ended.
 #[derive(Debug)]
 pub(super) struct Closed;
 
-impl Room {
+impl Memory {
     pub(super) fn new(bytes: usize) -> Self {
         Self {
             bytes: Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)),
@@ -71,7 +71,7 @@ impl Room {
         self.exhausted.notified().await;
     }
 
-    /// No more room: waiting and later `take`s fail.
+    /// Closed: waiting and later `take`s fail.
     pub(super) fn close(&self) {
         self.bytes.close();
     }
@@ -102,32 +102,32 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_waiting_take_exhausts_the_room_until_it_gets_its_bytes() {
-        let room = Arc::new(Room::new(10));
-        room.take(8).await.unwrap();
-        assert!(!room.is_exhausted());
+    async fn a_waiting_take_exhausts_the_memory_until_it_gets_its_bytes() {
+        let memory = Arc::new(Memory::new(10));
+        memory.take(8).await.unwrap();
+        assert!(!memory.is_exhausted());
         let waiter = tokio::spawn({
-            let room = Arc::clone(&room);
-            async move { room.take(5).await }
+            let memory = Arc::clone(&memory);
+            async move { memory.take(5).await }
         });
-        tokio::time::timeout(Duration::from_secs(5), room.exhausted())
+        tokio::time::timeout(Duration::from_secs(5), memory.exhausted())
             .await
             .expect("the writer task is woken");
-        assert!(room.is_exhausted());
-        room.give(8);
+        assert!(memory.is_exhausted());
+        memory.give(8);
         waiter.await.unwrap().unwrap();
-        assert!(!room.is_exhausted());
+        assert!(!memory.is_exhausted());
     }
 
     #[tokio::test]
     async fn a_dropped_take_no_longer_counts_as_waiting_and_close_fails_takes() {
-        let room = Room::new(1);
-        let take = room.take(2);
+        let memory = Memory::new(1);
+        let take = memory.take(2);
         assert!(tokio::time::timeout(Duration::from_millis(50), take)
             .await
             .is_err());
-        assert!(!room.is_exhausted());
-        room.close();
-        assert!(room.take(1).await.is_err());
+        assert!(!memory.is_exhausted());
+        memory.close();
+        assert!(memory.take(1).await.is_err());
     }
 }
