@@ -310,7 +310,10 @@ pub fn index_file(data: &[u8]) {
     }
     // Read from a reader (magic first, then the rest), the same index.
     let read = walfetch::index::read_index(data, "fuzz").ok();
-    assert_eq!(read, decoded, "reading an index from a reader is decoding it");
+    assert_eq!(
+        read, decoded,
+        "reading an index from a reader is decoding it"
+    );
     if let Ok(topics) = walfetch::index::import_greptime(data, "fuzz") {
         topics.values().for_each(round_trips);
     }
