@@ -575,6 +575,39 @@ async fn greptime_region_listed_with_no_entries_replays_empty() {
     assert_eq!(got, Ok(vec![2]));
 }
 
+/// A region whose entries are all below the checkpoint an index is
+/// truncated at (it flushed everything) stays listed: recovered from the
+/// checkpoint it gets nothing, where it was dropped from the index and the
+/// recovery refused it as a region the index does not know.
+#[tokio::test]
+async fn a_region_truncated_to_nothing_recovers_empty() {
+    let (_scripted, cluster) = greptime_log(&[8, 8, 7]).await;
+    let mut index = import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [2], "8": [0, 1]}}, "last_index": 3}}}}"#
+    ));
+    index.truncate_below(2);
+    let got = replay(
+        &cluster,
+        &index,
+        (GREPTIME_TOPIC, 0),
+        8,
+        2,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got.unwrap(), Vec::<i64>::new());
+    let got = replay(
+        &cluster,
+        &index,
+        (GREPTIME_TOPIC, 0),
+        7,
+        2,
+        ReplayOptions::default(),
+    )
+    .await;
+    assert_eq!(got.unwrap(), vec![2]);
+}
+
 /// `build_index` over a log with an aborted transaction (as a Java or
 /// librdkafka transactional producer leaves it) leaves its records out, as
 /// a `read_committed` consumer does: a `read_committed` replay with the
