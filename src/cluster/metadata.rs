@@ -155,6 +155,11 @@ impl ClusterMetadata {
 
     /// Takes in a newer response: brokers and controller are replaced,
     /// topics are replaced one by one (topics not in `newer` are kept).
+    /// A partition whose leader epoch in `newer` is below the one known
+    /// (the same topic id, both epochs known) keeps what is known: a
+    /// broker that has not yet heard of a leader change answers with the
+    /// old leader, and following it would send requests to a broker that
+    /// refuses them (KIP-320; the Java client's metadata does the same).
     pub fn merge(&mut self, newer: Self) {
         if newer.cluster_id.is_some() {
             self.cluster_id = newer.cluster_id;
@@ -163,7 +168,20 @@ impl ClusterMetadata {
         if !newer.brokers.is_empty() {
             self.brokers = newer.brokers;
         }
-        self.topics.extend(newer.topics);
+        for (name, mut topic) in newer.topics {
+            if let Some(known) = self.topics.get(&name).filter(|k| k.id == topic.id) {
+                for (index, partition) in &mut topic.partitions {
+                    if let Some(kept) = known.partitions.get(index).filter(|k| {
+                        k.leader_epoch >= 0
+                            && partition.leader_epoch >= 0
+                            && k.leader_epoch > partition.leader_epoch
+                    }) {
+                        *partition = kept.clone();
+                    }
+                }
+            }
+            self.topics.insert(name, topic);
+        }
     }
 
     /// The leader of a partition, if metadata names a usable one.
@@ -309,6 +327,47 @@ mod tests {
     use kafka_protocol::messages::BrokerId;
 
     use super::*;
+
+    /// Metadata naming `leader` for partition 0 of topic "t" (id `id`) at
+    /// leader epoch `epoch`, with brokers 1 and 2.
+    fn one_partition(id: Uuid, leader: i32, epoch: i32) -> ClusterMetadata {
+        let broker = |n: i32| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(n))
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(9090 + n)
+        };
+        ClusterMetadata::from_response(
+            &MetadataResponse::default()
+                .with_brokers(vec![broker(1), broker(2)])
+                .with_topics(vec![MetadataResponseTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                    .with_topic_id(id)
+                    .with_partitions(vec![MetadataResponsePartition::default()
+                        .with_partition_index(0)
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(epoch)])]),
+        )
+    }
+
+    #[test]
+    fn an_older_leader_epoch_does_not_replace_a_newer_one() {
+        let id = Uuid::from_u128(7);
+        let mut known = one_partition(id, 1, 5);
+        // A broker that has not heard of the change yet: the old leader.
+        known.merge(one_partition(id, 2, 4));
+        assert_eq!(known.leader("t", 0).unwrap().broker_id, 1);
+        assert_eq!(known.leader("t", 0).unwrap().leader_epoch, 5);
+        // A newer epoch, or an unknown one, is taken.
+        known.merge(one_partition(id, 2, 6));
+        assert_eq!(known.leader("t", 0).unwrap().broker_id, 2);
+        known.merge(one_partition(id, 1, -1));
+        assert_eq!(known.leader("t", 0).unwrap().broker_id, 1);
+        // A topic recreated (another id) starts its epochs again.
+        let mut known = one_partition(id, 1, 5);
+        known.merge(one_partition(Uuid::from_u128(8), 2, 0));
+        assert_eq!(known.leader("t", 0).unwrap().broker_id, 2);
+    }
 
     #[test]
     fn reads_leaders_and_epochs() {
