@@ -126,3 +126,38 @@ async fn a_replay_waits_out_throttles_and_counts_them() {
     assert_eq!(stats.throttle_time, 2 * throttle, "{stats:?}");
     assert!(elapsed >= throttle, "{elapsed:?}");
 }
+
+/// A throttled answer to a Produce holds back the writer's next request to
+/// that broker until the throttle has passed (it did not: the writer's
+/// Produce answers were not looked at for it).
+#[tokio::test(start_paused = true)]
+async fn a_writer_throttled_by_its_broker_waits_before_its_next_produce() {
+    use walfetch::writer::{WalEntry, WalWriter};
+
+    let (scripted, cluster, _, _) = setup().await;
+    let writer = WalWriter::new(Arc::clone(&cluster), WriterConfig::new(TOPIC, 0));
+    let leader = scripted.leader(TOPIC, 0).unwrap().node_id;
+    scripted.script(
+        Fault::on(ApiKey::Produce)
+            .broker(leader)
+            .then(FaultAction::ThrottleTime(THROTTLE)),
+    );
+    let before = scripted.stats(leader).unwrap().requests_of(ApiKey::Produce);
+    let started = Instant::now();
+    let first = writer.append(WalEntry::new(1, "one")).await.unwrap();
+    first.await.unwrap();
+    let throttled_at = started.elapsed();
+    assert!(throttled_at < THROTTLE, "{throttled_at:?}");
+    let second = writer.append(WalEntry::new(1, "two")).await.unwrap();
+    second.await.unwrap();
+    assert!(
+        started.elapsed() >= THROTTLE,
+        "the next Produce went after {:?}, within the {THROTTLE:?} throttle",
+        started.elapsed()
+    );
+    assert_eq!(
+        scripted.stats(leader).unwrap().requests_of(ApiKey::Produce),
+        before + 2
+    );
+    writer.close().await.unwrap();
+}

@@ -120,6 +120,12 @@ impl Cluster {
             };
             let result = match connection.request_with(&request, options).await {
                 Ok(response) => {
+                    // A throttled producer holds back its next request to
+                    // the broker (KIP-219): the writer's next connection
+                    // from the pool waits for it.
+                    cluster
+                        .pool
+                        .throttled(connection.broker(), response.body.throttle_time_ms);
                     read_produce_response(&topic, partition, connection.broker(), &response.body)
                 }
                 Err(e) => Err(e.into()),

@@ -68,7 +68,8 @@ pub enum FaultAction {
     Throttle(Duration),
     /// Answer at once with the response's `throttle_time_ms` set to this
     /// where the field leads the body (Fetch v1+, Metadata v3+, ListOffsets
-    /// v2+), as a quota-throttled answer since KIP-219: the broker answers
+    /// v2+) and in Produce's (its last field, v1+), as a quota-throttled
+    /// answer since KIP-219: the broker answers
     /// first and the client must hold back its next request to it for
     /// that long. The connection is not muted meanwhile, so a test sees
     /// whether the client waits.

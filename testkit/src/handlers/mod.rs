@@ -142,6 +142,18 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The throttle time a `ThrottleTime` fault sets, in milliseconds, for
+    /// handlers whose response carries it past the body's start (the
+    /// others get it patched into the frame).
+    pub(crate) fn throttle_time_ms(&self) -> Option<i32> {
+        match self.fault?.action() {
+            FaultAction::ThrottleTime(time) => {
+                Some(i32::try_from(time.as_millis()).unwrap_or(i32::MAX))
+            }
+            _ => None,
+        }
+    }
+
     /// The error code injected at the top level of the response, if any.
     pub(crate) fn response_error(&self) -> Option<i16> {
         match self.fault?.action() {

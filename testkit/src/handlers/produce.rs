@@ -187,6 +187,9 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: ProduceRequest) -> Result<Option<By
             }
             response.responses.push(out);
         }
+        if let Some(ms) = ctx.throttle_time_ms() {
+            response.throttle_time_ms = ms;
+        }
         response
     };
     if appended {
