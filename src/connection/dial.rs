@@ -114,6 +114,9 @@ pub(crate) async fn connect_any(
         }
         let more = waiting.len() > 0;
         tokio::select! {
+            // An attempt that succeeded wins over the delay that ends at the
+            // same time: no extra attempt is started for nothing.
+            biased;
             done = attempts.join_next(), if !attempts.is_empty() => match done {
                 Some(Ok((_, Ok(stream)))) => return Ok(stream),
                 Some(Ok((address, Err(e)))) => {
