@@ -73,10 +73,6 @@ impl Task {
                 }
                 armed = deadline;
             }
-            // The entries held are bounded by `append` (`Memory`): the queue
-            // is always read, so a flush or the writer's closing behind
-            // entries is always reached.
-            let accepting = !closed;
             let resume = self.resume_at;
             let head = async {
                 match self.in_flight.front_mut() {
@@ -93,7 +89,10 @@ impl Task {
                 // An `append` waits for room: `form_due` at the top of the
                 // loop sends the oldest group.
                 () = memory.exhausted() => {}
-                command = queue.recv(), if accepting => {
+                // The entries held are bounded by `append` (`Memory`): the
+                // queue is always read, so a flush or the writer's closing
+                // behind entries is always reached.
+                command = queue.recv(), if !closed => {
                     // Entries already appended go into their groups before
                     // any group is formed: a batch formed first would
                     // leave them behind, and go out smaller.
