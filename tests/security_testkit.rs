@@ -142,15 +142,20 @@ async fn mutual_tls() {
     assert!(text.contains("TLS handshake"), "{text}");
 }
 
+/// A TLS broker whose certificate (from `ca`) names `broker.example`, not
+/// the address a client connects to.
+async fn cluster_with_a_certificate_for_another_name(ca: &TestCa) -> ScriptedCluster {
+    ScriptedCluster::builder()
+        .tls(tls_server(ca, &["broker.example"]))
+        .start()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_certificate_that_does_not_verify_fails_fast() {
     let ca = TestCa::new("walfetch test CA").unwrap();
-    // Issued for another name than the address connected to.
-    let cluster = ScriptedCluster::builder()
-        .tls(tls_server(&ca, &["broker.example"]))
-        .start()
-        .await
-        .unwrap();
+    let cluster = cluster_with_a_certificate_for_another_name(&ca).await;
     let text = fails_fast(&cluster, Security::ssl(TlsConfig::ca_pem(ca.ca_pem()))).await;
     assert!(text.contains("TLS handshake"), "{text}");
     assert!(text.contains("not valid for name"), "{text}");
@@ -566,12 +571,7 @@ async fn a_token_provider_that_never_answers_does_not_hang_reauthentication() {
 #[tokio::test]
 async fn hostname_verification_switched_on_by_its_field_is_on() {
     let ca = TestCa::new("walfetch test CA").unwrap();
-    // Issued for another name than the address connected to.
-    let cluster = ScriptedCluster::builder()
-        .tls(tls_server(&ca, &["broker.example"]))
-        .start()
-        .await
-        .unwrap();
+    let cluster = cluster_with_a_certificate_for_another_name(&ca).await;
     let config = |tls: TlsConfig| ConnectionConfig {
         security: Security::ssl(tls),
         ..ConnectionConfig::default()
