@@ -39,8 +39,9 @@ pub enum BuildError {
     },
 }
 
-/// What a build saw.
+/// What a build saw. More counts may be added: it is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BuildReport {
     /// Records indexed.
     pub indexed: u64,
