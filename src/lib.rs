@@ -59,8 +59,11 @@
 //! Whatever the index's hints say and whatever the broker's habits:
 //! entries come in offset order per partition, exactly the indexed offsets
 //! of the regions asked for (then their records past `last_index`), no
-//! duplicates, nothing of other regions. An indexed offset that no longer
-//! exists is an error naming it ([`Error::LostOffsets`](error::Error)),
+//! duplicates, nothing of other regions, nothing of the aborted
+//! transactions the broker lists (Kafka does; `read_committed` by default,
+//! [`ReplayOptions::isolation`](consumer::ReplayOptions::isolation)). An
+//! indexed offset that no longer exists is an error naming it
+//! ([`Error::LostOffsets`](error::Error)),
 //! or, with [`LostPolicy::Skip`](consumer::LostPolicy), skipped and listed
 //! in the stats. Retriable broker errors, reconnects and leader moves are
 //! retried under a deadline by the [`Cluster`](cluster::Cluster).

@@ -319,6 +319,10 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
     assert_eq!(got.expect("tail"), kept);
 }
 
+/// A replay reads as `read_committed` by default (a WAL must never replay
+/// an aborted write): records of aborted transactions are left out, in the
+/// indexed range and past `last_index` alike; `read_uncommitted`, asked
+/// for, yields them.
 #[tokio::test]
 async fn read_committed_drops_aborted_transactions_and_control_batches() {
     use walfetch::cluster::IsolationLevel;
@@ -400,7 +404,8 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
         }
     }
     index.set_last_index(plain + 2);
-    let options = ReplayOptions::default().with_isolation(IsolationLevel::ReadCommitted);
+    let options = ReplayOptions::default();
+    assert_eq!(options.isolation, IsolationLevel::ReadCommitted);
     let (got, stats) = replay_with(&cluster, &index, region, options.clone()).await;
     let got: Vec<i64> = got
         .expect("read_committed replay")
@@ -414,6 +419,16 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
     assert_eq!(got, want, "no aborted record, no control record");
     assert!(stats.lost.is_empty());
     assert!(aborted > committed && tail_aborted > plain);
+    // read_uncommitted: the aborted transaction past last_index is read.
+    let uncommitted = options
+        .clone()
+        .with_isolation(IsolationLevel::ReadUncommitted);
+    let (got, _) = replay_with(&cluster, &index, region, uncommitted).await;
+    let got: Vec<i64> = got.unwrap().into_iter().map(|(o, _)| o).collect();
+    assert!(
+        got.contains(&tail_aborted),
+        "read_uncommitted yields aborted records: {got:?}"
+    );
 
     // An indexed entry inside an aborted transaction is reported, not yielded.
     let mut with_aborted = index.clone();
@@ -436,6 +451,75 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
         matches!(got, Err(Error::LostOffsets { ref offsets, .. }) if offsets == &vec![aborted + 1]),
         "{got:?}"
     );
+}
+
+/// A transaction left open holds a read_committed replay at its first
+/// offset (the last stable offset): its records may yet be aborted. A
+/// checkpoint between that and the high watermark has nothing to read
+/// yet; it is not "past the log's end" (which it was said to be when the
+/// end was taken to be the last stable offset).
+#[tokio::test]
+async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
+    use walfetch::codec::{BatchBuilder, NewRecord};
+
+    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
+    broker.create_topic(TOPIC, 1).expect("topic");
+    let cluster = Arc::new(
+        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
+            .await
+            .expect("connect"),
+    );
+    let region: RegionId = 5;
+    let entries = |tag: &str| -> Vec<NewRecord> {
+        (0..3)
+            .map(|i| NewRecord {
+                offset_delta: i,
+                key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
+                value: Some(Bytes::from(format!("{tag} {i}"))),
+                ..NewRecord::default()
+            })
+            .collect()
+    };
+    let append =
+        |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
+    append(BatchBuilder::new(0).encode(&entries("before")).unwrap());
+    let open = append(
+        BatchBuilder::new(0)
+            .producer(7, 0, 0)
+            .transactional(true)
+            .encode(&entries("open"))
+            .unwrap(),
+    );
+    let after = append(BatchBuilder::new(0).encode(&entries("after")).unwrap());
+    // The first batch indexed; the rest is read by the scan past it.
+    let mut index = WalIndex::new();
+    for offset in 0..3 {
+        index
+            .push(region, walfetch::index::IndexEntry::offset_only(offset))
+            .unwrap();
+    }
+    index.set_last_index(2);
+    let (got, _) = replay_with(&cluster, &index, region, ReplayOptions::default()).await;
+    let got: Vec<i64> = got.unwrap().into_iter().map(|(o, _)| o).collect();
+    assert_eq!(got, vec![0, 1, 2], "up to the open transaction only");
+    // From a checkpoint past the last stable offset: nothing yet.
+    let range = ReplayRange {
+        topic: TOPIC.into(),
+        partition: 0,
+        region,
+        from: after,
+        to: None,
+    };
+    let mut consumer = Consumer::new(
+        Arc::clone(&cluster),
+        &index,
+        range,
+        ReplayOptions::default(),
+    )
+    .await
+    .expect("a checkpoint below the high watermark is not past the log's end");
+    assert!(consumer.next().await.is_none());
+    assert!(open < after);
 }
 
 /// `measure_link` times real fetches: a broker that answers 30 ms late

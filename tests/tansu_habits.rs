@@ -255,6 +255,40 @@ async fn tansu_list_offsets_latest_is_last_batch_base_plus_one() {
     assert_eq!(fetched.high_watermark, 21);
 }
 
+/// A `read_committed` fetch (a replay's default) reads up to the last
+/// stable offset, and Kafka lists the aborted transactions among the
+/// records it returns. On a log with no transaction open Tansu gives a last
+/// stable offset, the high watermark (21), as Kafka does, and the same
+/// batches as `read_uncommitted`; ListOffsets(latest) answers as it does
+/// for `read_uncommitted` (15). Unlike Kafka, Tansu lists no aborted
+/// transactions in any answer (tansu-storage 0.6.0, `service/fetch.rs`):
+/// the records of a transaction it aborted are read as committed.
+#[tokio::test]
+async fn tansu_read_committed_reads_to_the_high_watermark_listing_no_aborted_transactions() {
+    let (_broker, cluster) = three_batches().await;
+    let params = FetchParams::new("t", 0, 0);
+    let committed = cluster
+        .fetch(&params.clone().with_isolation(IsolationLevel::ReadCommitted))
+        .await
+        .expect("read_committed fetch");
+    let uncommitted = cluster.fetch(&params).await.expect("fetch");
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (21, 21)
+    );
+    assert_eq!(committed.readable_end(IsolationLevel::ReadCommitted), 21);
+    assert!(committed.aborted_transactions.is_empty());
+    assert_eq!(
+        batch_offsets(&committed.records),
+        batch_offsets(&uncommitted.records)
+    );
+    let latest = cluster
+        .list_offsets("t", 0, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
+        .await
+        .expect("latest");
+    assert_eq!(latest.offset, Some(15));
+}
+
 /// Kafka looks offsets up by the records' timestamps (CreateTime topics)
 /// and answers offset -1 when every record is older. Tansu looks up the
 /// time it appended each batch, and answers offset 0 with timestamp -1 when

@@ -21,7 +21,8 @@ pub(crate) struct ClientArgs {
     /// ssl.key.location, ssl.endpoint.identification.algorithm,
     /// enable.ssl.certificate.verification, sasl.mechanism(s),
     /// sasl.username, sasl.password, client.id, client.rack,
-    /// socket.timeout.ms.
+    /// socket.timeout.ms, isolation.level. The value is taken as given,
+    /// spaces included.
     #[arg(short = 'X', value_name = "PROPERTY=VALUE", value_parser = properties::assignment)]
     pub(crate) properties: Vec<(String, String)>,
     /// A file of client properties, `property=value` lines (`#` comments);

@@ -94,7 +94,8 @@ pub(crate) struct Args {
     /// GreptimeDB writes), zstd.
     #[arg(long, default_value = "lz4")]
     compression: Compression,
-    /// The region to replay (default: the one of median activity).
+    /// The region to replay, below --regions (default: the one of median
+    /// activity).
     #[arg(long)]
     region: Option<u64>,
 }
@@ -146,6 +147,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.regions > 0 && args.entries > 0,
         "--regions and --entries must be positive"
     );
+    // Checked before a broker is started or a topic written (with -b, on
+    // the user's cluster): the WAL has regions 0 to --regions - 1 only.
+    if let Some(region) = args.region {
+        anyhow::ensure!(
+            region < args.regions,
+            "--region {region}: the demo writes regions 0 to {} (--regions {})",
+            args.regions - 1,
+            args.regions
+        );
+    }
     let (_running, brokers, broker_name) = start_broker(&args).await?;
     let cluster = connect(&brokers, &args.client).await?;
     let topic = format!("walfetch-demo-{}", std::process::id());

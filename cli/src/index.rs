@@ -139,6 +139,15 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         .rule
         .rule()?
         .unwrap_or(RegionRule::Key(IdFormat::BigEndian));
+    // An index holds what a read_committed consumer reads, whatever a
+    // shared properties file says: records of aborted transactions are
+    // never indexed as entries.
+    anyhow::ensure!(
+        args.target.client.settings()?.isolation() != Some(IsolationLevel::ReadUncommitted),
+        "isolation.level=read_uncommitted: index build reads as read_committed only (records \
+         of aborted transactions are never indexed; a replay reads past last_index at its own \
+         isolation level)"
+    );
     let cluster = connect(&args.target.brokers, &args.target.client).await?;
     check_partition(&cluster, &args.target).await?;
     let (topic, partition) = (&args.target.topic, args.target.partition);

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         // `walfetch … | head`: the reader has what it wanted.
         Err(err) if err.downcast_ref::<output::ClosedStdout>().is_some() => ExitCode::SUCCESS,
         Err(err) => {
-            say!("walfetch: error: {}", output::error_message(&err));
+            output::print_error(&err);
             ExitCode::FAILURE
         }
     }

@@ -10,8 +10,10 @@ use base64::Engine as _;
 use serde::Serialize;
 use walfetch::codec::{Compression, Record, RecordBatch};
 
-/// One record, as `dump` and `replay` print it. Binary fields are base64;
-/// null stays null. `replay` adds the entry's region, topic and partition.
+/// One record, as `dump` and `replay` print it. Binary fields are base64,
+/// header keys too (Kafka's header keys are bytes: printed as text, two
+/// keys that are not UTF-8 could print the same); null stays null.
+/// `replay` adds the entry's region, topic and partition.
 #[derive(Debug, Serialize)]
 pub(crate) struct RecordLine {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,12 +41,7 @@ impl RecordLine {
             value: record.value().map(|v| BASE64.encode(v)),
             headers: record
                 .headers()
-                .map(|h| {
-                    (
-                        String::from_utf8_lossy(h.key).into_owned(),
-                        h.value.map(|v| BASE64.encode(v)),
-                    )
-                })
+                .map(|h| (BASE64.encode(h.key), h.value.map(|v| BASE64.encode(v))))
                 .collect(),
         }
     }
@@ -176,6 +173,14 @@ pub(crate) fn error_message(err: &anyhow::Error) -> String {
         }
         message.push_str(&text);
     }
+    message
+}
+
+/// Prints `err` as the command's error line, `walfetch: error: …`;
+/// returns its message.
+pub(crate) fn print_error(err: &anyhow::Error) -> String {
+    let message = error_message(err);
+    say!("walfetch: error: {message}");
     message
 }
 

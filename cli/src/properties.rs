@@ -1,8 +1,13 @@
 //! Client properties with librdkafka's names, as kcat takes them: `-X
 //! property=value` (repeatable) and `-F FILE` (`key=value` lines, `#`
 //! comments), plus `--timeout`. They become the library's settings:
-//! [`Security`] (TLS and SASL), [`ClusterConfig::client_rack`] and
-//! [`ClusterConfig::with_timeout`].
+//! [`Security`] (TLS and SASL), [`ClusterConfig::client_rack`],
+//! [`ClusterConfig::with_timeout`] and, for `replay`, the isolation level
+//! (`isolation.level`).
+//!
+//! Values are taken as given: a password may begin or end with a space.
+//! Only a properties file's layout is loosened: blank lines, `#` comments,
+//! and whitespace around the property name and before its value.
 //!
 //! Unknown properties are refused by name (a misspelt `sasl.pasword` must
 //! not silently connect without it), and so are properties that the chosen
@@ -16,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use walfetch::cluster::ClusterConfig;
+use walfetch::cluster::{ClusterConfig, IsolationLevel};
 use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
 
 /// The properties walfetch understands.
@@ -34,9 +39,12 @@ pub(crate) const KNOWN: &[&str] = &[
     "client.id",
     "client.rack",
     "socket.timeout.ms",
+    "isolation.level",
 ];
 
-/// Parses one `-X property=value`.
+/// Parses one `-X property=value`: the value is everything after the
+/// first `=`, as given (kcat hands it to librdkafka so): a password may
+/// begin or end with a space.
 pub(crate) fn assignment(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
@@ -45,20 +53,24 @@ pub(crate) fn assignment(text: &str) -> Result<(String, String), String> {
     if key.is_empty() {
         return Err(format!("{text:?} has no property name before ="));
     }
-    Ok((key.to_owned(), value.trim().to_owned()))
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 /// The `key=value` lines of a properties file (`-F`): blank lines and
-/// lines starting with `#` are skipped.
+/// lines starting with `#` are skipped, and whitespace around the name and
+/// before the value goes (`name = value`, as Java's properties files
+/// allow); the rest of the line is the value, trailing spaces included.
 pub(crate) fn parse_file(text: &str, path: &Path) -> Result<Vec<(String, String)>, String> {
     text.lines()
         .enumerate()
         .filter(|(_, line)| {
-            let line = line.trim();
+            let line = line.trim_start();
             !line.is_empty() && !line.starts_with('#')
         })
         .map(|(i, line)| {
-            assignment(line.trim()).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+            assignment(line)
+                .map(|(key, value)| (key, value.trim_start().to_owned()))
+                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
         })
         .collect()
 }
@@ -101,6 +113,8 @@ pub(crate) struct Settings {
     client_id: Option<String>,
     client_rack: Option<String>,
     timeout: Option<Duration>,
+    /// `isolation.level`, when given.
+    isolation: Option<IsolationLevel>,
     /// Properties given, for the consistency checks.
     given: Vec<String>,
 }
@@ -205,6 +219,18 @@ impl Settings {
                     })?;
                     s.timeout = Some(Duration::from_millis(ms));
                 }
+                "isolation.level" => {
+                    s.isolation = Some(match value.to_ascii_lowercase().as_str() {
+                        "read_committed" => IsolationLevel::ReadCommitted,
+                        "read_uncommitted" => IsolationLevel::ReadUncommitted,
+                        _ => {
+                            return Err(format!(
+                                "isolation.level: {value:?} is not read_committed or \
+                                 read_uncommitted"
+                            ))
+                        }
+                    });
+                }
                 other => {
                     return Err(format!(
                         "unknown property {other:?} (walfetch knows: {})",
@@ -260,6 +286,11 @@ impl Settings {
             self.timeout = timeout;
         }
         self
+    }
+
+    /// `isolation.level`, when given: which records `replay` yields.
+    pub(crate) fn isolation(&self) -> Option<IsolationLevel> {
+        self.isolation
     }
 
     /// The library's security settings.
@@ -331,21 +362,50 @@ mod tests {
         Settings::from_pairs(&pairs(list))
     }
 
+    /// A value is taken as given, spaces and all (a password may begin or
+    /// end with one, and kcat passes it on so); a file may put spaces
+    /// around the name and before the value, and keeps the rest.
     #[test]
     fn assignments_and_files() {
         assert_eq!(
             assignment("sasl.password= a=b ").expect("ok"),
-            ("sasl.password".to_owned(), "a=b".to_owned())
+            ("sasl.password".to_owned(), " a=b ".to_owned())
         );
         assert!(assignment("novalue").is_err());
         assert!(assignment("=x").is_err());
-        let file = "# comment\n\nsecurity.protocol=SSL\n  ssl.ca.location = /ca.pem\n";
+        let file = "# comment\n\nsecurity.protocol=SSL\n  ssl.ca.location = /ca.pem\n\
+                    sasl.password= pass phrase \n";
         assert_eq!(
             parse_file(file, Path::new("c.properties")).expect("ok"),
-            pairs(&["security.protocol=SSL", "ssl.ca.location=/ca.pem"])
+            pairs(&[
+                "security.protocol=SSL",
+                "ssl.ca.location=/ca.pem",
+                "sasl.password=pass phrase "
+            ])
         );
         let err = parse_file("a=b\nbroken\n", Path::new("c.properties")).expect_err("bad");
         assert!(err.starts_with("c.properties:2:"), "{err}");
+    }
+
+    /// librdkafka's `isolation.level` and its two values; unset, the
+    /// command's default holds.
+    #[test]
+    fn isolation_level() {
+        assert_eq!(settings(&[]).expect("empty").isolation(), None);
+        assert_eq!(
+            settings(&["isolation.level=read_committed"])
+                .expect("valid")
+                .isolation(),
+            Some(IsolationLevel::ReadCommitted)
+        );
+        assert_eq!(
+            settings(&["isolation.level=read_uncommitted"])
+                .expect("valid")
+                .isolation(),
+            Some(IsolationLevel::ReadUncommitted)
+        );
+        let err = settings(&["isolation.level=committed"]).expect_err("invalid");
+        assert!(err.contains("isolation.level: \"committed\""), "{err}");
     }
 
     #[test]

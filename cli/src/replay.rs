@@ -1,6 +1,7 @@
 //! `walfetch replay`: the entries of one or many regions, over one or many
 //! partitions, read in one pass using the partitions' indexes.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use walfetch::plan::PlanConfig;
 
 use crate::connect::{check_partition, connect, offset, Target};
 use crate::index::RuleArgs;
-use crate::output::{stdout_error, RecordLine};
+use crate::output::{print_error, stdout_error, RecordLine};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -67,11 +68,14 @@ pub(crate) struct Args {
     #[arg(long = "index")]
     indexes: Vec<PathBuf>,
     /// A region to replay, from `--from` (or its checkpoint in
-    /// `--checkpoints`). Repeat for many.
+    /// `--checkpoints`). Repeat for many (a region given twice is replayed
+    /// once).
     #[arg(long = "region")]
     regions: Vec<RegionId>,
     /// A JSON object of checkpoints, `{"<region id>": <from offset>, ...}`.
-    /// Without `--region`, every region in it is replayed.
+    /// Without `--region`, every region in it is replayed. Two checkpoints
+    /// for one region (`"7"` and `"07"`, or a key given twice) that differ
+    /// are refused.
     #[arg(long)]
     checkpoints: Option<PathBuf>,
     /// First offset of a region given with `--region` and absent from
@@ -87,9 +91,16 @@ pub(crate) struct Args {
     /// Fetch strategy.
     #[arg(long, value_enum, default_value_t = Strategy::Index)]
     strategy: Strategy,
-    /// Read only committed transactions.
-    #[arg(long)]
+    /// Leave out records of aborted transactions and stop at the last
+    /// stable offset: the default (`-X isolation.level=read_committed`),
+    /// kept for the scripts that give it.
+    #[arg(long, conflicts_with = "read_uncommitted")]
     read_committed: bool,
+    /// Replay records of aborted transactions too, up to the high
+    /// watermark (`-X isolation.level=read_uncommitted`); not for a WAL
+    /// whose writer may abort.
+    #[arg(long)]
+    read_uncommitted: bool,
     /// Skip indexed offsets that no longer exist (and list them in the
     /// stats) instead of failing.
     #[arg(long)]
@@ -208,7 +219,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         match written {
             Ok(()) => printed.count(entry.region),
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => break,
-            Err(e) => return Err(stdout_error(e)),
+            Err(e) => {
+                result = Err(stdout_error(e));
+                break;
+            }
         }
     }
     if let Some(p) = progress {
@@ -234,11 +248,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             stats.tail_records + stats.tail_skipped
         );
     }
+    // The error that ended the replay, then the stats line, last: what a
+    // script reads with `tail -1` (its `error` says the same).
+    let error = result.err().map(|e| print_error(&e));
     say!(
         "{}",
-        stats_json(strategy_name(strategy), &stats, &printed, started.elapsed())
+        stats_json(
+            strategy_name(strategy),
+            &stats,
+            &printed,
+            started.elapsed(),
+            error.as_deref()
+        )
     );
-    result.map(|()| ExitCode::SUCCESS)
+    Ok(match error {
+        Some(_) => ExitCode::FAILURE,
+        None => ExitCode::SUCCESS,
+    })
 }
 
 /// The entries written to stdout, in all and per region: what the stats
@@ -323,52 +349,107 @@ fn partitions(args: &Args) -> anyhow::Result<Vec<Partition>> {
 }
 
 /// Every region to replay and where it starts: `--checkpoints`, then the
-/// `--region`s (from `--from` unless the file has them).
+/// `--region`s (from `--from` unless the file has them; a region given
+/// twice is one region, from its checkpoint either way).
 fn checkpoints(args: &Args) -> anyhow::Result<BTreeMap<RegionId, i64>> {
-    let mut from_file = match &args.checkpoints {
+    let from_file = match &args.checkpoints {
         Some(path) => read_checkpoints(path)?,
         None => BTreeMap::new(),
     };
     if args.regions.is_empty() {
-        anyhow::ensure!(
-            !from_file.is_empty(),
-            "no region to replay: give --region R (repeatable) or --checkpoints FILE"
-        );
-        return Ok(from_file);
+        return match &args.checkpoints {
+            None => {
+                anyhow::bail!(
+                    "no region to replay: give --region R (repeatable) or --checkpoints FILE"
+                )
+            }
+            Some(path) if from_file.is_empty() => anyhow::bail!(
+                "{}: the checkpoints file lists no regions: nothing to replay (give --region R \
+                 to replay a region from --from)",
+                path.display()
+            ),
+            Some(_) => Ok(from_file),
+        };
     }
     Ok(args
         .regions
         .iter()
-        .map(|&r| (r, from_file.remove(&r).unwrap_or(args.from)))
+        .map(|&r| (r, from_file.get(&r).copied().unwrap_or(args.from)))
         .collect())
 }
 
-/// Reads `{"<region id>": <from offset>, ...}`.
+/// Reads `{"<region id>": <from offset>, ...}`. Two checkpoints for one
+/// region that differ (`"7"` and `"07"`, or a key given twice) are an
+/// error naming both: which one the region was flushed to is not known,
+/// and the wrong one loses entries or replays them twice.
 fn read_checkpoints(path: &Path) -> anyhow::Result<BTreeMap<RegionId, i64>> {
     // Bounded: a checkpoint is a few dozen bytes, 64 MiB is a million regions.
     let text = crate::index::read_bounded(path, 64 << 20, "a checkpoints file")?;
-    let raw: BTreeMap<String, i64> = serde_json::from_slice(&text).with_context(|| {
+    let Members(members) = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: expected a JSON object of region id to offset, like {{\"7\": 1200}}",
             path.display()
         )
     })?;
-    raw.into_iter()
-        .map(|(region, from)| {
-            let id = region.trim().parse().with_context(|| {
-                format!(
-                    "{}: {region:?} is not a region id (a number)",
-                    path.display()
-                )
-            })?;
-            anyhow::ensure!(
-                from >= 0,
-                "{}: region {region}: checkpoint {from} is negative",
+    let mut checkpoints: BTreeMap<RegionId, (String, i64)> = BTreeMap::new();
+    for (region, from) in members {
+        let id = region.trim().parse().with_context(|| {
+            format!(
+                "{}: {region:?} is not a region id (a number)",
                 path.display()
-            );
-            Ok((id, from))
-        })
-        .collect()
+            )
+        })?;
+        anyhow::ensure!(
+            from >= 0,
+            "{}: region {region}: checkpoint {from} is negative",
+            path.display()
+        );
+        match checkpoints.entry(id) {
+            Entry::Vacant(e) => {
+                e.insert((region, from));
+            }
+            Entry::Occupied(e) => {
+                let (first_key, first) = e.get();
+                anyhow::ensure!(
+                    *first == from,
+                    "{}: region {id} has two checkpoints, {first} (as {first_key:?}) and {from} \
+                     (as {region:?}): keep the one the region was flushed to",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(checkpoints
+        .into_iter()
+        .map(|(id, (_, from))| (id, from))
+        .collect())
+}
+
+/// A JSON object's members in the order written, a key given twice kept
+/// twice (a map keeps only the last, hiding the conflict).
+struct Members(Vec<(String, i64)>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object of region id to offset")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
@@ -387,11 +468,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         .with_plan(plan)
         .with_learn_link(!args.no_learn_link)
         .with_strategy(strategy_kind(args.strategy))
-        .with_isolation(if args.read_committed {
-            IsolationLevel::ReadCommitted
-        } else {
-            IsolationLevel::ReadUncommitted
-        })
+        .with_isolation(isolation(args)?)
         .with_on_lost(if args.skip_lost {
             LostPolicy::Skip
         } else {
@@ -407,6 +484,21 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
     Ok(match args.rule.rule()? {
         Some(rule) => options.with_region_rule(rule),
         None => options,
+    })
+}
+
+/// `--read-uncommitted` or `--read-committed`, else `-X isolation.level`,
+/// else read_committed: a WAL never replays an aborted write unless asked.
+fn isolation(args: &Args) -> anyhow::Result<IsolationLevel> {
+    Ok(if args.read_uncommitted {
+        IsolationLevel::ReadUncommitted
+    } else if args.read_committed {
+        IsolationLevel::ReadCommitted
+    } else {
+        args.client
+            .settings()?
+            .isolation()
+            .unwrap_or(IsolationLevel::ReadCommitted)
     })
 }
 
@@ -443,14 +535,17 @@ fn progress_bar(partitions: usize) -> Option<ProgressBar> {
 /// The replay's figures as one JSON line. `entries` is what was printed:
 /// indexed entries and records found past `last_index` (or by a full scan)
 /// alike; `indexed_entries` and `tail_records` split what was yielded.
+/// `error` is the message of the error that ended the replay, or null.
 pub(crate) fn stats_json(
     strategy: &str,
     stats: &ReplayStats,
     printed: &Printed,
     elapsed: Duration,
+    error: Option<&str>,
 ) -> String {
     serde_json::json!({
         "strategy": strategy,
+        "error": error,
         "entries": printed.entries,
         "yielded": stats.records(),
         "indexed_entries": stats.entries,
@@ -538,6 +633,30 @@ mod tests {
         ];
         let cli = Cli::try_parse_from(base.iter().chain(extra)).expect("arguments");
         options(&cli.args).expect("options")
+    }
+
+    /// read_committed unless asked otherwise, by a flag (which wins) or by
+    /// librdkafka's `isolation.level`.
+    #[test]
+    fn a_replay_reads_committed_records_unless_asked() {
+        let isolation = |extra: &[&str]| parsed(extra).isolation;
+        assert_eq!(isolation(&[]), IsolationLevel::ReadCommitted);
+        assert_eq!(
+            isolation(&["--read-committed"]),
+            IsolationLevel::ReadCommitted
+        );
+        assert_eq!(
+            isolation(&["--read-uncommitted"]),
+            IsolationLevel::ReadUncommitted
+        );
+        assert_eq!(
+            isolation(&["-X", "isolation.level=read_uncommitted"]),
+            IsolationLevel::ReadUncommitted
+        );
+        assert_eq!(
+            isolation(&["-X", "isolation.level=read_uncommitted", "--read-committed"]),
+            IsolationLevel::ReadCommitted
+        );
     }
 
     /// A cost model given by hand is where learning starts: it stays on a

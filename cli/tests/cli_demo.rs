@@ -48,3 +48,29 @@ fn the_demo_runs_on_its_embedded_broker_with_nothing_installed() {
         "{stdout}"
     );
 }
+
+/// `demo --region 99` with 4 regions wrote the whole WAL (with -b, a topic
+/// left on the user's cluster) before saying region 99 had no entries: a
+/// region the demo will not write is refused before anything is started.
+#[test]
+fn a_region_the_demo_will_not_write_is_refused_up_front() {
+    let out = Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args([
+            "demo",
+            "--entries",
+            "200",
+            "--regions",
+            "4",
+            "--region",
+            "99",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.is_empty() && stderr.contains("--region 99: the demo writes regions 0 to 3"),
+        "{stdout}{stderr}"
+    );
+}

@@ -131,6 +131,25 @@ fn fails_within(args: &[&str], limit: Duration) -> Output {
     out
 }
 
+/// The stats line of a replay: the last line on stderr, one JSON object.
+fn stats_line(out: &Output) -> serde_json::Value {
+    let err = stderr(out);
+    let last = err.trim().lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("the last line on stderr is not the stats line ({e}): {err}"))
+}
+
+/// The offsets of the JSON lines a replay printed.
+fn offsets(out: &Output) -> Vec<i64> {
+    stdout(out)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["offset"].as_i64().unwrap()
+        })
+        .collect()
+}
+
 /// Runs [`with_stdout_closed_after`] off the async runtime's threads.
 async fn closed_after_async(args: Vec<String>, lines: usize) -> Output {
     tokio::task::spawn_blocking(move || with_stdout_closed_after(&args, lines))
@@ -864,6 +883,12 @@ async fn replay_into_a_full_disk_is_an_error() {
     .unwrap();
     assert!(!out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+    // The stats line is still printed, last, and names the error.
+    let stats = stats_line(&out);
+    assert!(
+        stats["error"].as_str().unwrap().contains("No space left"),
+        "{stats}"
+    );
 }
 
 /// stdout and stderr into one pipe whose reader goes after a line
@@ -889,4 +914,173 @@ async fn a_closed_pipe_holding_stderr_too_ends_replay_cleanly() {
         stdout(&out),
         stderr(&out)
     );
+}
+
+/// `--region 3` given twice (as a script that adds `--region $r` for each
+/// region it finds easily does) replayed region 3 from `--from` (0), not
+/// from its checkpoint: the first copy took the checkpoint out of the map
+/// and the second fell back to `--from`, duplicating entries the region had
+/// already flushed. A region given twice is one region, from its checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_given_twice_is_replayed_once_from_its_checkpoint() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("region-twice");
+    let (index, _) = built_index(&addr, &dir).await;
+    let checkpoints = dir.join("checkpoints.json");
+    std::fs::write(&checkpoints, r#"{"3": 1500}"#).unwrap();
+    let replay = |regions: &[&str]| {
+        let mut args = strings(&[
+            "replay",
+            "-b",
+            &addr,
+            "-t",
+            "wal",
+            "--index",
+            path(&index),
+            "--checkpoints",
+            path(&checkpoints),
+        ]);
+        for r in regions {
+            args.extend(strings(&["--region", r]));
+        }
+        walfetch_async(args)
+    };
+    let want: Vec<i64> = (1500..BATCHES * PER_BATCH)
+        .filter(|n| n % REGIONS == 3)
+        .collect();
+    for regions in [&["3"][..], &["3", "3"], &["3", "4", "3"]] {
+        let out = replay(regions).await;
+        assert!(out.status.success(), "{regions:?}: {}", stderr(&out));
+        let got: Vec<i64> = offsets(&out)
+            .into_iter()
+            .filter(|n| n % REGIONS == 3)
+            .collect();
+        assert_eq!(got, want, "{regions:?}: region 3 from its checkpoint, once");
+    }
+}
+
+/// A checkpoints file with two checkpoints for one region (`"3"` and
+/// `"03"`, or the key `"3"` twice) was read as one of them, silently: the
+/// wrong one loses entries or replays them twice. It is refused, naming
+/// the region and both offsets, before connecting. An empty file was said
+/// to be missing ("give --region R or --checkpoints FILE").
+#[test]
+fn a_checkpoints_file_with_two_checkpoints_for_a_region_is_refused() {
+    let dir = temp_dir("checkpoints-conflict");
+    let index = dir.join("empty.idx");
+    write_index_file(&index, &WalIndex::new()).unwrap();
+    let file = dir.join("checkpoints.json");
+    // Port 1: a file that is refused fails before connecting; one that is
+    // accepted fails to connect, naming the address.
+    let replay = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        walfetch(&[
+            "replay",
+            "-b",
+            "127.0.0.1:1",
+            "-t",
+            "wal",
+            "--index",
+            path(&index),
+            "--checkpoints",
+            path(&file),
+            "--timeout",
+            "1s",
+        ])
+    };
+    for (text, first, second) in [
+        (
+            r#"{"3": 100, "03": 2000}"#,
+            "100 (as \"3\")",
+            "2000 (as \"03\")",
+        ),
+        (
+            r#"{"3": 100, "3": 2000}"#,
+            "100 (as \"3\")",
+            "2000 (as \"3\")",
+        ),
+    ] {
+        let out = replay(text);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains("region 3 has two checkpoints")
+                && err.contains(first)
+                && err.contains(second)
+                && !err.contains("127.0.0.1:1"),
+            "{text}: {err}"
+        );
+    }
+    // The same checkpoint twice is no conflict: the file is accepted.
+    let out = replay(r#"{"3": 100, "03": 100}"#);
+    assert!(stderr(&out).contains("127.0.0.1:1"), "{}", stderr(&out));
+    let out = replay("{}");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the checkpoints file lists no regions"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A replay that fails part way (indexed offsets removed by retention)
+/// printed its error after the stats line, so the last line on stderr was
+/// not the stats line docs/cli.md promises; and the stats listed one lost
+/// offset where the error named all 214. The error comes first, then the
+/// stats line, which names the error and lists the same lost offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("fails-part-way");
+    let (index, _) = built_index(&addr, &dir).await;
+    cluster.advance_log_start("wal", 0, 1500).unwrap();
+    let out = walfetch_async(strings(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--index",
+        path(&index),
+        "--region",
+        "3",
+    ]))
+    .await;
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    let stats = stats_line(&out);
+    let lost: Vec<i64> = (0..1500).filter(|n| n % REGIONS == 3).collect();
+    let error = stats["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!(
+            "{} indexed offset(s) of region 3 no longer exist",
+            lost.len()
+        )),
+        "{stats}"
+    );
+    assert!(
+        err.contains(&format!("walfetch: error: {error}\n")),
+        "{err}"
+    );
+    assert_eq!(stats["lost"], serde_json::json!(lost), "{stats}");
+    assert_eq!(stats["regions"]["3"]["lost"], serde_json::json!(lost));
+    // A replay that ends well says so too.
+    let out = walfetch_async(strings(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--index",
+        path(&index),
+        "--region",
+        "3",
+        "--from",
+        "1500",
+    ]))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stats_line(&out)["error"], serde_json::Value::Null);
 }

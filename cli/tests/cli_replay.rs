@@ -14,7 +14,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use run::{path, temp_dir, walfetch};
+use run::{path, stderr, temp_dir, walfetch};
 use support::recovery::{expected, write_partition, Written};
 use support::tansu::Tansu;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
@@ -475,4 +475,139 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
         "{stderr}"
     );
     assert!(!stderr.contains("--region-format"), "{stderr}");
+}
+
+/// `index build` indexes what a `read_committed` consumer reads, but
+/// `replay` read the log past `last_index` (and all of it with `--strategy
+/// scan`) as `read_uncommitted`: the records of an aborted transaction came
+/// out as WAL entries. A replay reads as `read_committed` by default, as a
+/// Kafka consumer does; `--read-uncommitted` or librdkafka's `-X
+/// isolation.level=read_uncommitted` opts out. On the scripted broker,
+/// which lists a fetch's aborted transactions as Kafka does (Tansu 0.6
+/// lists none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_leaves_out_aborted_transactions_unless_asked() {
+    use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch, NewRecord};
+    use walfetch_testkit::ScriptedCluster;
+
+    let cluster = ScriptedCluster::builder().brokers(1).start().await.unwrap();
+    cluster.create_topic("wal", 1).unwrap();
+    let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
+    let entries = |tag: &str| -> Vec<NewRecord> {
+        (0..3)
+            .map(|i| NewRecord {
+                offset_delta: i,
+                key: Some(key.clone()),
+                value: Some(Bytes::from(format!("{tag} {i}"))),
+                ..NewRecord::default()
+            })
+            .collect()
+    };
+    let append = |b: EncodedBatch| cluster.append("wal", 0, b.bytes).unwrap();
+    append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
+    append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 0)
+            .transactional(true)
+            .encode(&entries("aborted"))
+            .unwrap(),
+    );
+    append(
+        BatchBuilder::new(0)
+            .producer(2, 0, 3)
+            .encode_marker(ControlType::Abort, 0, 0)
+            .unwrap(),
+    );
+    append(BatchBuilder::new(0).encode(&entries("tail")).unwrap());
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("aborted");
+    let index = dir.join("wal.idx");
+    let run = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            walfetch(&args)
+        })
+    };
+    let strings = |args: &[&str]| -> Vec<String> { args.iter().map(|s| (*s).to_owned()).collect() };
+    // The first batch indexed: the aborted transaction is past last_index.
+    let out = run(strings(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--out",
+        path(&index),
+        "--to",
+        "3",
+    ]))
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let base = [
+        "replay", "-b", &addr, "-t", "wal", "--region", "5", "--format", "raw",
+    ];
+    let committed = "plain 0\nplain 1\nplain 2\ntail 0\ntail 1\ntail 2\n";
+    let with_aborted = "plain 0\nplain 1\nplain 2\naborted 0\naborted 1\naborted 2\n\
+                        tail 0\ntail 1\ntail 2\n";
+    for strategy in [&["--index", path(&index)][..], &["--strategy", "scan"]] {
+        for (isolation, want) in [
+            (&[][..], committed),
+            (&["--read-committed"], committed),
+            (&["-X", "isolation.level=read_committed"], committed),
+            (&["--read-uncommitted"], with_aborted),
+            (&["-X", "isolation.level=read_uncommitted"], with_aborted),
+        ] {
+            let out = run(strings(&[&base[..], strategy, isolation].concat()))
+                .await
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{strategy:?} {isolation:?}: {}",
+                stderr(&out)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                want,
+                "{strategy:?} {isolation:?}"
+            );
+        }
+    }
+    // The two flags contradict each other; index build never indexes
+    // aborted records, whatever a shared properties file says.
+    let out = run(strings(
+        &[
+            &base[..],
+            &[
+                "--strategy",
+                "scan",
+                "--read-committed",
+                "--read-uncommitted",
+            ],
+        ]
+        .concat(),
+    ))
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let out = run(strings(&[
+        "index",
+        "build",
+        "-b",
+        &addr,
+        "-t",
+        "wal",
+        "--out",
+        path(&index),
+        "-X",
+        "isolation.level=read_uncommitted",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("index build reads as read_committed only"),
+        "{}",
+        stderr(&out)
+    );
 }

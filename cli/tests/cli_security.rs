@@ -12,10 +12,20 @@ use run::{path, stderr, temp_dir, walfetch};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
+/// A password that begins and ends with a space (legal in PLAIN and SCRAM).
+const SPACED_PASSWORD: &str = " pass phrase ";
+/// A password that ends with a space.
+const TRAILING_SPACE_PASSWORD: &str = "pass phrase ";
+
 async fn secured_cluster(ca: &TestCa) -> ScriptedCluster {
     let cluster = ScriptedCluster::builder()
         .tls(ServerTls::new(ca.server_cert(&["127.0.0.1"]).unwrap()))
-        .sasl(SaslServer::new().user("alice", "alice-secret"))
+        .sasl(
+            SaslServer::new()
+                .user("alice", "alice-secret")
+                .user("bob", SPACED_PASSWORD)
+                .user("carol", TRAILING_SPACE_PASSWORD),
+        )
         .start()
         .await
         .unwrap();
@@ -102,6 +112,30 @@ async fn capture_over_sasl_ssl_with_properties() {
     let mut args = base(&["-F".to_owned(), path(&props).to_owned()]);
     args.extend(["--timeout".to_owned(), "5s".to_owned()]);
     let out = run_walfetch(args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A password is sent as given: -X values were trimmed, so one that
+    // begins or ends with a space failed with "invalid credentials". In a
+    // file, the spaces after `=` go (`name = value`), those at its end stay.
+    let out = run_walfetch(base(&x(&[
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "sasl.username=bob",
+        &format!("sasl.password={SPACED_PASSWORD}"),
+        &ca_prop,
+    ])))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spaced = dir.join("spaced.properties");
+    std::fs::write(
+        &spaced,
+        format!(
+            "security.protocol = SASL_SSL\nsasl.mechanism = SCRAM-SHA-256\nsasl.username = carol\n\
+             sasl.password = {TRAILING_SPACE_PASSWORD}\n{ca_prop}\n"
+        ),
+    )
+    .unwrap();
+    let out = run_walfetch(base(&["-F".to_owned(), path(&spaced).to_owned()])).await;
     assert!(out.status.success(), "{}", stderr(&out));
 
     // A wrong password: fails at once, saying so.

@@ -176,12 +176,21 @@ impl<'a> RecoveryBuilder<'a> {
             }
             // A checkpoint past the log's end is of another log (or of this
             // one before it was truncated or recreated): said so, not as a
-            // range the caller never gave.
-            if let Some(w) = wishes.iter().find(|w| w.to.is_none() && w.from > log_end) {
+            // range the caller never gave. The end is the high watermark:
+            // under read_committed the replay stops at the last stable
+            // offset, and a checkpoint between the two (past a transaction
+            // still open) has nothing to read yet.
+            let high_watermark = end
+                .as_ref()
+                .map_or(log_end, |(e, fetched)| fetched.high_watermark.max(*e));
+            if let Some(w) = wishes
+                .iter()
+                .find(|w| w.to.is_none() && w.from > high_watermark)
+            {
                 return Err(Error::InvalidArgument(format!(
                     "topic {topic:?} partition {partition} region {}: the checkpoint {} is past \
-                     the log's end ({log_end}): the log was truncated or recreated, or the \
-                     checkpoint is of another log",
+                     the log's end ({high_watermark}): the log was truncated or recreated, or \
+                     the checkpoint is of another log",
                     w.region, w.from
                 )));
             }
@@ -190,7 +199,7 @@ impl<'a> RecoveryBuilder<'a> {
                 .map(|w| RegionRange {
                     region: w.region,
                     from: w.from,
-                    to: w.to.unwrap_or(log_end),
+                    to: w.to.unwrap_or(log_end.max(w.from)),
                 })
                 .collect();
             if self.options.strategy != StrategyKind::Scan {

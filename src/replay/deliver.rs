@@ -84,13 +84,19 @@ impl ReplayCore {
     }
 
     /// The error for lost entry `i`: every lost offset of its region known
-    /// now, not only the first.
-    pub(super) fn lost_error(&self, i: usize, offset: i64) -> Error {
+    /// now, not only the first. The stats list them all too (the error
+    /// ends the replay, so they would not be reached otherwise): the error
+    /// and the stats say the same.
+    pub(super) fn lost_error(&mut self, i: usize, offset: i64) -> Error {
         let k = self.entry_regions[i];
         let mut offsets = vec![offset];
-        for (j, slot) in self.slots.iter().enumerate().skip(self.next_yield) {
-            if matches!(slot, Slot::Lost) && self.entry_regions[j] == k {
-                offsets.push(self.entries[j].offset);
+        for j in self.next_yield..self.slots.len() {
+            if matches!(self.slots[j], Slot::Lost) && self.entry_regions[j] == k {
+                self.slots[j] = Slot::Done;
+                let lost = self.entries[j].offset;
+                self.stats.lost.push(lost);
+                self.region_stats[k].lost.push(lost);
+                offsets.push(lost);
             }
         }
         Error::LostOffsets {

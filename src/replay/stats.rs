@@ -64,7 +64,8 @@ pub struct ReplayStats {
     /// [`super::CutRecords::Trusted`].
     pub unverified_records: u64,
     /// Indexed offsets that no longer exist (skipped under
-    /// [`super::LostPolicy::Skip`]).
+    /// [`super::LostPolicy::Skip`]; under [`super::LostPolicy::Error`],
+    /// those [`crate::error::Error::LostOffsets`] named).
     pub lost: Vec<i64>,
     /// Ranges of offsets past `last_index` that the scan had still to read
     /// and found gone (retention), skipped under [`super::LostPolicy::Skip`]
