@@ -37,6 +37,31 @@ pub enum BuildError {
         #[source]
         source: walfetch_codec::Error,
     },
+    /// The answers to a fetch held part of a batch and no complete one, even
+    /// when asked again with a limit of the whole batch: the index cannot
+    /// go past that batch. Kafka returns the first batch whole however
+    /// large (KIP-74); a broker that cuts it, or truncates what it sends,
+    /// answers so.
+    #[error(
+        "topic {topic:?} partition {partition}: the answers to a fetch at offset {offset} \
+         held no complete batch, only the first {present} bytes of one{}, also with a limit \
+         of {max_bytes} bytes: the index cannot go past offset {offset}",
+        .needed.map(|n| format!(" of {n} bytes")).unwrap_or_default()
+    )]
+    NoCompleteBatch {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The fetch offset.
+        offset: i64,
+        /// The bytes of the batch the last answer held.
+        present: usize,
+        /// The whole batch's size, when its length field arrived.
+        needed: Option<usize>,
+        /// The byte limit of the last fetch.
+        max_bytes: i32,
+    },
 }
 
 /// What a build saw. More counts may be added: it is `#[non_exhaustive]`.
@@ -119,6 +144,13 @@ impl BuildReport {
 /// the next batch (Tansu 0.6) is asked again from lower offsets until the
 /// answer starts at or below `from`, so every record from `from` on is
 /// indexed.
+///
+/// Each fetch asks for `fetch_bytes`. An answer that holds no complete
+/// batch, only the start of one (Kafka returns a first batch whole however
+/// large, KIP-74; a broker that does not cuts it at the limit), is asked
+/// again once with a limit of that batch's whole size; if that answer holds
+/// no complete batch either, the build fails with
+/// [`BuildError::NoCompleteBatch`] rather than end the index early.
 pub async fn build_index(
     cluster: &Cluster,
     topic: &str,
@@ -144,6 +176,9 @@ pub async fn build_index(
     // try starts.
     let mut aligned = false;
     let mut back = 1i64;
+    let mut limit = fetch_bytes.max(1);
+    // The last answer held only the start of the batch at `next`.
+    let mut cut_before = false;
     loop {
         if end.is_some_and(|e| next >= e) {
             break;
@@ -157,7 +192,7 @@ pub async fn build_index(
         // aborted, so it is left to a replay's scan past `last_index` (and
         // that replay's own isolation) rather than indexed as data.
         let params = FetchParams::new(topic, partition, next)
-            .with_max_bytes(fetch_bytes.max(1))
+            .with_max_bytes(limit)
             .with_max_wait(std::time::Duration::ZERO)
             .with_isolation(IsolationLevel::ReadCommitted);
         let fetched = cluster.fetch(&params).await?;
@@ -166,10 +201,12 @@ pub async fn build_index(
         let readable = fetched.readable_end(IsolationLevel::ReadCommitted);
         let end_now = *end.get_or_insert(readable);
         if !aligned {
-            let first_base = Batches::new(fetched.records.clone(), DecodeOptions::default())
-                .next()
-                .and_then(Result::ok)
-                .map(|b| b.header().base_offset);
+            let mut batches = Batches::new(fetched.records.clone(), DecodeOptions::default());
+            let first_base = match batches.next() {
+                Some(first) => first.ok().map(|b| b.header().base_offset),
+                // Only the start of a batch: where it starts still tells.
+                None => batches.partial().and_then(|p| p.base_offset()),
+            };
             let skipped = match first_base {
                 Some(base) => base > next && base > from,
                 // Nothing below the readable end: the batch holding
@@ -186,7 +223,7 @@ pub async fn build_index(
             aligned = true;
         }
         let before = next;
-        next = index_response(
+        let indexed = index_response(
             &mut index,
             &mut report,
             rule,
@@ -200,18 +237,61 @@ pub async fn build_index(
             fetch_offset: before,
             source,
         })?;
-        if next == before {
-            // Nothing complete came back: the log ends here.
-            break;
+        next = indexed.next;
+        if next > before {
+            limit = fetch_bytes.max(1);
+            cut_before = false;
+            continue;
+        }
+        match indexed.cut {
+            // Nothing came back: the log ends here.
+            None => break,
+            // Only the start of the batch at `next`: ask once more, for
+            // the whole batch.
+            Some(cut) if !cut_before => {
+                let whole = cut
+                    .needed
+                    .map_or(limit, |n| i32::try_from(n).unwrap_or(i32::MAX));
+                limit = limit.max(whole);
+                cut_before = true;
+            }
+            Some(cut) => {
+                return Err(BuildError::NoCompleteBatch {
+                    topic: topic.to_string(),
+                    partition,
+                    offset: next,
+                    present: cut.present,
+                    needed: cut.needed,
+                    max_bytes: limit,
+                })
+            }
         }
     }
     index.set_last_index(end.unwrap_or(next).min(next) - 1);
     Ok((index, report))
 }
 
+/// What [`index_response`] read of one response.
+#[derive(Debug)]
+struct Indexed {
+    /// The next offset to fetch.
+    next: i64,
+    /// The response ended inside a batch (cut at the byte limit).
+    cut: Option<Cut>,
+}
+
+/// The start of a batch a response ended in.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    /// Bytes present.
+    present: usize,
+    /// The whole batch's size, when its length field is present.
+    needed: Option<usize>,
+}
+
 /// Indexes the records at or past `from` of the complete batches of one
 /// response to a fetch at `fetched_at`, but those of the response's
-/// `aborted` transactions; returns the next offset to fetch.
+/// `aborted` transactions.
 fn index_response(
     index: &mut WalIndex,
     report: &mut BuildReport,
@@ -219,10 +299,11 @@ fn index_response(
     (records, aborted): (Bytes, &[AbortedTransaction]),
     (fetched_at, from): (i64, i64),
     end: i64,
-) -> Result<i64, walfetch_codec::Error> {
+) -> Result<Indexed, walfetch_codec::Error> {
     let mut next = fetched_at;
     let mut transactions = TransactionFilter::new(aborted.iter().copied());
-    for batch in Batches::new(records, DecodeOptions::default()) {
+    let mut batches = Batches::new(records, DecodeOptions::default());
+    for batch in &mut batches {
         let batch = batch?;
         let h = *batch.header();
         if !transactions.admit(&batch)? {
@@ -271,7 +352,11 @@ fn index_response(
         }
         next = next.max(h.next_offset());
     }
-    Ok(next)
+    let cut = batches.partial().map(|p| Cut {
+        present: p.present(),
+        needed: p.needed(),
+    });
+    Ok(Indexed { next, cut })
 }
 
 #[cfg(test)]
@@ -327,7 +412,8 @@ mod tests {
                 (0, 0),
                 i64::MAX,
             )
-            .unwrap();
+            .unwrap()
+            .next;
             assert_eq!(next, 5);
             let offsets: Vec<i64> = index
                 .region(5)

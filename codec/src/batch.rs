@@ -88,18 +88,19 @@ impl RecordBatch {
     }
 
     /// For a control batch, its control record (a transaction marker or a
-    /// KRaft record); `None` for a data batch.
+    /// KRaft record); `None` for a data batch, and for a control batch with
+    /// no record. Kafka's log cleaner keeps a producer's last transaction
+    /// marker as such an empty batch once the marker's delete horizon has
+    /// passed: it marks nothing, neither a commit nor an abort (Java's
+    /// consumer reads it so too).
     pub fn control_record(&self) -> Result<Option<ControlRecord>, Error> {
         if !self.header.is_control() {
             return Ok(None);
         }
-        match self.records()?.next() {
-            Some(record) => ControlRecord::parse(&record?, &self.header).map(Some),
-            None => Err(Error::CorruptBatch {
-                base_offset: self.header.base_offset,
-                position: self.position,
-                what: "control batch holds no record".into(),
-            }),
-        }
+        // A batch yields exactly its record count of records, or an error.
+        self.records()?
+            .next()
+            .map(|record| ControlRecord::parse(&record?, &self.header))
+            .transpose()
     }
 }

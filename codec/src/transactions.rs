@@ -42,6 +42,8 @@ impl TransactionFilter {
 
     /// Whether the batch's records are data a consumer should see: `false`
     /// for every control batch, and for the batches of aborted transactions.
+    /// Only an abort marker ends a producer's aborted transaction; an empty
+    /// control batch (what the log cleaner keeps of a marker) ends none.
     pub fn admit(&mut self, batch: &RecordBatch) -> Result<bool, Error> {
         let header = batch.header();
         if header.producer_id >= 0 {

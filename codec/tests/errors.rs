@@ -363,6 +363,52 @@ fn control_batches_and_read_committed() {
     assert_eq!(batches.iter().filter(|b| all.admit(b).unwrap()).count(), 4);
 }
 
+/// Kafka's log cleaner keeps a producer's last transaction marker, once
+/// its delete horizon has passed, as an empty control batch: the header
+/// alone, record count 0 (`DefaultRecordBatch.writeEmptyHeader`). It marks
+/// nothing: no control record, not admitted, and, as in Java's consumer
+/// (`containsAbortMarker` is false without a record), it does not end an
+/// aborted transaction of its producer.
+#[test]
+fn an_empty_control_batch_marks_nothing() {
+    let mut empty = BatchBuilder::new(10)
+        .producer(2, 0, 0)
+        .encode_marker(ControlType::Abort, 0, 0)
+        .unwrap()
+        .bytes[..61]
+        .to_vec();
+    empty[8..12].copy_from_slice(&49i32.to_be_bytes());
+    empty[57..61].copy_from_slice(&0i32.to_be_bytes());
+    fix_crc(&mut empty);
+    let data = |base| {
+        BatchBuilder::new(base)
+            .producer(2, 0, 0)
+            .transactional(true)
+            .encode(&values(2, 8))
+            .unwrap()
+            .bytes
+    };
+    let buf = [data(8), Bytes::from(empty), data(11)].concat();
+    let batches = decode_all(Bytes::from(buf), DecodeOptions::default()).unwrap();
+    let empty = &batches[1];
+    assert!(empty.header().is_control() && empty.header().is_transactional());
+    assert_eq!(empty.records().unwrap().count(), 0);
+    assert_eq!(empty.control_record().unwrap(), None);
+
+    let mut filter = TransactionFilter::new([AbortedTransaction {
+        producer_id: 2,
+        first_offset: 8,
+    }]);
+    let admitted: Vec<bool> = batches.iter().map(|b| filter.admit(b).unwrap()).collect();
+    assert_eq!(admitted, [false, false, false], "still aborted after it");
+    let mut none_aborted = TransactionFilter::new([]);
+    let admitted: Vec<bool> = batches
+        .iter()
+        .map(|b| none_aborted.admit(b).unwrap())
+        .collect();
+    assert_eq!(admitted, [true, false, true]);
+}
+
 #[test]
 fn log_append_time_and_empty_batches() {
     let records = vec![

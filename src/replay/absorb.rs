@@ -217,13 +217,18 @@ pub(crate) fn absorb(
         if discard {
             continue;
         }
-        if h.last_offset() <= covered {
-            continue;
-        }
+        // Every batch goes through the transaction filter, in order, those
+        // below the first wanted offset too, as Kafka's consumer feeds it
+        // every batch of a response (KIP-98): an abort marker there ends
+        // its producer's aborted transaction, and that producer's later
+        // batches are then committed data, not aborted.
         let admitted = match filter.as_mut() {
             Some(f) => f.admit(&batch)?,
             None => !h.is_control(),
         };
+        if h.last_offset() <= covered {
+            continue;
+        }
         if admitted {
             if let Some(from) = tail_from {
                 let end = opts.tail_end;
@@ -596,5 +601,64 @@ mod tests {
         let out = absorb_cut(cut_batch(true, false), CutRecords::Never).expect("absorbed");
         assert!(out.delivered.is_empty());
         assert_eq!(out.requeue, Some(0..4));
+    }
+
+    /// A read_committed fetch from below the first wanted offset (as after
+    /// a back-off): producer 2's transaction at 0..=2 was aborted by its
+    /// marker at 3, and its next transaction, 4..=6, committed at 7. The
+    /// response lists the aborted one, and the marker below the wanted
+    /// offsets must still end it: the committed records are delivered, not
+    /// reported lost.
+    #[test]
+    fn an_abort_marker_below_the_wanted_offsets_ends_its_transaction() {
+        use walfetch_codec::ControlType;
+        let data = |base, sequence| {
+            let records: Vec<NewRecord> = (0..3).map(|i| NewRecord::value(i, "t")).collect();
+            BatchBuilder::new(base)
+                .producer(2, 0, sequence)
+                .transactional(true)
+                .encode(&records)
+                .expect("encode")
+                .bytes
+        };
+        let marker = |base, kind| {
+            BatchBuilder::new(base)
+                .producer(2, 0, -1)
+                .encode_marker(kind, 0, 0)
+                .expect("encode")
+                .bytes
+        };
+        let records: Bytes = [
+            data(0, 0),
+            marker(3, ControlType::Abort),
+            data(4, 3),
+            marker(7, ControlType::Commit),
+        ]
+        .concat()
+        .into();
+        let entries: Vec<IndexEntry> = (4..7).map(IndexEntry::offset_only).collect();
+        let fetch = PlannedFetch {
+            offset: 0,
+            max_bytes: 1 << 20,
+            kind: FetchKind::Indexed { entries: 0..3 },
+        };
+        let aborted = [AbortedTransaction {
+            first_offset: 0,
+            producer_id: 2,
+        }];
+        let response = Response {
+            records,
+            aborted: &aborted,
+            aligned: true,
+        };
+        let opts = AbsorbOptions {
+            decode: DecodeOptions::default(),
+            read_committed: true,
+            cut_records: CutRecords::Checked,
+            tail_end: i64::MAX,
+        };
+        let out = absorb(&entries, &fetch, &response, &opts).expect("absorbed");
+        assert_eq!(offsets(&out), [4, 5, 6]);
+        assert!(out.lost.is_empty() && out.requeue.is_none(), "{out:?}");
     }
 }

@@ -205,6 +205,10 @@ impl PartitionLog {
         }
         let pid = header.producer_id;
         match control {
+            // An empty control batch (what Kafka's log cleaner keeps of a
+            // producer's last marker) begins and ends nothing, as in
+            // Kafka's producer state.
+            None if header.is_control() => {}
             None => {
                 self.open_txns.entry(pid).or_insert(header.base_offset);
             }
