@@ -92,6 +92,43 @@ pub enum Error {
         /// Fetches tried.
         attempts: u32,
     },
+    /// The WAL writer cannot tell whether the entry's batch was written: a
+    /// request with it reached the broker and no answer said whether the
+    /// broker appended it (the answer was lost, timed out or said the
+    /// replicas did not acknowledge it in time), and the writer could not
+    /// find out. The entry may be in the log: appending it again may write
+    /// it twice. `source` is the last failure.
+    #[error(
+        "topic {topic:?} partition {partition}: the batch may have been written (the broker \
+         never said whether it appended it; appending its entries again may write them twice): \
+         {source}"
+    )]
+    MaybeWritten {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// What went wrong.
+        #[source]
+        source: ClientError,
+    },
+    /// The broker has the entry's batch (it answered the batch sent again
+    /// as a duplicate), but the WAL writer could not find at which offset
+    /// (`source` says why): the entry is in the log but not in the
+    /// writer's index. Do not append it again.
+    #[error(
+        "topic {topic:?} partition {partition}: the batch was written (the broker has it), but \
+         the writer could not find its offset, so its entries are not indexed: {source}"
+    )]
+    WrittenOffsetUnknown {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// Why the offset could not be found.
+        #[source]
+        source: ClientError,
+    },
     /// The WAL writer's background task has stopped.
     #[error("the WAL writer for topic {topic:?} partition {partition} is closed")]
     WriterClosed {

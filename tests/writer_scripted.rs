@@ -412,9 +412,11 @@ async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_aga
     let index = writer.close().await.expect("closed");
     let failed: Vec<_> = results.iter().filter(|r| r.2.is_err()).collect();
     assert!(!failed.is_empty(), "the batch whose answer was lost fails");
+    // Its error says it may be in the log (it is): appended again, it would
+    // be there twice.
     for (_, _, e) in &failed {
         let e = e.as_ref().unwrap_err();
-        assert!(matches!(e, Error::Client(_)), "{e}");
+        assert!(matches!(e, Error::MaybeWritten { .. }), "{e}");
     }
     // The broker appended the batch once; the writer did not send it again
     // and did not index it.
@@ -956,4 +958,279 @@ async fn append_waits_once_the_buffer_bytes_are_held() {
     let huge = WalEntry::new(1, Bytes::from(vec![0u8; buffer + 1]));
     let refused = writer.append(huge).await.expect_err("refused");
     assert!(refused.to_string().contains("buffer_bytes"), "{refused}");
+}
+
+/// A batch's answer is lost (the request times out) after the broker
+/// appended it, and the broker then forgets the producer (a restart
+/// without its producer snapshot, an expired producer): the batch sent
+/// again is refused `UNKNOWN_PRODUCER_ID`. That refusal says nothing of the
+/// first send, which may be in the log: the writer once sent the batch
+/// under a new producer id at once, and the entry was written twice. It
+/// now looks for the batch in the log under its old stamp first, and
+/// finds it written.
+#[tokio::test]
+async fn a_batch_whose_answer_was_lost_is_looked_for_before_it_goes_under_a_new_producer_id() {
+    let (scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
+    let once = writer
+        .append(WalEntry::new(2, "written once"))
+        .await
+        .unwrap();
+    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The broker loses the producer's state before the batch goes again.
+    scripted.expire_producers(TOPIC, 0).unwrap();
+    let offset = once.await;
+    writer.close().await.unwrap();
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let copies = log
+        .iter()
+        .flat_map(|b| &b.records)
+        .filter(|r| r.value.as_deref() == Some(&b"written once"[..]))
+        .count();
+    assert_eq!(copies, 1, "the entry is in the log {copies} times");
+    assert_eq!(
+        offset.unwrap(),
+        1,
+        "acknowledged where the first send put it"
+    );
+}
+
+/// Five in flight, a broker that answers a duplicate with
+/// `DUPLICATE_SEQUENCE_NUMBER` (Kafka 0.11, Tansu), and a principal that
+/// may Write the topic but not Read it (its Fetch refused
+/// `TOPIC_AUTHORIZATION_FAILED`, a usual producer ACL). Batch 1 is appended
+/// and its answer lost; sent again, the broker says it has it, but the
+/// writer cannot read the log to find its offset. Its entry once failed
+/// with the Fetch's error (as if not written) and the writer took a new
+/// producer id; batch 2, its answer lost too, then went under the new id
+/// and was written twice. Now batch 1's entry fails saying it was written
+/// at an offset unknown, the producer goes on, and no entry is in the log
+/// twice or reported failed while in the log without saying so.
+#[tokio::test]
+async fn a_duplicate_whose_offset_cannot_be_read_is_reported_written_and_nothing_goes_twice() {
+    let (scripted, cluster) = scripted().await;
+    scripted.set_duplicate_answer(DuplicateAnswer::DuplicateSequenceNumber);
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::MAX);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    // Produce 1 appended, the connection cut (2 to 5 never read). Sent
+    // again: 1 is answered (a duplicate), 2 appended and the connection
+    // cut.
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::Delay(Duration::ZERO)));
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
+    scripted.script(Fault::on(ApiKey::Fetch).then(FaultAction::PartitionError(
+        ResponseError::TopicAuthorizationFailed.code(),
+    )));
+    let mut pending = Vec::new();
+    for region in 1..=6 as RegionId {
+        let payload = Bytes::from(format!("the entry of region {region}"));
+        let appended = writer
+            .append(WalEntry::new(region, payload.clone()))
+            .await
+            .unwrap();
+        pending.push((payload, appended));
+    }
+    writer.flush().await.unwrap();
+    let mut results = Vec::new();
+    for (payload, appended) in pending {
+        results.push((payload, appended.await));
+    }
+    writer.close().await.unwrap();
+    assert!(scripted.pending_faults().is_empty(), "every fault fired");
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let mut copies: BTreeMap<Bytes, usize> = BTreeMap::new();
+    for r in log.iter().flat_map(|b| &b.records) {
+        *copies.entry(r.value.clone().unwrap()).or_default() += 1;
+    }
+    let report: Vec<String> = results
+        .iter()
+        .map(|(p, r)| {
+            let n = copies.get(p).copied().unwrap_or(0);
+            let said = r.as_ref().map_err(ToString::to_string);
+            format!("{p:?}: {n} in the log, the writer said {said:?}")
+        })
+        .collect();
+    let report = report.join("\n");
+    for (payload, result) in &results {
+        let n = copies.get(payload).copied().unwrap_or(0);
+        assert!(n <= 1, "written {n} times:\n{report}");
+        match result {
+            Ok(offset) => {
+                assert_eq!(n, 1, "{report}");
+                let at = log
+                    .iter()
+                    .flat_map(|b| &b.records)
+                    .find(|r| r.offset == *offset);
+                assert_eq!(at.and_then(|r| r.value.as_ref()), Some(payload), "{report}");
+            }
+            Err(Error::WrittenOffsetUnknown { .. } | Error::MaybeWritten { .. }) => {}
+            Err(_) => assert_eq!(n, 0, "reported failed but written:\n{report}"),
+        }
+    }
+    assert!(
+        matches!(results[0].1, Err(Error::WrittenOffsetUnknown { .. })),
+        "{report}"
+    );
+    assert!(results[1..].iter().all(|(_, r)| r.is_ok()), "{report}");
+}
+
+/// With the cluster's default timeouts (`request_timeout` 30 s and
+/// `produce_timeout` 30 s: a Produce's answer is waited for 60 s) and
+/// retry deadline (30 s), a Produce whose answer was lost was never sent
+/// again, although the module docs promise it: when it timed out, the
+/// batch was past its deadline and failed at once, the broker having
+/// appended it. A sent batch's deadline now has one answer's time on top.
+/// When every answer is lost, the entry fails saying it may have been
+/// written. Paused clock: the minutes pass at once.
+#[tokio::test(start_paused = true)]
+async fn with_the_default_timeouts_a_produce_whose_answer_was_lost_is_sent_again() {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(TOPIC, 1).expect("topic");
+    let config = ClusterConfig::new([scripted.bootstrap()]);
+    let cluster = Arc::new(Cluster::connect(config).await.expect("bootstrap"));
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
+    let lost = writer
+        .append(WalEntry::new(2, "lost answer"))
+        .await
+        .unwrap();
+    assert_eq!(lost.await.unwrap(), 1, "sent again, found written at 1");
+    assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 2, "once");
+    // No answer ever: the entry fails after its second send, saying it
+    // may be in the log (it is).
+    scripted.script(
+        Fault::on(ApiKey::Produce)
+            .times(10)
+            .then(FaultAction::LoseResponse),
+    );
+    scripted.reset_stats();
+    let lost = writer.append(WalEntry::new(3, "never answered")).await;
+    let error = lost.unwrap().await.unwrap_err();
+    assert!(matches!(error, Error::MaybeWritten { .. }), "{error}");
+    assert!(
+        error.to_string().contains("may have been written"),
+        "{error}"
+    );
+    let produced = scripted.stats(1).unwrap().requests_of(ApiKey::Produce);
+    assert_eq!(produced, 2, "sent again once: {error}");
+    scripted.clear_faults();
+    writer.close().await.unwrap();
+}
+
+/// A throttled Produce answer (KIP-219, `throttle_time_ms` 3 s) while five
+/// requests are in flight: the other four were written and answered at
+/// once, but the writer task waited out the throttle inside its next send
+/// (getting the leader's connection) and read no answer meanwhile. Now
+/// only its sends wait; the entries already written are acknowledged at
+/// once. Paused clock: the throttle's wait would show as 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_answer_does_not_hold_back_the_answers_behind_it() {
+    let (scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::MAX);
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted
+        .script(Fault::on(ApiKey::Produce).then(FaultAction::ThrottleTime(Duration::from_secs(3))));
+    let pending = one_entry_each_of_six_regions(&writer).await;
+    let started = tokio::time::Instant::now();
+    let mut pending = pending.into_iter();
+    let first_five: Vec<Appended> = pending.by_ref().take(5).collect();
+    {
+        let flush = writer.flush();
+        tokio::pin!(flush);
+        let offsets = tokio::select! {
+            _ = &mut flush => panic!("flushed before the throttle ended"),
+            offsets = futures::future::join_all(first_five) => offsets,
+        };
+        let took = started.elapsed();
+        assert!(offsets.iter().all(Result::is_ok), "{offsets:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "the batches sent before the throttle were acknowledged after {took:?}"
+        );
+        // The sixth waits out the throttle, then goes.
+        flush.await.unwrap();
+    }
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    pending.next().unwrap().await.unwrap();
+    writer.close().await.unwrap();
+}
+
+/// One batch refused for good (`MESSAGE_TOO_LARGE`) with four in flight
+/// behind it, and the next answered `NOT_LEADER_OR_FOLLOWER` (a leader
+/// election under way): certainly not written, and retriable. Its entry
+/// once failed; it now goes again under the new producer id with the
+/// batches refused for their sequence behind the refused one.
+#[tokio::test]
+async fn a_batch_behind_a_refused_one_refused_for_a_passing_reason_goes_again() {
+    let (scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::MAX);
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PartitionError(
+        ResponseError::MessageTooLarge.code(),
+    )));
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PartitionError(
+        ResponseError::NotLeaderOrFollower.code(),
+    )));
+    let mut pending = Vec::new();
+    for region in 1..=5 as RegionId {
+        pending.push(writer.append(WalEntry::new(region, "x")).await.unwrap());
+    }
+    writer.flush().await.unwrap();
+    let mut results = Vec::new();
+    for p in pending {
+        results.push(p.await.map_err(|e| e.to_string()));
+    }
+    writer.close().await.unwrap();
+    assert!(
+        results[0]
+            .as_ref()
+            .is_err_and(|e| e.contains("MESSAGE_TOO_LARGE")),
+        "{results:?}"
+    );
+    for (n, r) in results.iter().enumerate().skip(1) {
+        assert!(r.is_ok(), "entry {n} not written: {r:?}");
+    }
+    assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 5, "each once");
+}
+
+/// A broker answering a batch with a base offset at or below one it gave
+/// an earlier batch (reusing offsets): the index cannot take the entries
+/// (a region's offsets only grow), and the writer once logged that and
+/// acknowledged them all the same, so the index it returned lacked entries
+/// below its `last_index`, which a replay by it would skip. The batch now
+/// fails, saying it may be in the log, and the writer goes on.
+#[tokio::test]
+async fn an_answer_at_an_offset_already_given_fails_its_batch_unindexed() {
+    let (scripted, cluster) = scripted().await;
+    let config = config(WriterMode::Interleaved).with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = written(append_all(&writer, &entries(0, 3)).await);
+    // Produce v9's first base offset is at byte 21 of the frame (see
+    // `an_answer_past_the_largest_offset_fails_its_batch_and_the_writer_goes_on`).
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+        at: 21,
+        bytes: 0i64.to_be_bytes().to_vec(),
+    }));
+    let results = append_all(&writer, &entries(3, 3)).await;
+    for (_, _, r) in &results {
+        let e = r.as_ref().expect_err("the batch so answered fails");
+        assert!(matches!(e, Error::MaybeWritten { .. }), "{e}");
+        assert!(e.to_string().contains("at or below offset 2"), "{e}");
+    }
+    let more = written(append_all(&writer, &entries(6, 20)).await);
+    let index = writer.close().await.expect("closed");
+    assert_eq!(index.len(), first.len() + more.len());
+    for (region, _, offset) in first.iter().chain(&more) {
+        assert!(
+            index
+                .region(*region)
+                .is_some_and(|r| r.entries().iter().any(|e| e.offset == *offset)),
+            "region {region} offset {offset} not indexed"
+        );
+    }
 }

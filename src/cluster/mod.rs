@@ -162,6 +162,15 @@ impl ClusterConfig {
             .saturating_add(Duration::from_millis(5));
         self
     }
+
+    /// How long a Produce's answer is waited for: the request timeout
+    /// plus [`ClusterConfig::produce_timeout`], the time the broker may
+    /// wait for the in-sync replicas before it answers (60 s by default).
+    pub fn produce_answer_timeout(&self) -> Duration {
+        self.connection
+            .request_timeout
+            .saturating_add(self.produce_timeout)
+    }
 }
 
 /// A client of one Kafka cluster. Share it behind an [`Arc`]; every method
@@ -255,6 +264,15 @@ impl Cluster {
     /// The pooled connection to `address`, opened if needed.
     pub async fn connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
         Ok(self.pool.get(address).await?)
+    }
+
+    /// When the broker at `address` accepts requests again, if a
+    /// throttled answer (KIP-219) holds them back now: until then
+    /// [`Cluster::connection`] and [`Cluster::leader_connection`] wait. The
+    /// WAL writer, which must go on reading answers meanwhile, asks first
+    /// and comes back then.
+    pub(crate) fn throttled_until(&self, address: &str) -> Option<tokio::time::Instant> {
+        self.pool.throttled_until(address)
     }
 
     /// The partition's leader and the pooled connection to it.

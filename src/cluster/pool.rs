@@ -13,6 +13,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::time::Instant;
+
 use super::throttle::Throttles;
 use crate::connection::{Connection, ConnectionConfig, ConnectionError, ConnectionStats};
 
@@ -87,6 +89,12 @@ impl Pool {
     /// has passed.
     pub(crate) fn throttled(&self, address: &str, throttle_time_ms: i32) {
         self.throttles.record(address, throttle_time_ms);
+    }
+
+    /// When the broker at `address` accepts requests again, if a throttled
+    /// answer holds them back now.
+    pub(crate) fn throttled_until(&self, address: &str) -> Option<Instant> {
+        self.throttles.until(address)
     }
 
     /// The primary connection to `address`, connecting if there is none,

@@ -101,7 +101,8 @@ impl Cluster {
     /// [`Cluster::produce`] does between its attempts. The answer is the
     /// base offset as the broker sent it: `-1` when a broker acknowledges
     /// a duplicate without its offset; `DUPLICATE_SEQUENCE_NUMBER` comes as
-    /// an error ([`ClientError::code`]).
+    /// an error ([`ClientError::code`]). The answer is waited for
+    /// [`super::ClusterConfig::produce_answer_timeout`].
     pub async fn produce_queued(
         self: &Arc<Self>,
         connection: Arc<Connection>,
@@ -112,11 +113,12 @@ impl Cluster {
         let cluster = Arc::clone(self);
         let topic = topic.to_owned();
         let timeout = self.config.produce_timeout;
+        let answer_timeout = self.config.produce_answer_timeout();
         let mut answer: ProduceAnswer = Box::pin(async move {
             let request = produce_request(&topic, partition, records, timeout);
             let options = RequestOptions {
                 version: None,
-                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+                timeout: Some(answer_timeout),
             };
             let result = match connection.request_with(&request, options).await {
                 Ok(response) => {
@@ -182,11 +184,12 @@ impl Cluster {
     ) -> Result<i64, ClientError> {
         let (connection, _leader) = self.leader_connection(topic, partition).await?;
         let timeout = self.config.produce_timeout;
+        let answer_timeout = self.config.produce_answer_timeout();
         let result = async {
             let request = produce_request(topic, partition, records, timeout);
             let options = RequestOptions {
                 version: None,
-                timeout: Some(connection.request_timeout().saturating_add(timeout)),
+                timeout: Some(answer_timeout),
             };
             let response = connection.request_with(&request, options).await?;
             self.pool

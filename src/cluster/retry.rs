@@ -26,6 +26,9 @@ pub struct RetryPolicy {
     /// delay uniformly from its upper half.
     pub jitter: f64,
     /// Overall time for an operation, all attempts and delays included.
+    /// The WAL writer gives a batch it has sent this plus the time one
+    /// answer may take ([`super::ClusterConfig::produce_answer_timeout`]),
+    /// so that a batch whose answer timed out is sent again.
     pub deadline: Duration,
 }
 

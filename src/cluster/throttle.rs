@@ -44,6 +44,14 @@ impl Throttles {
         *entry = (*entry).max(until);
     }
 
+    /// When `broker` accepts requests again, if it does not now.
+    pub(crate) fn until(&self, broker: &str) -> Option<Instant> {
+        self.lock()
+            .get(broker)
+            .copied()
+            .filter(|&until| until > Instant::now())
+    }
+
     /// Waits until `broker` accepts requests again; how long it waited.
     pub(crate) async fn wait(&self, broker: &str) -> Duration {
         let until = {
@@ -78,8 +86,11 @@ mod tests {
         assert_eq!(t.wait("b:1").await, Duration::ZERO);
         assert_eq!(t.wait("c:1").await, Duration::ZERO);
         assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(t.until("a:1"), Some(started + Duration::from_millis(300)));
+        assert_eq!(t.until("b:1"), None);
         assert_eq!(t.wait("a:1").await, Duration::from_millis(300));
         assert_eq!(t.wait("a:1").await, Duration::ZERO);
         assert_eq!(started.elapsed(), Duration::from_millis(300));
+        assert_eq!(t.until("a:1"), None);
     }
 }

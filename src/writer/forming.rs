@@ -202,6 +202,7 @@ impl Task {
             sent: false,
             attempts: 0,
             renewed: false,
+            maybe_written: None,
         });
         self.next_number += 1;
     }

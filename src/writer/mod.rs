@@ -60,41 +60,66 @@
 //! (KIP-98). A batch whose answer is lost (the connection breaks, the
 //! request times out) or refused with a retriable error is sent again,
 //! with every batch after it, with the same sequence numbers and in the
-//! same order, after a backoff and until the cluster's retry deadline: the
-//! broker appends each batch once and answers a batch it already has with
-//! its original offset. A broker may instead answer a duplicate with
-//! `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka); the
-//! writer then finds the batch in the log by its producer id and sequence,
-//! from the log's end when it took that producer id (past its start, if
-//! retention moved it). So it does for an answer it cannot decode (a
-//! broker's bug): found, the batch was written; not found, it was not, and
-//! its entries fail saying so (without idempotence such entries fail, as
-//! the batch may have been written). While the leader cannot be found, every batch
-//! waiting is held up: each one's deadline runs from when the writer was
-//! first held up, and once the leader is back the batches still within
-//! theirs go.
+//! same order, after a backoff and until its deadline: the broker appends
+//! each batch once and answers a batch it already has with its original
+//! offset. A batch's deadline is the cluster's retry deadline
+//! ([`crate::cluster::RetryPolicy::deadline`]) from its first send, plus
+//! the time one answer may take
+//! ([`crate::cluster::ClusterConfig::produce_answer_timeout`]: the request
+//! timeout and the produce timeout), so that a batch whose answer timed
+//! out is sent again at least once (as the Java producer's
+//! `delivery.timeout.ms` is at least `linger.ms` + `request.timeout.ms`);
+//! with the defaults, 30 + 60 s. A broker may instead answer a duplicate
+//! with `DUPLICATE_SEQUENCE_NUMBER` or without an offset (older Kafka):
+//! the batch is written, and the writer finds it in the log by its
+//! producer id and sequence, from the log's end when it took that producer
+//! id (past its start, if retention moved it); when it cannot (a principal
+//! that may Write the topic but not Read it), the entries fail with
+//! [`Error::WrittenOffsetUnknown`]: written, not indexed. So it looks for
+//! a batch whose answer it cannot decode (a broker's bug): found, the
+//! batch was written; not found, it was not, and its entries fail saying
+//! so. While the leader cannot be found, every batch waiting is held up:
+//! each one's deadline runs from when the writer was first held up, and
+//! once the leader is back the batches still within theirs go. A throttled
+//! answer (KIP-219) holds back the writer's next sends to that broker
+//! until the throttle time has passed, not the answers of the requests
+//! already in flight.
+//!
+//! An entry is acknowledged with its offset once its batch is in the log
+//! there, once; an entry that fails is not in the log unless its error
+//! says it may be ([`Error::MaybeWritten`]: a send of its batch reached
+//! the broker and no answer said whether it was appended — appending the
+//! entry again may write it twice) or is ([`Error::WrittenOffsetUnknown`]).
+//! The writer itself never writes a batch twice: a batch sent under a
+//! producer id whose answer was lost is never sent under another before it
+//! is looked for in the log under the first (found, it is written there).
 //!
 //! The first batch refused for its sequence (`UNKNOWN_PRODUCER_ID`,
 //! `OUT_OF_ORDER_SEQUENCE_NUMBER`) with none before it unresolved was not
-//! written: the broker no longer knows the producer (Kafka forgets one
-//! idle for `producer.id.expiration.ms`, a day by default). It goes again
-//! under a new producer id, once, as the Java producer resets its
-//! sequences (KIP-360). A batch the broker refuses for good
+//! written by that request: the broker no longer knows the producer (Kafka
+//! forgets one idle for `producer.id.expiration.ms`, a day by default, and
+//! a broker may lose its producer state). It goes again under a new
+//! producer id, once, as the Java producer resets its sequences (KIP-360)
+//! — if an earlier send of it had its answer lost, once it was looked for
+//! in the log and not found there. A batch the broker refuses for good
 //! (`MESSAGE_TOO_LARGE`, a sequence refused again, ...) fails its
 //! entries; the batches behind it are then, under Kafka's sequence rules,
 //! refused too (their sequence no longer follows). The writer waits for
 //! their answers, takes a new producer id (sequences start again at 0, as
 //! the Java producer does when it resets its producer id) and sends again
-//! those that were refused for their sequence. A batch that runs out of
-//! retries fails with every batch sent after it whose fate is unknown, and
-//! the writer takes a new producer id for what follows; so it does after
-//! any batch that fails once its sequence numbers were given out (sent, or
-//! encoded ahead while the pipeline was full), since the next batch would
-//! leave a gap the broker refuses. Without
-//! idempotence (one in flight), a Produce whose answer is lost is not sent
-//! again (it may have been appended): its entries fail. An answer whose
-//! base offset would put the batch's records past the largest offset
-//! fails the batch's entries too, unindexed; the writer goes on.
+//! those that were refused for their sequence or for a reason that may
+//! pass (`NOT_LEADER_OR_FOLLOWER`, ...); one whose answer was lost fails
+//! ([`Error::MaybeWritten`]). A batch that runs out of retries fails with
+//! every batch sent after it whose fate is unknown, and the writer takes a
+//! new producer id for what follows; so it does after any batch that
+//! fails once its sequence numbers were given out (sent, or encoded ahead
+//! while the pipeline was full), since the next batch would leave a gap
+//! the broker refuses. Without idempotence (one in flight), a Produce
+//! whose answer is lost is not sent again (it may have been appended): its
+//! entries fail ([`Error::MaybeWritten`]). An answer whose base offset
+//! would put the batch's records past the largest offset, or at or below
+//! an offset an earlier batch was given, fails the batch's entries too
+//! (they may be in the log), unindexed; the writer goes on.
 //!
 //! # Records and the index
 //! Each entry's record has the region id as its key (8 bytes, big-endian)
@@ -607,6 +632,12 @@ struct Batch {
     /// Sent again under a new producer id after the broker refused its
     /// sequence (an expired producer): refused so again, it fails.
     renewed: bool,
+    /// The stamp of a request with it that reached the broker without an
+    /// answer saying whether the broker appended it (the answer was lost):
+    /// it may be in the log under that stamp. Before it is stamped anew it
+    /// is looked for there ([`Task::resolve_maybe_written`]); failed, its
+    /// entries' error says it may have been written.
+    maybe_written: Option<(ProducerIdentity, i32)>,
 }
 
 /// A batch whose Produce request is in flight.

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use walfetch_codec::BatchBuilder;
 
+use super::answers::may_be_written;
 use super::{Batch, Encoded, InFlight, Task};
 use crate::cluster::{ClientError, IsolationLevel, OffsetSpec};
+use crate::connection::Connection;
 use crate::error::Error;
 
 impl Task {
@@ -20,16 +22,32 @@ impl Task {
         self.memory.give(bytes);
     }
 
+    /// Fails a batch's entries with `error`, said as "may have been
+    /// written" ([`Error::MaybeWritten`]) when a send of it reached the
+    /// broker and its fate is unknown.
     pub(super) fn fail(&mut self, mut batch: Batch, error: &Error) {
         self.unbuffer(&mut batch);
         // Its sequence numbers were given out (sent or encoded ahead) and
         // will not reach the broker in order: the next batch would leave
         // a gap the broker refuses. Go on under a new producer id.
         if self.config.idempotent && batch.encoded.as_ref().is_some_and(|e| e.stamp.is_some()) {
-            self.reset_producer = true;
+            self.end_producer();
         }
+        let in_doubt =
+            batch.maybe_written.is_some() || matches!(error, Error::Client(e) if may_be_written(e));
+        let (topic, partition) = (self.config.topic.clone(), self.config.partition);
         let make = |e: &Error| match e {
+            Error::Client(c) if in_doubt => Error::MaybeWritten {
+                topic: topic.clone(),
+                partition,
+                source: c.clone(),
+            },
             Error::Client(c) => Error::Client(c.clone()),
+            Error::MaybeWritten { source, .. } => Error::MaybeWritten {
+                topic: topic.clone(),
+                partition,
+                source: source.clone(),
+            },
             Error::Encode {
                 topic,
                 partition,
@@ -43,10 +61,20 @@ impl Task {
             },
             other => Error::InvalidArgument(other.to_string()),
         };
-        tracing::warn!(error = %error, topic = %self.config.topic, partition = self.config.partition,
+        tracing::warn!(error = %make(error), topic = %self.config.topic, partition = self.config.partition,
             entries = batch.entries.len(), "WAL batch not written");
         for p in batch.entries {
             let _ = p.ack.send(Err(make(error)));
+        }
+    }
+
+    /// Ends the producer's sequence: a new producer id is taken once the
+    /// requests in flight are answered, and those requests, which the
+    /// broker refuses for their sequence, go again under it.
+    pub(super) fn end_producer(&mut self) {
+        self.reset_producer = true;
+        for f in &mut self.in_flight {
+            f.behind_refused = true;
         }
     }
 
@@ -60,11 +88,16 @@ impl Task {
                 if !self.in_flight.is_empty() {
                     return;
                 }
+                // What was sent under the old producer id and may be in
+                // the log is looked for there before anything is stamped
+                // anew: found, it is written; only the rest go again.
+                self.resolve_maybe_written().await;
                 self.producer = None;
                 self.reset_producer = false;
                 for batch in &mut self.ready {
                     batch.encoded = None;
                 }
+                continue;
             }
             if self.config.idempotent && self.producer.is_none() {
                 match self
@@ -105,12 +138,10 @@ impl Task {
                     }
                 }
             }
-            let connection = match self
-                .cluster
-                .leader_connection(&self.config.topic, self.config.partition)
-                .await
-            {
-                Ok((connection, _)) => connection,
+            let connection = match self.leader_connection().await {
+                Ok(Some(connection)) => connection,
+                // Throttled: sends wait (`resume_at`), answers do not.
+                Ok(None) => return,
                 Err(e) => {
                     // A try, as a send is: the backoff grows with each
                     // failed lookup instead of asking every 25–50 ms.
@@ -176,6 +207,21 @@ impl Task {
         }
     }
 
+    /// The leader's connection, or `None` while a throttled answer from
+    /// the leader holds requests to it back (KIP-219): then nothing is sent
+    /// until the throttle ends (`resume_at`), and the task goes on reading
+    /// answers and taking entries meanwhile (the pool would hold it in a
+    /// wait instead, and the answers of batches already written with it).
+    async fn leader_connection(&mut self) -> Result<Option<Arc<Connection>>, ClientError> {
+        let (topic, partition) = (&self.config.topic, self.config.partition);
+        let leader = self.cluster.leader(topic, partition).await?;
+        if let Some(until) = self.cluster.throttled_until(&leader.address) {
+            self.resume_at = Some(until);
+            return Ok(None);
+        }
+        Ok(Some(self.cluster.connection(&leader.address).await?))
+    }
+
     /// Encodes a batch, stamped with the producer and its next sequence
     /// numbers when idempotent.
     pub(super) fn encode(&mut self, batch: &Batch) -> Result<Encoded, walfetch_codec::Error> {
@@ -215,8 +261,20 @@ impl Task {
     /// numbers), to be sent again after a backoff. `head` is the batch
     /// whose answer failed, if one did.
     pub(super) fn retry_later(&mut self, head: Option<Batch>, error: ClientError) {
-        let mut again: Vec<Batch> = head.into_iter().collect();
-        again.extend(self.in_flight.drain(..).map(|f| f.batch));
+        let mut again: Vec<Batch> = Vec::new();
+        if let Some(mut head) = head {
+            // Its answer lost, the broker may have appended it.
+            if may_be_written(&error) {
+                head.maybe_written = head.encoded.as_ref().and_then(|e| e.stamp);
+            }
+            again.push(head);
+        }
+        // Their answers are dropped unread: the broker may have them.
+        again.extend(self.in_flight.drain(..).map(|f| {
+            let mut batch = f.batch;
+            batch.maybe_written = batch.encoded.as_ref().and_then(|e| e.stamp);
+            batch
+        }));
         for batch in again.into_iter().rev() {
             self.ready.push_front(batch);
         }
@@ -233,14 +291,25 @@ impl Task {
         let since = front.first_try.unwrap_or(now);
         let attempts = front.attempts.max(1);
         let delay = policy.random_backoff(attempts);
-        if since.elapsed() + delay < policy.deadline {
+        // A batch that was sent has the retry deadline on top of the time
+        // one answer may take (as the Java producer's `delivery.timeout.ms`
+        // is at least `linger.ms` + `request.timeout.ms`): a batch whose
+        // answer timed out is sent again, not failed at once.
+        let deadline = match front.sent {
+            true => policy
+                .deadline
+                .saturating_add(self.cluster.config().produce_answer_timeout()),
+            false => policy.deadline,
+        };
+        if since.elapsed() + delay < deadline {
             tracing::debug!(%error, attempts, ?delay, "WAL writer retries");
             self.resume_at = Some(Instant::now() + delay);
             return;
         }
         // Out of retries: the head fails, and so does every batch sent
         // after it (its fate is unknown: sending it under a new producer
-        // id could append it twice). The rest go under a new producer id.
+        // id could append it twice; their errors say they may have been
+        // written). The rest go under a new producer id.
         let error = Error::Client(ClientError::RetriesExhausted {
             operation: format!(
                 "Produce to topic {:?} partition {}",
@@ -248,7 +317,7 @@ impl Task {
             ),
             attempts,
             elapsed: since.elapsed(),
-            deadline: policy.deadline,
+            deadline,
             last: Some(Box::new(error)),
         });
         // (`fail` takes a new producer id for what follows: their sequence
@@ -265,9 +334,11 @@ impl Task {
 }
 
 /// Puts a batch back among the ready ones by its number (it was formed
-/// before any batch still to be sent for the first time).
+/// before any batch still to be sent for the first time), to go again
+/// under a new producer id: its encoding is dropped when the producer id
+/// is (after it is looked for in the log under its stamp, if it may be
+/// there: `maybe_written`).
 pub(super) fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
-    batch.encoded = None;
     batch.first_try = None;
     batch.sent = false;
     batch.attempts = 0;

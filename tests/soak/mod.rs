@@ -24,7 +24,8 @@
 //! peak of buffered bytes stays within the cap (plus the one fetch per
 //! partition the cap allows past it). A writer's acknowledged entries are
 //! all in the log at their offsets and all recovered; nothing it did not
-//! write is recovered, nothing twice.
+//! write is recovered, nothing twice; an entry it reported failed is not
+//! in the log unless its error says it may be.
 //!
 //! Memory is measured two ways: the replay core's own account
 //! ([`ReplayStats::peak_buffered_bytes`]: buffered records plus the limits
@@ -109,7 +110,7 @@ pub(crate) struct SoakReport {
     /// Entries whose append failed.
     pub(crate) produced_failed: u64,
     /// Of those, entries found in the log all the same (the broker appended
-    /// them, the answer was lost).
+    /// them, the answer was lost: their errors say they may be written).
     pub(crate) produced_failed_but_written: u64,
     /// Recoveries under `LostPolicy::Skip` that ended well after skipping
     /// entries retention removed (listed in their stats).
@@ -438,6 +439,10 @@ fn error_kind(error: &Error) -> String {
         Error::Stalled { .. } => "stalled".into(),
         Error::WriterClosed { .. } => "writer_closed".into(),
         Error::Index(_) => "index".into(),
+        Error::MaybeWritten { source, .. } => format!("maybe_written.{}", client_kind(source)),
+        Error::WrittenOffsetUnknown { source, .. } => {
+            format!("written_offset_unknown.{}", client_kind(source))
+        }
         other => format!("other({other})"),
     }
 }
@@ -1047,13 +1052,18 @@ async fn produce_round(rng: &mut StdRng, world: &mut World, report: &mut SoakRep
         }
     }
     let mut acked: BTreeMap<RegionId, Vec<(i64, Bytes)>> = BTreeMap::new();
-    let mut failed: Vec<Bytes> = Vec::new();
+    // Failed entries, and whether their error says they may be in the log.
+    let mut failed: Vec<(Bytes, bool)> = Vec::new();
     for (region, payload, appended) in pending {
         match appended.await {
             Ok(offset) => acked.entry(region).or_default().push((offset, payload)),
             Err(e) => {
                 SoakReport::count(&mut report.errors, format!("produce.{}", error_kind(&e)), 1);
-                failed.push(payload);
+                let says = matches!(
+                    e,
+                    Error::MaybeWritten { .. } | Error::WrittenOffsetUnknown { .. }
+                );
+                failed.push((payload, says));
             }
         }
     }
@@ -1111,7 +1121,14 @@ async fn produce_round(rng: &mut StdRng, world: &mut World, report: &mut SoakRep
             .push(format!("{context}: an entry was written twice"));
     }
     report.produced_failed_but_written +=
-        failed.iter().filter(|p| distinct.contains(p)).count() as u64;
+        failed.iter().filter(|(p, _)| distinct.contains(p)).count() as u64;
+    // An entry reported failed is not in the log, unless its error says it
+    // may be: a caller appends it again only when it is not.
+    if failed.iter().any(|(p, says)| !says && distinct.contains(p)) {
+        report.violations.push(format!(
+            "{context}: an entry reported failed is in the log, its error not saying it may be"
+        ));
+    }
 
     // A fault-free recovery of every region with the writer's index gets
     // every acknowledged entry, and nothing that was not written.
