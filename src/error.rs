@@ -8,9 +8,13 @@ use crate::index::{IndexError, RegionId, RegionRule};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The cluster client failed (after its retries).
+    /// The cluster client failed (after its retries). A
+    /// [`ClientError::TopicIdChanged`] converts to
+    /// [`Error::IndexMismatch`] with [`Mismatch::TopicId`] instead: the
+    /// topic recreated under a replay is the mismatch it would have been
+    /// before the replay started.
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Client(ClientError),
     /// An index could not be read, written or built.
     #[error(transparent)]
     Index(#[from] IndexError),
@@ -155,6 +159,27 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+impl From<ClientError> for Error {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::TopicIdChanged {
+                topic,
+                partition,
+                expected,
+                current,
+            } => Error::IndexMismatch {
+                topic,
+                partition,
+                mismatch: Mismatch::TopicId {
+                    indexed: expected,
+                    current,
+                },
+            },
+            other => Error::Client(other),
+        }
+    }
+}
+
 /// How an index fails to match what a replay reads; see
 /// [`Error::IndexMismatch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,9 +195,11 @@ pub enum Mismatch {
         /// The partition the index was built for.
         indexed: i32,
     },
-    /// The topic was deleted and recreated since the index was built.
+    /// The topic was deleted and recreated since the index was built, or
+    /// while the replay read it.
     TopicId {
-        /// The topic id the index was built for.
+        /// The topic id the index was built for; for an index that records
+        /// none, the one the topic had when the replay started.
         indexed: uuid::Uuid,
         /// The topic's id now.
         current: uuid::Uuid,
@@ -238,9 +265,9 @@ impl std::fmt::Display for Mismatch {
             }
             Mismatch::TopicId { indexed, current } => write!(
                 f,
-                "the topic was deleted and recreated since the index was built \
-                 (topic id {indexed} in the index, {current} now): the index describes \
-                 a log that no longer exists"
+                "the topic was deleted and recreated since the index was built or the \
+                 replay started (topic id {indexed} then, {current} now): the log to \
+                 replay no longer exists, and the new one's records are not read as its"
             ),
             Mismatch::LastIndexPastEnd {
                 last_index,

@@ -80,7 +80,11 @@
 //! [`Error::IndexMismatch`](error::Error) naming the mismatch
 //! ([`Mismatch`](error::Mismatch)). With the rule known, every entry read
 //! at an indexed offset is checked to be of its region: one that is not
-//! ends the replay with that error, never as output.
+//! ends the replay with that error, never as output. The topic id checked
+//! at the start binds every fetch of the replay
+//! ([`FetchParams::topic_id`](cluster::FetchParams::topic_id)): a topic
+//! recreated while it runs is that mismatch too, never read as the
+//! indexed one.
 //!
 //! # The parts
 //!

@@ -138,7 +138,10 @@ impl BuildReport {
 /// past the last stable offset: the fate of an open transaction is not
 /// known yet), and it records what it indexes: the topic, the partition,
 /// the topic id (when the broker's Metadata gives one), `from` as its
-/// first offset, and `rule`.
+/// first offset, and `rule`. Every fetch is bound to that topic id (see
+/// [`FetchParams::topic_id`]): a topic deleted and recreated during the
+/// scan fails it ([`ClientError::TopicIdChanged`]) rather than indexing
+/// two logs as one.
 ///
 /// `from` may fall inside a batch: a broker that answers such a fetch from
 /// the next batch (Tansu 0.6) is asked again from lower offsets until the
@@ -194,8 +197,13 @@ pub async fn build_index(
         let params = FetchParams::new(topic, partition, next)
             .with_max_bytes(limit)
             .with_max_wait(std::time::Duration::ZERO)
-            .with_isolation(IsolationLevel::ReadCommitted);
+            .with_isolation(IsolationLevel::ReadCommitted)
+            .with_topic_id(topic_id);
         let fetched = cluster.fetch(&params).await?;
+        let arrived = tokio::time::Instant::now();
+        cluster
+            .confirm_topic_id((topic, partition), topic_id, fetched.version, arrived)
+            .await?;
         report.fetches += 1;
         report.wire_bytes += fetched.wire_bytes as u64;
         let readable = fetched.readable_end(IsolationLevel::ReadCommitted);

@@ -70,6 +70,7 @@ impl Cluster {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
+            confirmations: Default::default(),
             config,
         };
         let retry = Retry {

@@ -121,6 +121,26 @@ pub enum ClientError {
         /// during the first.
         last: Option<Box<ClientError>>,
     },
+    /// The topic a request was bound to by its id (see
+    /// [`super::FetchParams::topic_id`]) is gone: metadata, read again,
+    /// gives the topic's name another id. The topic was deleted and
+    /// created again, and what now has its name is another log. Not
+    /// retried.
+    #[error(
+        "topic {topic:?} partition {partition} was deleted and recreated: its topic id was \
+         {expected}, metadata now gives {current}; the new topic's records are not read as the \
+         old one's"
+    )]
+    TopicIdChanged {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The topic id the request was bound to.
+        expected: uuid::Uuid,
+        /// The topic id metadata gives now.
+        current: uuid::Uuid,
+    },
     /// An argument was invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

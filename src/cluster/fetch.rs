@@ -16,7 +16,8 @@
 //! - KIP-74 (`max_bytes`, first batch returned whole), KIP-98
 //!   (`isolation_level`, `last_stable_offset`, aborted transactions),
 //!   KIP-227 (fetch sessions; not used), KIP-320 (`current_leader_epoch`),
-//!   KIP-516 (topic ids, Fetch v13+), KIP-392 (`rack_id` and
+//!   KIP-516 (topic ids, Fetch v13+; a fetch bound to a topic id sends it,
+//!   and fails when metadata gives the name another), KIP-392 (`rack_id` and
 //!   `preferred_read_replica`, Fetch v11+; see `follower.rs`), KIP-219
 //!   (`throttle_time_ms` answered at once; see `throttle.rs`).
 
@@ -77,12 +78,18 @@ pub struct FetchParams {
     pub max_wait: Duration,
     /// The isolation level.
     pub isolation: IsolationLevel,
+    /// The topic id the fetch must read (KIP-516), nil for whatever topic
+    /// has the name now: a topic deleted and recreated under the same name
+    /// is [`ClientError::TopicIdChanged`] (see [`Cluster::fetch`] for what
+    /// is checked). Metadata giving no id (a broker without topic ids) is
+    /// not compared.
+    pub topic_id: Uuid,
 }
 
 impl FetchParams {
     /// Fetch `topic`/`partition` from `offset` with a consumer's defaults:
     /// 50 MiB per response, 1 MiB for the partition, `min_bytes` 1, wait at
-    /// most 500 ms, `read_uncommitted`.
+    /// most 500 ms, `read_uncommitted`, any topic id.
     pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
         Self {
             topic: topic.into(),
@@ -93,6 +100,7 @@ impl FetchParams {
             min_bytes: 1,
             max_wait: Duration::from_millis(500),
             isolation: IsolationLevel::ReadUncommitted,
+            topic_id: Uuid::nil(),
         }
     }
 
@@ -118,6 +126,13 @@ impl FetchParams {
     /// Sets the isolation level.
     pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
         self.isolation = isolation;
+        self
+    }
+
+    /// Binds the fetch to the topic of id `topic_id` (nil: unbound); see
+    /// [`FetchParams::topic_id`].
+    pub fn with_topic_id(mut self, topic_id: Uuid) -> Self {
+        self.topic_id = topic_id;
         self
     }
 }
@@ -490,7 +505,7 @@ impl Cluster {
         let mut by_leader: BTreeMap<String, Vec<(usize, FetchSource)>> = BTreeMap::new();
         let mut alone = Vec::new();
         for (i, p) in params.iter().enumerate() {
-            let Ok(source) = self.fetch_source(&p.topic, p.partition).await else {
+            let Ok(source) = self.fetch_source(p).await else {
                 alone.push(i);
                 continue;
             };
@@ -695,6 +710,16 @@ impl Cluster {
     /// fails one, when the fetch goes back to the leader at once (KIP-392).
     /// A broker's `throttle_time_ms` holds back the next request to it
     /// (KIP-219).
+    ///
+    /// A fetch bound to a topic id ([`FetchParams::topic_id`]) fails with
+    /// [`ClientError::TopicIdChanged`] when the cached metadata gives the
+    /// name another id, also once read again; Fetch v13+ sends the bound
+    /// id, which a broker that no longer has it answers with
+    /// `UNKNOWN_TOPIC_ID` (retried, metadata read again, and so that
+    /// error). Fetch below v13 names the topic only: the answer is of
+    /// whatever had the name when the broker served it, which only a
+    /// Metadata read sent after the answer came can tell (what a replay
+    /// and `build_index` do before using it).
     pub async fn fetch(&self, params: &FetchParams) -> Result<FetchedPartition, ClientError> {
         self.fetch_counting(params, 0).await.0
     }
@@ -763,7 +788,7 @@ impl Cluster {
         let mut hops = 0;
         loop {
             hops += 1;
-            let source = self.fetch_source(topic, partition).await?;
+            let source = self.fetch_source(params).await?;
             let retry_on_leader = source.follower && hops < MAX_HOPS;
             let connection = match self.fetch_connection(&source.target.address).await {
                 Ok(connection) => connection,
@@ -837,8 +862,9 @@ impl Cluster {
         cache.leader(topic, partition).map(|l| l.address)
     }
 
-    async fn fetch_source(&self, topic: &str, partition: i32) -> Result<FetchSource, ClientError> {
-        let leader = self.leader(topic, partition).await?;
+    async fn fetch_source(&self, params: &FetchParams) -> Result<FetchSource, ClientError> {
+        let (topic, partition) = (params.topic.as_str(), params.partition);
+        let leader = self.bound_leader(topic, partition, params.topic_id).await?;
         if let Some(replica) = self.preferred.get(topic, partition) {
             let address = self.cache().brokers.get(&replica).map(|b| b.address());
             match address {

@@ -40,6 +40,7 @@ mod pool;
 mod produce;
 mod retry;
 mod throttle;
+mod topic_id;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -188,6 +189,9 @@ pub struct Cluster {
     /// [`Cluster::fetch_many`]): their partitions are fetched one a
     /// request.
     unshared: Mutex<std::collections::BTreeSet<String>>,
+    /// The Metadata reads confirming fetches by name bound to a topic id
+    /// (see `topic_id.rs`).
+    confirmations: topic_id::Confirmations,
 }
 
 impl Cluster {
@@ -436,6 +440,7 @@ mod tests {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
+            confirmations: Default::default(),
         }
     }
 

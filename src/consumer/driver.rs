@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::task::AbortOnDropHandle;
+use uuid::Uuid;
 
 use crate::cluster::{
     ClientError, Cluster, FetchParams, FetchedPartition, IsolationLevel, OffsetSpec,
@@ -77,6 +78,9 @@ type InFlight = BoxFuture<'static, RequestDone>;
 pub(super) struct Driver {
     cluster: Arc<Cluster>,
     cores: Vec<ReplayCore>,
+    /// The topic id each core's fetches are bound to (nil: none; see
+    /// [`FetchParams::topic_id`]).
+    topic_ids: Vec<Uuid>,
     in_flight: FuturesUnordered<InFlight>,
     /// Fetches in flight (several may share a request).
     fetches_in_flight: usize,
@@ -113,11 +117,14 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    /// Drives `cores` with the limits of `options`; `setup_round_trips`
-    /// were spent before (the lookups of the log's end, sent side by side).
+    /// Drives `cores`, each core's fetches bound to its topic id in
+    /// `topic_ids` (nil: to none), with the limits of `options`;
+    /// `setup_round_trips` were spent before (the lookups of the log's
+    /// end, sent side by side).
     pub(super) fn new(
         cluster: Arc<Cluster>,
         cores: Vec<ReplayCore>,
+        topic_ids: Vec<Uuid>,
         options: &ReplayOptions,
         setup_round_trips: u64,
     ) -> Self {
@@ -127,6 +134,7 @@ impl Driver {
         Self {
             cluster,
             cores,
+            topic_ids,
             in_flight: FuturesUnordered::new(),
             fetches_in_flight: 0,
             // The fetches confirming the log's end, made before.
@@ -408,7 +416,8 @@ impl Driver {
                 let params = FetchParams::new(core.topic(), core.partition(), out.offset)
                     .with_max_bytes(limit)
                     .with_max_wait(out.max_wait)
-                    .with_isolation(out.isolation);
+                    .with_isolation(out.isolation)
+                    .with_topic_id(self.topic_ids.get(i).copied().unwrap_or_default());
                 let fetch = Outgoing {
                     core: i,
                     id: out.id,
@@ -472,9 +481,11 @@ impl Driver {
             let params: Vec<FetchParams> = fetches.iter().map(|f| f.params.clone()).collect();
             let many = cluster.fetch_many(&params).await;
             let received = Instant::now();
+            let arrived = tokio::time::Instant::now();
             let mut answers = Vec::with_capacity(fetches.len());
             for ((fetch, decoder), result) in fetches.into_iter().zip(decoders).zip(many.partitions)
             {
+                let result = confirmed(&cluster, &fetch.params, result, arrived).await;
                 let answer = out_of_range(&cluster, &fetch.params, result).await;
                 let decoded = match (&answer, &decoder) {
                     (Ok(answer), Some(decoder)) => decoder.decode(answer),
@@ -533,11 +544,13 @@ fn cancelled(ids: Vec<(usize, FetchId)>, sent: Instant) -> RequestDone {
 /// `read_committed`), and the fetch that confirmed it. ListOffsets gives it
 /// on Kafka; some brokers answer with the last batch's base offset instead
 /// (Tansu 0.6), so a fetch at that offset confirms it: on Kafka an empty
-/// answer, elsewhere the last batch.
+/// answer, elsewhere the last batch. The fetch is bound to `topic_id` (nil:
+/// to none), so an end looked up in another topic incarnation is an error.
 pub(super) async fn log_end(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
+    topic_id: Uuid,
     isolation: IsolationLevel,
 ) -> Result<(i64, FetchedPartition), Error> {
     let listed = cluster
@@ -548,14 +561,39 @@ pub(super) async fn log_end(
     let params = FetchParams::new(topic, partition, listed)
         .with_max_bytes(1)
         .with_max_wait(Duration::ZERO)
-        .with_isolation(isolation);
+        .with_isolation(isolation)
+        .with_topic_id(topic_id);
     let fetched = cluster.fetch(&params).await?;
+    let arrived = tokio::time::Instant::now();
+    let fetched = confirmed(cluster, &params, Ok(fetched), arrived).await?;
     let end = fetched.readable_end(isolation);
     Ok((end.max(listed), fetched))
 }
 
+/// A fetch's answer, which came at `arrived`, once it is confirmed to be of
+/// the topic the fetch is bound to (see [`Cluster::confirm_topic_id`]):
+/// a topic recreated under a fetch by name is
+/// [`ClientError::TopicIdChanged`], not its records.
+async fn confirmed(
+    cluster: &Cluster,
+    params: &FetchParams,
+    result: Result<FetchedPartition, ClientError>,
+    arrived: tokio::time::Instant,
+) -> Result<FetchedPartition, ClientError> {
+    let fetched = result?;
+    let partition = (params.topic.as_str(), params.partition);
+    cluster
+        .confirm_topic_id(partition, params.topic_id, fetched.version, arrived)
+        .await?;
+    Ok(fetched)
+}
+
 /// A fetch's result, an `OFFSET_OUT_OF_RANGE` answer turned into the
 /// partition's current offsets so the core can tell which entries are gone.
+/// For a fetch bound to a topic id, metadata is read again first and the
+/// id checked: a fetch naming the topic (Fetch below v13) of a topic
+/// recreated shorter is answered so too, and its entries are not lost but
+/// in another log.
 async fn out_of_range(
     cluster: &Cluster,
     params: &FetchParams,
@@ -567,11 +605,20 @@ async fn out_of_range(
             code: ErrorCode::OffsetOutOfRange,
             ..
         }) => {
-            let offset = |spec| {
-                cluster.list_offsets(&params.topic, params.partition, spec, params.isolation)
-            };
+            let (topic, partition) = (params.topic.as_str(), params.partition);
+            let bound = !params.topic_id.is_nil();
+            if bound {
+                // ListOffsets reads it again, with its retries.
+                cluster.invalidate(topic);
+            }
+            let offset = |spec| cluster.list_offsets(topic, partition, spec, params.isolation);
             let earliest = offset(OffsetSpec::Earliest).await?;
             let latest = offset(OffsetSpec::Latest).await?;
+            if bound {
+                cluster
+                    .bound_leader(topic, partition, params.topic_id)
+                    .await?;
+            }
             Ok(FetchAnswer::OutOfRange {
                 log_start: earliest.offset.unwrap_or(0),
                 log_end: latest.offset.unwrap_or(i64::MAX),

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures::stream::Stream;
+use uuid::Uuid;
 use walfetch_codec::Record;
 
 use super::driver::{log_end, Driver};
@@ -131,26 +132,30 @@ impl<'a> RecoveryBuilder<'a> {
         }
         // An index of a topic since deleted and recreated under the same
         // name: told by the topic id, where both the index and the
-        // broker's Metadata version know it.
+        // broker's Metadata version know it. The id checked binds every
+        // fetch of the partition from here on, so a topic recreated while
+        // the recovery runs is that mismatch too, not read as the indexed.
+        let mut topic_ids = Vec::with_capacity(plans.len());
         for (topic, partition, index, _) in &plans {
-            if self.options.strategy != StrategyKind::Scan {
-                check_topic_id(&self.cluster, topic, *partition, index).await?;
-            }
+            let index = (self.options.strategy != StrategyKind::Scan).then_some(*index);
+            topic_ids.push(bind_topic_id(&self.cluster, topic, *partition, index).await?);
         }
         // The ends of the partitions read to the end, looked up side by side.
         let isolation = self.options.isolation;
-        let ends = futures::future::try_join_all(plans.iter().map(|(topic, partition, _, w)| {
-            let cluster = Arc::clone(&self.cluster);
-            let needed = w.iter().any(|w| w.to.is_none());
-            async move {
-                match needed {
-                    true => log_end(&cluster, topic, *partition, isolation)
-                        .await
-                        .map(Some),
-                    false => Ok(None),
+        let ends = futures::future::try_join_all(plans.iter().zip(&topic_ids).map(
+            |((topic, partition, _, w), topic_id)| {
+                let cluster = Arc::clone(&self.cluster);
+                let needed = w.iter().any(|w| w.to.is_none());
+                async move {
+                    match needed {
+                        true => log_end(&cluster, topic, *partition, *topic_id, isolation)
+                            .await
+                            .map(Some),
+                        false => Ok(None),
+                    }
                 }
-            }
-        }))
+            },
+        ))
         .await?;
         let setup = u64::from(ends.iter().any(Option::is_some));
         // One in-flight setting: the fetches that may be in flight at once
@@ -227,31 +232,34 @@ impl<'a> RecoveryBuilder<'a> {
         }
         let topics = cores.iter().map(|c| Arc::from(c.topic())).collect();
         Ok(Recovery {
-            driver: Driver::new(self.cluster, cores, &self.options, setup),
+            driver: Driver::new(self.cluster, cores, topic_ids, &self.options, setup),
             topics,
         })
     }
 }
 
-/// Fails when `index` records a topic id and the broker reports another for
-/// `topic`. The cached metadata is read again before failing, so a stale
-/// cache cannot cause the error.
-async fn check_topic_id(
+/// The topic id the recovery of `topic`/`partition` is bound to (nil: to
+/// none; see [`crate::cluster::FetchParams::topic_id`]): the one `index`
+/// records (`None`: an index not checked, when scanning), else the one
+/// metadata gives now. Fails when the index records a topic id and the
+/// broker reports another for `topic`; the cached metadata is read again
+/// before failing, so a stale cache cannot cause the error.
+async fn bind_topic_id(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
-    index: &WalIndex,
-) -> Result<(), Error> {
-    let Some(indexed) = index.source().topic_id else {
-        return Ok(());
-    };
+    index: Option<&WalIndex>,
+) -> Result<Uuid, Error> {
     let mut current = cluster.leader_retrying(topic, partition).await?.topic_id;
+    let Some(indexed) = index.and_then(|i| i.source().topic_id) else {
+        return Ok(current);
+    };
     if !current.is_nil() && current != indexed {
         cluster.invalidate(topic);
         current = cluster.leader_retrying(topic, partition).await?.topic_id;
     }
     if current.is_nil() || current == indexed {
-        return Ok(());
+        return Ok(indexed);
     }
     Err(Error::IndexMismatch {
         topic: topic.to_owned(),

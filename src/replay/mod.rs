@@ -662,7 +662,7 @@ impl ReplayCore {
     /// ends with `error`.
     pub fn handle_error(&mut self, id: FetchId, error: ClientError) {
         if self.take_in_flight(id).is_some() && !self.failed && self.error.is_none() {
-            self.error = Some(Error::Client(error));
+            self.error = Some(Error::from(error));
         }
     }
 

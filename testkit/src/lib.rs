@@ -408,6 +408,15 @@ impl ScriptedCluster {
         self.with_partition(topic, partition, |p| p.log.advance_log_start(offset))
     }
 
+    /// Deletes topic `name` and creates it again under the same name with
+    /// `partitions` empty partitions, as `kafka-topics --delete` then
+    /// `--create` do: a new topic id (a new incarnation), logs from offset
+    /// 0. Returns the new id.
+    pub fn recreate_topic(&self, name: &str, partitions: i32) -> Result<Uuid, TestkitError> {
+        self.shared.lock().topics.remove(name);
+        self.create_topic(name, partitions)
+    }
+
     /// Forgets a partition's idempotent producers, as Kafka does once a
     /// producer has written nothing for `producer.id.expiration.ms` (a
     /// day by default, KIP-854): a producer's next batch, its sequence
