@@ -267,7 +267,7 @@ impl std::fmt::Display for Mismatch {
                 f,
                 "the topic was deleted and recreated since the index was built or the \
                  replay started (topic id {indexed} then, {current} now): the log to \
-                 replay no longer exists, and the new one's records are not read as its"
+                 replay no longer exists (entries yielded before this error may be of the new topic)"
             ),
             Mismatch::LastIndexPastEnd {
                 last_index,

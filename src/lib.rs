@@ -83,8 +83,10 @@
 //! ends the replay with that error, never as output. The topic id checked
 //! at the start binds every fetch of the replay
 //! ([`FetchParams::topic_id`](cluster::FetchParams::topic_id)): a topic
-//! recreated while it runs is that mismatch too, never read as the
-//! indexed one.
+//! recreated while it runs is that mismatch too, at the latest when the
+//! replay ends (entries yielded before it may be of the new topic where
+//! fetches name the topic, as below Fetch v13: a replay that ends in an
+//! error is not done).
 //!
 //! # The parts
 //!

@@ -236,11 +236,15 @@ async fn recreated_mid_recovery(
 /// and never again, and each fetch named the topic as metadata gave it
 /// then, so a topic deleted and recreated mid-recovery was read as the
 /// indexed one (88 of 100 entries were the new topic's, and the recovery
-/// ended well). Every fetch is now bound to the id checked at build: the
-/// recovery yields only the old log's entries and ends with the topic-id
-/// mismatch naming both ids, whether its fetches name the topic (metadata
-/// read after each answer gives the name another id) or its id (the
-/// broker knows the old id no more).
+/// ended well). Every fetch is now bound to the id checked at build, and
+/// the recovery ends with the topic-id mismatch naming both ids: at once
+/// when its fetches name the topic's id (the broker knows the old id no
+/// more), yielding only the old log's entries; at its end when they name
+/// the topic (Fetch below v13, the default), where the Metadata read made
+/// before the end is told gives the name another id (confirming every
+/// answer so would cost a round trip a fetch; the new topic's records it
+/// yielded come before an error, so a recovery that ends in one is not
+/// done).
 #[tokio::test]
 async fn a_topic_recreated_mid_recovery_is_a_topic_id_mismatch_not_read_as_the_indexed_one() {
     for names in [FetchNames::Names, FetchNames::Ids] {
@@ -250,7 +254,8 @@ async fn a_topic_recreated_mid_recovery_is_a_topic_id_mismatch_not_read_as_the_i
         let (got, err) = recreated_mid_recovery(&scripted, &cluster, &index).await;
         let old: Vec<&Bytes> = written[&0][&1].iter().map(|(_, v)| v).collect();
         assert!(
-            got.iter().zip(&old).all(|(g, o)| g == *o) && got.len() < old.len(),
+            matches!(names, FetchNames::Names)
+                || (got.iter().zip(&old).all(|(g, o)| g == *o) && got.len() < old.len()),
             "{names:?}: the recovery yielded {} entries, not a start of the old log's {}: {:?}",
             got.len(),
             old.len(),
@@ -273,7 +278,8 @@ async fn a_topic_recreated_mid_recovery_is_a_topic_id_mismatch_not_read_as_the_i
 /// The same with an index that records no topic id (as GreptimeDB's
 /// imported ones), dumped early so that most of region 1 comes from the
 /// scan past `last_index`: the recovery is bound to the id metadata gave
-/// when it started, and the scan reads no record of the new topic either.
+/// when it started, and ends with the mismatch too (reading no record of
+/// the new topic when its fetches name the topic's id).
 #[tokio::test]
 async fn a_topic_recreated_mid_scan_past_last_index_is_a_topic_id_mismatch() {
     for names in [FetchNames::Names, FetchNames::Ids] {
@@ -283,7 +289,7 @@ async fn a_topic_recreated_mid_scan_past_last_index_is_a_topic_id_mismatch() {
         assert_eq!(index.source().topic_id, None);
         let (got, err) = recreated_mid_recovery(&scripted, &cluster, &index).await;
         assert!(
-            got.iter().all(|g| g.starts_with(b"old")),
+            matches!(names, FetchNames::Names) || got.iter().all(|g| g.starts_with(b"old")),
             "{names:?}: the scan yielded the new topic's records: {got:?}"
         );
         let new_id = scripted.topic_id("wal").unwrap();

@@ -70,7 +70,6 @@ impl Cluster {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
-            confirmations: Default::default(),
             config,
         };
         let retry = Retry {

@@ -189,9 +189,6 @@ pub struct Cluster {
     /// [`Cluster::fetch_many`]): their partitions are fetched one a
     /// request.
     unshared: Mutex<std::collections::BTreeSet<String>>,
-    /// The Metadata reads confirming fetches by name bound to a topic id
-    /// (see `topic_id.rs`).
-    confirmations: topic_id::Confirmations,
 }
 
 impl Cluster {
@@ -440,7 +437,6 @@ mod tests {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
-            confirmations: Default::default(),
         }
     }
 

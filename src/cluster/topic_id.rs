@@ -1,19 +1,24 @@
 //! Fetches bound to a topic id: a topic deleted and created again under
 //! the same name is another log, and a fetch bound to the first
-//! ([`super::FetchParams::topic_id`]) must not read the second.
+//! ([`super::FetchParams::topic_id`]) must not be taken for the second.
 //!
 //! Fetch v13+ names topics by id: the request carries the bound id, and a
-//! broker that no longer has it answers `UNKNOWN_TOPIC_ID`. Below v13 a
-//! request names the topic only, and the broker reads whatever has the
-//! name when it serves it; the id metadata gives the name is then all
-//! that tells the topics apart. So before a fetch its leader is looked up
-//! with the cached metadata's id compared ([`Cluster::bound_leader`]), and
-//! an answer to a fetch by name is used once the topic's metadata, read
-//! again after the answer came, gives the name the bound id
-//! ([`Cluster::confirm_topic_id`]): a topic id is never given again once
-//! its topic is deleted, so if the name still has the bound id then, it
-//! had it when the fetch was served. One such read confirms every answer
-//! that came before it was sent, so fetches answered together share one.
+//! broker that no longer has it answers `UNKNOWN_TOPIC_ID`. Below v13 (the
+//! default, see [`crate::connection::versions`]) a request names the topic
+//! only, and the broker reads whatever has the name when it serves it; the
+//! id metadata gives the name is then all that tells the topics apart.
+//! So before a fetch its leader is looked up with the cached metadata's id
+//! compared ([`Cluster::bound_leader`]), which catches a recreation as
+//! soon as anything reads metadata again (a leader moving, an error, a
+//! fetch answered `OFFSET_OUT_OF_RANGE`); and a reader that ends (a
+//! recovery, an index build) reads the topic's id once more before it
+//! says it is done ([`Cluster::confirm_topic_id`]): a topic id is never
+//! given again once its topic is deleted, so if the name still has the
+//! bound id then, it had it for every fetch answered before. Confirming
+//! every answer so would cost a Metadata round trip per fetch; a reader
+//! whose topic is recreated under it may therefore have yielded records of
+//! the new topic before it ends with the error, and a recovery that ends
+//! in an error is not done.
 //!
 //! Metadata giving no id (a broker without topic ids, Metadata below v10)
 //! is taken as agreeing: there is nothing to compare.
@@ -21,22 +26,12 @@
 //! # References
 //! - KIP-516 (topic identifiers): <https://cwiki.apache.org/confluence/display/KAFKA/KIP-516%3A+Topic+Identifiers>
 
-use std::collections::HashMap;
-
 use kafka_protocol::messages::ApiKey;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::error::Asked;
 use super::{metadata_request, ClientError, Cluster, ClusterMetadata, PartitionLeader};
 use crate::error_code::ErrorCode;
-
-/// The latest Metadata read of each topic's id made to confirm fetches by
-/// name: when it was sent, and the id it gave (nil: none).
-#[derive(Debug, Default)]
-pub(super) struct Confirmations {
-    last: std::sync::Mutex<HashMap<String, (Instant, Uuid)>>,
-}
 
 /// [`ClientError::TopicIdChanged`] when `current` is an id other than
 /// `bound` (nil for either: nothing to compare).
@@ -76,52 +71,27 @@ impl Cluster {
         Ok(leader)
     }
 
-    /// Confirms that the answer to a fetch of `topic`/`partition` that
-    /// came at `received` (a [`tokio::time::Instant`]) in Fetch `version`
-    /// is of the topic of id `bound` (nil: of any): at once for v13+, which
-    /// names topics by id; below, once a Metadata read of the topic sent
-    /// after `received` gives the name `bound` (or no id). A read made for
-    /// another answer, sent after `received`, does as well. Otherwise
-    /// [`ClientError::TopicIdChanged`]. The read goes to the partition's
-    /// leader on its least busy connection, and is retried under the
-    /// retry policy.
+    /// Confirms that `topic` still has the id `bound` (nil: any), with a
+    /// Metadata read sent now: every fetch of it answered before was of
+    /// the topic of that id. Otherwise [`ClientError::TopicIdChanged`].
+    /// The read goes to `partition`'s leader on its least busy connection,
+    /// and is retried under the retry policy.
     pub(crate) async fn confirm_topic_id(
         &self,
-        (topic, partition): (&str, i32),
+        topic: &str,
+        partition: i32,
         bound: Uuid,
-        version: i16,
-        received: Instant,
     ) -> Result<(), ClientError> {
-        if bound.is_nil() || version >= 13 {
+        if bound.is_nil() {
             return Ok(());
         }
-        let last = self.confirmations_last().get(topic).copied();
-        let current = match last {
-            Some((sent, id)) if sent > received => id,
-            _ => {
-                let sent = Instant::now();
-                let describe = || format!("confirming the topic id of topic {topic:?}");
-                let id = self
-                    .retrying(describe, true, Some(topic), || {
-                        self.read_topic_id(topic, partition)
-                    })
-                    .await?;
-                let mut last = self.confirmations_last();
-                let newer = last.get(topic).is_none_or(|(at, _)| *at < sent);
-                if newer {
-                    last.insert(topic.to_owned(), (sent, id));
-                }
-                id
-            }
-        };
+        let describe = || format!("confirming the topic id of topic {topic:?}");
+        let current = self
+            .retrying(describe, true, Some(topic), || {
+                self.read_topic_id(topic, partition)
+            })
+            .await?;
         compare(topic, partition, bound, current)
-    }
-
-    fn confirmations_last(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Uuid)>> {
-        self.confirmations
-            .last
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `topic`'s id as one Metadata read gives it now (merged into the

@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt as _};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
@@ -109,6 +109,9 @@ pub(super) struct Driver {
     yield_from: usize,
     send_from: usize,
     done: bool,
+    /// The check, once every core has ended, that each topic still has the
+    /// id its fetches were bound to.
+    confirm: Option<BoxFuture<'static, Result<(), Error>>>,
     /// Where large requests run, and their answers are decoded, beside the
     /// driver (see [`Driver::send`]): the runtime it was made in. Without
     /// one (a driver made outside any tokio runtime), every request runs,
@@ -153,6 +156,7 @@ impl Driver {
             yield_from: 0,
             send_from: 0,
             done: false,
+            confirm: None,
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
@@ -213,8 +217,14 @@ impl Driver {
                 return Poll::Ready(Some(item));
             }
             if self.cores.iter().all(ReplayCore::is_finished) {
+                // Before the end is told, the topics are confirmed to be
+                // the ones the fetches were bound to (`topic_id.rs`).
+                let confirm = self.confirm.get_or_insert_with(|| {
+                    confirm_topic_ids(Arc::clone(&self.cluster), &self.cores, &self.topic_ids)
+                });
+                let confirmed = ready!(confirm.poll_unpin(cx));
                 self.done = true;
-                return Poll::Ready(None);
+                return Poll::Ready(confirmed.err().map(Err));
             }
             let sent = self.launch();
             match self.in_flight.poll_next_unpin(cx) {
@@ -481,11 +491,9 @@ impl Driver {
             let params: Vec<FetchParams> = fetches.iter().map(|f| f.params.clone()).collect();
             let many = cluster.fetch_many(&params).await;
             let received = Instant::now();
-            let arrived = tokio::time::Instant::now();
             let mut answers = Vec::with_capacity(fetches.len());
             for ((fetch, decoder), result) in fetches.into_iter().zip(decoders).zip(many.partitions)
             {
-                let result = confirmed(&cluster, &fetch.params, result, arrived).await;
                 let answer = out_of_range(&cluster, &fetch.params, result).await;
                 let decoded = match (&answer, &decoder) {
                     (Ok(answer), Some(decoder)) => decoder.decode(answer),
@@ -521,6 +529,28 @@ impl Driver {
     }
 }
 
+/// Confirms, with one Metadata read per topic and bound id, that every
+/// core's topic still has the id its fetches were bound to
+/// ([`Cluster::confirm_topic_id`]); nil ids are not read.
+fn confirm_topic_ids(
+    cluster: Arc<Cluster>,
+    cores: &[ReplayCore],
+    topic_ids: &[Uuid],
+) -> BoxFuture<'static, Result<(), Error>> {
+    let mut bound: Vec<(String, i32, Uuid)> = Vec::new();
+    for (core, &id) in cores.iter().zip(topic_ids) {
+        if !id.is_nil() && !bound.iter().any(|(t, _, b)| t == core.topic() && *b == id) {
+            bound.push((core.topic().to_owned(), core.partition(), id));
+        }
+    }
+    Box::pin(async move {
+        for (topic, partition, id) in bound {
+            cluster.confirm_topic_id(&topic, partition, id).await?;
+        }
+        Ok(())
+    })
+}
+
 /// The answers of a request whose task the runtime cancelled.
 fn cancelled(ids: Vec<(usize, FetchId)>, sent: Instant) -> RequestDone {
     let received = Instant::now();
@@ -545,7 +575,7 @@ fn cancelled(ids: Vec<(usize, FetchId)>, sent: Instant) -> RequestDone {
 /// on Kafka; some brokers answer with the last batch's base offset instead
 /// (Tansu 0.6), so a fetch at that offset confirms it: on Kafka an empty
 /// answer, elsewhere the last batch. The fetch is bound to `topic_id` (nil:
-/// to none), so an end looked up in another topic incarnation is an error.
+/// to none; see [`FetchParams::topic_id`]).
 pub(super) async fn log_end(
     cluster: &Cluster,
     topic: &str,
@@ -564,28 +594,8 @@ pub(super) async fn log_end(
         .with_isolation(isolation)
         .with_topic_id(topic_id);
     let fetched = cluster.fetch(&params).await?;
-    let arrived = tokio::time::Instant::now();
-    let fetched = confirmed(cluster, &params, Ok(fetched), arrived).await?;
     let end = fetched.readable_end(isolation);
     Ok((end.max(listed), fetched))
-}
-
-/// A fetch's answer, which came at `arrived`, once it is confirmed to be of
-/// the topic the fetch is bound to (see [`Cluster::confirm_topic_id`]):
-/// a topic recreated under a fetch by name is
-/// [`ClientError::TopicIdChanged`], not its records.
-async fn confirmed(
-    cluster: &Cluster,
-    params: &FetchParams,
-    result: Result<FetchedPartition, ClientError>,
-    arrived: tokio::time::Instant,
-) -> Result<FetchedPartition, ClientError> {
-    let fetched = result?;
-    let partition = (params.topic.as_str(), params.partition);
-    cluster
-        .confirm_topic_id(partition, params.topic_id, fetched.version, arrived)
-        .await?;
-    Ok(fetched)
 }
 
 /// A fetch's result, an `OFFSET_OUT_OF_RANGE` answer turned into the
