@@ -43,11 +43,13 @@ pub enum Error {
         source: walfetch_codec::Error,
     },
     /// Indexed offsets of the region no longer exist in the log (retention,
-    /// compaction, an aborted transaction).
+    /// compaction, an aborted transaction, or the log truncated below them
+    /// by an unclean leader election).
     #[error(
         "topic {topic:?} partition {partition}: {} indexed offset(s) of region {region} no longer \
-         exist in the log: {}{}",
+         exist in the log{}: {}{}",
         offsets.len(),
+        truncated_to.map(|end| format!(" ({})", truncation(end))).unwrap_or_default(),
         offsets.iter().take(10).map(i64::to_string).collect::<Vec<_>>().join(", "),
         if offsets.len() > 10 { ", ..." } else { "" }
     )]
@@ -60,16 +62,24 @@ pub enum Error {
         region: RegionId,
         /// The offsets that are gone.
         offsets: Vec<i64>,
+        /// Where the log was found truncated below offsets known to have
+        /// been written (an unclean leader election): the log end the
+        /// leader reported. `None` when nothing says the log went back.
+        truncated_to: Option<i64>,
     },
     /// Records past the index's `last_index` that regions still had to
     /// scan no longer exist in the log (retention moved its start past
-    /// them). No index lists them, so the range is named, with the regions
-    /// whose scan it cut.
+    /// them, or the log was truncated below them). No index lists them, so
+    /// the range is named, with the regions whose scan it cut.
     #[error(
         "topic {topic:?} partition {partition}: offsets {from} to {} past the index's last_index, \
-         which region(s) {} had still to scan, no longer exist in the log (it now starts at {to})",
+         which region(s) {} had still to scan, no longer exist in the log ({})",
         to - 1,
-        regions.iter().map(RegionId::to_string).collect::<Vec<_>>().join(", ")
+        regions.iter().map(RegionId::to_string).collect::<Vec<_>>().join(", "),
+        match truncated_to {
+            Some(end) => truncation(*end),
+            None => format!("it now starts at {to}"),
+        }
     )]
     LostRange {
         /// The topic.
@@ -80,8 +90,12 @@ pub enum Error {
         regions: Vec<RegionId>,
         /// The first offset gone.
         from: i64,
-        /// The offset right after the last one gone (the log's start).
+        /// The offset right after the last one gone: the log's start, or,
+        /// where the log was truncated, the end it was known to reach.
         to: i64,
+        /// Where the log was found truncated below the range (see
+        /// [`Error::LostOffsets`]); `None` when retention removed it.
+        truncated_to: Option<i64>,
     },
     /// Fetches stopped making progress (a broker answering without the
     /// wanted data, repeatedly).
@@ -321,4 +335,12 @@ impl std::fmt::Display for Mismatch {
             }
         }
     }
+}
+
+/// What the messages of lost offsets say of a log truncated to `end`.
+fn truncation(end: i64) -> String {
+    format!(
+        "the log was truncated to end at {end}, below offsets the index lists or earlier \
+         answers reported, as an unclean leader election does"
+    )
 }

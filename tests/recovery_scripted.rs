@@ -732,6 +732,92 @@ async fn retention_inside_the_scan_past_last_index_is_an_error_not_a_silent_gap(
     assert_eq!(stats.lost_ranges, vec![entry..start], "{stats:?}");
 }
 
+/// An unclean leader election after the recovery looked up the logs'
+/// ends: partition 0's log is truncated below entries the index lists.
+/// Each fetch of them is answered OFFSET_OUT_OF_RANGE with a log end below
+/// them; the recovery once took that for a replica whose high watermark
+/// lags, asked again and again, and after 17 fetches ended stalled, naming
+/// no region and not saying the entries were gone, with
+/// `LostPolicy::Skip` too. They are lost, as retention's are: an error
+/// naming the region, its offsets and the truncation, at once; or, with
+/// `Skip`, listed in the stats while every entry still in the log comes,
+/// partition 1's untouched.
+#[tokio::test]
+async fn a_log_truncated_below_indexed_entries_loses_them_by_the_lost_policy() {
+    use walfetch::consumer::LostPolicy;
+    use walfetch::error::Error;
+    for policy in [LostPolicy::Error, LostPolicy::Skip] {
+        let (broker, cluster, written, indexes) = setup(300, Compression::None).await;
+        let (hot, other) = (region_of(0, 0), region_of(1, 0));
+        let mut recovery = Recovery::builder(Arc::clone(&cluster))
+            .options(ReplayOptions::default().with_on_lost(policy))
+            .index(TOPIC, 0, &indexes[0])
+            .index(TOPIC, 1, &indexes[1])
+            .region(TOPIC, 0, hot, 0)
+            .region(TOPIC, 1, other, 0)
+            .build()
+            .await
+            .unwrap();
+        let offsets =
+            |p: i32, region| -> Vec<i64> { written[&p][&region].iter().map(|(o, _)| *o).collect() };
+        let want = offsets(0, hot);
+        broker.truncate(TOPIC, 0, want[want.len() / 2]).unwrap();
+        let end = broker.high_watermark(TOPIC, 0).unwrap();
+        let (kept, gone): (Vec<i64>, Vec<i64>) = want.iter().partition(|&&o| o < end);
+        assert!(!gone.is_empty());
+        let started = std::time::Instant::now();
+        let mut got: BTreeMap<RegionId, Vec<i64>> = BTreeMap::new();
+        let mut error = None;
+        while let Some(entry) = recovery.next().await {
+            match entry {
+                Ok(e) => got.entry(e.region).or_default().push(e.record.offset()),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        // Not a stall: a few fetches, not 17 with waits.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{policy:?}: {error:?}"
+        );
+        assert_eq!(
+            got.get(&hot).cloned().unwrap_or_default(),
+            kept,
+            "{policy:?}"
+        );
+        match policy {
+            LostPolicy::Error => {
+                let error = error.expect("the truncated entries are an error");
+                let message = error.to_string();
+                match error {
+                    Error::LostOffsets {
+                        partition,
+                        region,
+                        offsets,
+                        truncated_to,
+                        ..
+                    } => {
+                        assert_eq!((partition, region), (0, hot));
+                        assert_eq!(offsets, gone);
+                        assert_eq!(truncated_to, Some(end));
+                        assert!(message.contains("truncated"), "{message}");
+                    }
+                    other => panic!("not LostOffsets: {other}"),
+                }
+            }
+            _ => {
+                assert!(error.is_none(), "{error:?}");
+                assert_eq!(got[&other], offsets(1, other));
+                let stats = recovery.stats();
+                assert_eq!(stats.lost, gone);
+                assert_eq!(stats.regions[&hot].lost, gone);
+            }
+        }
+    }
+}
+
 /// The same after the indexed part of the recovery met the new log start
 /// first: the planner then starts the scan at the log start, and the
 /// records between `last_index` and it are gone all the same. Found by

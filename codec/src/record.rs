@@ -128,6 +128,17 @@ impl Record {
         self.wire_len as usize
     }
 
+    /// The same record over a copy of its own bytes. A record is a slice of
+    /// its batch's buffer and keeps all of it alive, which for a compressed
+    /// batch is every record decompressed: a caller keeping a few records
+    /// of a large batch frees the rest by keeping these copies instead.
+    pub fn detached(&self) -> Record {
+        Record {
+            body: Bytes::copy_from_slice(&self.body),
+            ..*self
+        }
+    }
+
     /// Where the record lies in its batch, in bytes from the batch's first
     /// byte (length varint included), when the batch is uncompressed:
     /// `end` is the byte limit a fetch from the batch's start needs to

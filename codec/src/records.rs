@@ -274,6 +274,18 @@ impl Records {
         records
     }
 
+    /// For a compressed batch, the bytes of its records decompressed so far:
+    /// the buffer the records yielded are slices of, which any one of them
+    /// keeps alive (see [`Record::detached`]). Zero for an uncompressed
+    /// batch, whose records are slices of the batch itself.
+    pub fn decompressed_len(&self) -> usize {
+        match &self.source {
+            _ if self.section != Section::DecompressedRecords => 0,
+            Source::Whole { data, .. } => data.len(),
+            Source::Stream { produced, .. } => *produced,
+        }
+    }
+
     /// Bounds the iteration to records with offsets in `start..=end`.
     pub fn bounded(mut self, start: i64, end: i64) -> Self {
         self.start = self.start.max(start);

@@ -20,7 +20,7 @@ use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
     Decoded, Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
-    ResponseDecoder, Room, LEARNING_IN_FLIGHT,
+    ResponseDecoder, Room, LAGGING_WAIT, LEARNING_IN_FLIGHT,
 };
 
 /// What became of a fetch.
@@ -255,6 +255,10 @@ impl Driver {
         for answered in answers {
             self.settle(answered);
         }
+        // Answers taken hold what their records keep alive, which may be
+        // more than their fetches asked for (decompressed batches).
+        let held: u64 = self.cores.iter().map(ReplayCore::held_bytes).sum();
+        self.peak_held = self.peak_held.max(held);
         if changed {
             self.share_links();
         }
@@ -600,40 +604,56 @@ pub(super) async fn log_end(
 
 /// A fetch's result, an `OFFSET_OUT_OF_RANGE` answer turned into the
 /// partition's current offsets so the core can tell which entries are gone.
-/// For a fetch bound to a topic id, metadata is read again first and the
-/// id checked: a fetch naming the topic (Fetch below v13) of a topic
-/// recreated shorter is answered so too, and its entries are not lost but
-/// in another log.
+/// So is an answer with no records at or past its high watermark to a fetch
+/// that waited for a replica whose high watermark lags behind offsets the
+/// core knows were written ([`LAGGING_WAIT`]: the second such answer in a
+/// row): the leader's end tells a replica still catching up from a log
+/// truncated below those offsets (see `ReplayCore::settle_out_of_range`).
+/// The end looked up is the high watermark, whatever the isolation: what a
+/// `read_committed` fetch cannot read yet past the last stable offset is
+/// not gone. For a fetch bound to a topic id, metadata is read again first
+/// and the id checked: a fetch naming the topic (Fetch below v13) of a
+/// topic recreated shorter is answered so too, and its entries are not
+/// lost but in another log.
 async fn out_of_range(
     cluster: &Cluster,
     params: &FetchParams,
     result: Result<FetchedPartition, ClientError>,
 ) -> Result<FetchAnswer, ClientError> {
+    let offsets = || async {
+        let (topic, partition) = (params.topic.as_str(), params.partition);
+        let bound = !params.topic_id.is_nil();
+        if bound {
+            // ListOffsets reads it again, with its retries.
+            cluster.invalidate(topic);
+        }
+        let offset =
+            |spec| cluster.list_offsets(topic, partition, spec, IsolationLevel::ReadUncommitted);
+        let earliest = offset(OffsetSpec::Earliest).await?;
+        let latest = offset(OffsetSpec::Latest).await?;
+        if bound {
+            cluster
+                .bound_leader(topic, partition, params.topic_id)
+                .await?;
+        }
+        Ok(FetchAnswer::OutOfRange {
+            log_start: earliest.offset.unwrap_or(0),
+            log_end: latest.offset.unwrap_or(i64::MAX),
+        })
+    };
     match result {
+        Ok(fetched)
+            if params.max_wait == LAGGING_WAIT
+                && fetched.records.is_empty()
+                && params.offset >= fetched.high_watermark =>
+        {
+            offsets().await
+        }
         Ok(fetched) => Ok(FetchAnswer::Fetched(fetched)),
         Err(ClientError::Kafka {
             code: ErrorCode::OffsetOutOfRange,
             ..
-        }) => {
-            let (topic, partition) = (params.topic.as_str(), params.partition);
-            let bound = !params.topic_id.is_nil();
-            if bound {
-                // ListOffsets reads it again, with its retries.
-                cluster.invalidate(topic);
-            }
-            let offset = |spec| cluster.list_offsets(topic, partition, spec, params.isolation);
-            let earliest = offset(OffsetSpec::Earliest).await?;
-            let latest = offset(OffsetSpec::Latest).await?;
-            if bound {
-                cluster
-                    .bound_leader(topic, partition, params.topic_id)
-                    .await?;
-            }
-            Ok(FetchAnswer::OutOfRange {
-                log_start: earliest.offset.unwrap_or(0),
-                log_end: latest.offset.unwrap_or(i64::MAX),
-            })
-        }
+        }) => offsets().await,
         Err(e) => Err(e),
     }
 }

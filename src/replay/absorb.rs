@@ -75,9 +75,13 @@ pub(crate) struct AbsorbOptions {
 #[derive(Debug, Default)]
 pub(crate) struct Absorbed {
     /// Wanted entries found: (entry index, record).
-    pub(crate) delivered: Vec<(usize, Record)>,
+    pub(crate) delivered: Vec<(usize, Taken)>,
     /// Tail records, in offset order.
     pub(crate) tail: Vec<Record>,
+    /// For each compressed batch whose records are in `tail`: where they
+    /// are there, and the bytes of the batch's decompressed records they
+    /// are slices of (see [`Holding`]).
+    pub(crate) tail_batches: Vec<(Range<usize>, usize)>,
     /// Entry indices the response shows no longer exist.
     pub(crate) lost: Vec<usize>,
     /// Entries to fetch again.
@@ -112,6 +116,72 @@ pub(crate) struct Absorbed {
     /// KIP-74); some brokers add a batch while the bytes they counted are
     /// below the limit.
     pub(crate) overshot: bool,
+}
+
+/// A record taken from a response, and the bytes it keeps alive: what it
+/// is charged against the memory cap
+/// ([`crate::replay::ReplayOptions::max_buffered_bytes`]) until it is
+/// yielded.
+#[derive(Debug, Clone)]
+pub(crate) struct Taken {
+    pub(crate) record: Record,
+    pub(crate) held: u64,
+}
+
+impl Taken {
+    /// `record`, charged its own size (see [`Holding`]).
+    pub(crate) fn own(record: Record) -> Self {
+        let held = record.wire_len() as u64;
+        Self { record, held }
+    }
+}
+
+/// How the records taken from one compressed batch are held. Each is a
+/// slice of the batch's decompressed records and keeps the whole buffer
+/// alive until the last of them is dropped: under a cold region's entries
+/// in batches of many regions, a few hundred bytes wanted can hold a
+/// mebibyte. Where the records taken are less than half of the buffer they
+/// are copied out, and the buffer is freed as soon as the batch is read:
+/// the one place a replay copies records (a small copy costs less than
+/// the decompression that came before it, and far less than holding the
+/// rest). Otherwise they keep it, and it is charged to them in shares by
+/// their sizes, so that what they are charged is the buffer, once.
+/// Records of an uncompressed batch are slices of the response and are
+/// charged their own size, as the fetch's byte limit sized the response
+/// to them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holding {
+    /// The decompressed bytes (0: an uncompressed batch).
+    buffer: u64,
+    /// The bytes of the records taken from it.
+    taken: u64,
+}
+
+impl Holding {
+    /// Records of `taken` bytes together, from a batch whose decompressed
+    /// records are `buffer` bytes (0 for an uncompressed batch).
+    pub(crate) fn of(buffer: usize, taken: u64) -> Self {
+        Self {
+            buffer: buffer as u64,
+            taken,
+        }
+    }
+
+    /// Copies `t` out of the buffer or charges it its share of it.
+    pub(crate) fn apply(self, t: &mut Taken) {
+        let own = t.record.wire_len() as u64;
+        if self.buffer <= self.taken {
+            t.held = own;
+        } else if self.buffer / 2 > self.taken {
+            t.record = t.record.detached();
+            t.held = own;
+        } else {
+            // Rounded up: the shares add up to the buffer at least.
+            let share =
+                (u128::from(own) * u128::from(self.buffer)).div_ceil(u128::from(self.taken));
+            t.held = u64::try_from(share).unwrap_or(u64::MAX);
+        }
+    }
 }
 
 /// Reads `response` to `fetch`, which asked for some of `entries` (the
@@ -232,16 +302,33 @@ pub(crate) fn absorb(
         if admitted {
             if let Some(from) = tail_from {
                 let end = opts.tail_end;
-                for record in batch.records_in(from.max(covered + 1)..end)? {
+                let start = out.tail.len();
+                let mut records = batch.records_in(from.max(covered + 1)..end)?;
+                for record in &mut records {
                     out.tail.push(record?);
+                }
+                let buffer = records.decompressed_len();
+                if buffer > 0 {
+                    out.tail_batches.push((start..out.tail.len(), buffer));
                 }
             } else {
                 let hi_index = wanted.end_at_or_below(h.last_offset());
                 if cursor < hi_index {
                     let (lo, hi) = (wanted.offset(cursor), wanted.offset(hi_index - 1));
-                    for record in batch.records_in(lo..=hi)? {
-                        let record = record?;
-                        take(&wanted, &range, &mut cursor, &mut out, record);
+                    let first = out.delivered.len();
+                    let mut records = batch.records_in(lo..=hi)?;
+                    for record in &mut records {
+                        take(&wanted, &range, &mut cursor, &mut out, record?);
+                    }
+                    // Before the next batch is decompressed: few records
+                    // of this one are copied out and its buffer freed.
+                    let taken = &mut out.delivered[first..];
+                    let holding = Holding::of(
+                        records.decompressed_len(),
+                        taken.iter().map(|(_, t)| t.held).sum(),
+                    );
+                    for (_, t) in taken {
+                        holding.apply(t);
                     }
                 }
             }
@@ -318,6 +405,7 @@ pub(crate) fn absorb(
         out.unverified = 0;
         out.delivered.clear();
         out.tail.clear();
+        out.tail_batches.clear();
         out.lost.clear();
         cursor = 0;
         covered = first_wanted - 1;
@@ -383,7 +471,8 @@ fn take(
         *cursor += 1;
     }
     if *cursor < wanted.len() && wanted.offset(*cursor) == record.offset() {
-        out.delivered.push((range.start + *cursor, record));
+        out.delivered
+            .push((range.start + *cursor, Taken::own(record)));
         *cursor += 1;
     }
 }
@@ -475,7 +564,10 @@ mod tests {
     }
 
     fn offsets(out: &Absorbed) -> Vec<i64> {
-        out.delivered.iter().map(|(_, r)| r.offset()).collect()
+        out.delivered
+            .iter()
+            .map(|(_, t)| t.record.offset())
+            .collect()
     }
 
     /// A batch of records at offsets `base..base + 5`.
@@ -596,7 +688,7 @@ mod tests {
         assert_eq!(out.unverified, 3);
         let mut flipped = [b'c'; 20];
         flipped[19] = b'C';
-        assert_eq!(out.delivered[2].1.value(), Some(&flipped[..]));
+        assert_eq!(out.delivered[2].1.record.value(), Some(&flipped[..]));
         // Never: not even checksummed records.
         let out = absorb_cut(cut_batch(true, false), CutRecords::Never).expect("absorbed");
         assert!(out.delivered.is_empty());

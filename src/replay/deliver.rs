@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use walfetch_codec::{Record, RecordCheck};
 
+use super::absorb::Taken;
 use super::{CutRecords, Entry, LostPolicy, ReplayCore, Slot};
 use crate::error::Error;
 
@@ -14,16 +15,16 @@ impl ReplayCore {
         while self.next_yield < self.slots.len() {
             let i = self.next_yield;
             match std::mem::replace(&mut self.slots[i], Slot::Done) {
-                Slot::Ready(record) => {
+                Slot::Ready(taken) => {
                     self.next_yield += 1;
                     let k = self.entry_regions[i];
-                    if let Some(mismatch) = self.foreign_entry(k, &record) {
-                        self.buffered_bytes -= record.wire_len() as u64;
+                    if let Some(mismatch) = self.foreign_entry(k, &taken.record) {
+                        self.buffered_bytes -= taken.held;
                         return Some(Err(mismatch));
                     }
                     self.stats.entries += 1;
                     self.region_stats[k].entries += 1;
-                    return Some(Ok(self.yielded(k, record, now)));
+                    return Some(Ok(self.yielded(k, taken, now)));
                 }
                 Slot::Lost => {
                     let offset = self.entries[i].offset;
@@ -42,10 +43,10 @@ impl ReplayCore {
                 Slot::Done => self.next_yield += 1,
             }
         }
-        let (k, record) = self.tail.pop_front()?;
+        let (k, taken) = self.tail.pop_front()?;
         self.stats.tail_records += 1;
         self.region_stats[k].tail_records += 1;
-        Some(Ok(self.yielded(k, record, now)))
+        Some(Ok(self.yielded(k, taken, now)))
     }
 
     /// Whether the next thing to yield is still to be fetched.
@@ -99,15 +100,22 @@ impl ReplayCore {
                 offsets.push(lost);
             }
         }
+        // Where the log was truncated below some of them, the message
+        // says so.
+        let truncated_to = self
+            .truncated_to
+            .filter(|&end| offsets.iter().any(|&o| o >= end));
         Error::LostOffsets {
             topic: self.topic.clone(),
             partition: self.partition,
             region: self.regions[k].range.region,
             offsets,
+            truncated_to,
         }
     }
 
-    pub(super) fn yielded(&mut self, k: usize, record: Record, now: Instant) -> Entry {
+    pub(super) fn yielded(&mut self, k: usize, taken: Taken, now: Instant) -> Entry {
+        let Taken { record, held } = taken;
         let len = record.wire_len() as u64;
         // The floor may cut a batch after this record only where the
         // policy would use it cut.
@@ -121,7 +129,7 @@ impl ReplayCore {
             .filter(|_| cut_ok)
             .map(|r| r.end as u32);
         self.yielded_ends.push((record.offset(), end));
-        self.buffered_bytes -= len;
+        self.buffered_bytes -= held;
         self.stats.yielded_bytes += len;
         self.region_stats[k].yielded_bytes += len;
         self.stats

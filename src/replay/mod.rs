@@ -68,7 +68,7 @@ use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
     floor_from_layout, EstimatePlanner, FetchRules, FetchStrategy, Layout, PlannedFetch, Planner,
 };
-use absorb::{absorb, AbsorbOptions, Absorbed, Response};
+use absorb::{absorb, AbsorbOptions, Absorbed, Response, Taken};
 use queue::WorkQueue;
 
 /// A fetch is planned within the memory left under the cap only where that
@@ -78,6 +78,14 @@ use queue::WorkQueue;
 /// otherwise go out as many small fetches, a round trip each, while large
 /// ones hold the rest.
 const SMALLEST_CUT: u64 = 16;
+
+/// How much an answer is taken to grow once taken before one has shown it:
+/// the records of a compressed batch are held decompressed, and batches
+/// of WAL entries commonly shrink several times under lz4 or zstd. A
+/// replay's first fetch (which goes alone) asks for no more than this part
+/// of the memory left; from its answer on, fetches are sized by how much
+/// the answers taken grew.
+const FIRST_GROWTH: u64 = 8;
 
 /// How long a fetch may wait at the broker after an answer from a replica
 /// whose high watermark lags (see [`OutgoingFetch::max_wait`]):
@@ -168,8 +176,14 @@ impl Room {
 pub enum FetchAnswer {
     /// The broker answered with records (possibly none).
     Fetched(FetchedPartition),
-    /// The broker answered `OFFSET_OUT_OF_RANGE`; the partition's offsets,
-    /// looked up after.
+    /// The broker answered `OFFSET_OUT_OF_RANGE`, or, to a fetch that
+    /// waited for a replica whose high watermark lags
+    /// ([`OutgoingFetch::max_wait`] is [`LAGGING_WAIT`]), with no records
+    /// at or past its high watermark: the partition's offsets, looked up
+    /// from the leader after (its high watermark, whatever the isolation).
+    /// A log end below offsets known to have been written and at or below
+    /// the fetch offset means the log was truncated there (an unclean
+    /// leader election): the wanted entries past it are lost.
     OutOfRange {
         /// The log start offset.
         log_start: i64,
@@ -254,7 +268,7 @@ struct Region {
 #[derive(Debug)]
 enum Slot {
     Pending,
-    Ready(Record),
+    Ready(Taken),
     Lost,
     Done,
 }
@@ -268,6 +282,9 @@ struct InFlight {
     /// The bytes counted in flight for it: its limit, or the batch it
     /// starts in if that is larger (it comes whole, KIP-74).
     asked: u64,
+    /// What its answer is expected to hold once taken, counted against
+    /// the memory cap meanwhile (see [`ReplayCore::held_for`]).
+    reserved: u64,
 }
 
 /// One partition's replay of a set of regions; see the module docs.
@@ -288,10 +305,19 @@ pub struct ReplayCore {
     in_flight: BTreeMap<FetchId, InFlight>,
     next_id: FetchId,
     in_flight_bytes: u64,
+    /// What the answers to the fetches in flight are expected to hold.
+    in_flight_held: u64,
     slots: Vec<Slot>,
     next_yield: usize,
-    tail: VecDeque<(usize, Record)>,
+    tail: VecDeque<(usize, Taken)>,
+    /// What the records ready to be yielded keep alive (see
+    /// [`absorb::Holding`]).
     buffered_bytes: u64,
+    /// What the records taken from answers so far held when taken, and
+    /// the bytes of records those answers carried: how much an answer
+    /// grows once taken (decompressed), which sizes fetches.
+    taken_held: u64,
+    taken_bytes: u64,
     stalls: u32,
     stats: ReplayStats,
     region_stats: Vec<RegionStats>,
@@ -338,6 +364,10 @@ pub struct ReplayCore {
     /// The last answer came from such a replica: the next fetch may wait
     /// at the broker for its high watermark to pass.
     lagging: bool,
+    /// The lowest log end the leader reported below offsets known to have
+    /// been written: the log was truncated there (see
+    /// `ReplayCore::settle_out_of_range`).
+    truncated_to: Option<i64>,
 }
 
 impl std::fmt::Debug for ReplayCore {
@@ -485,10 +515,13 @@ impl ReplayCore {
             in_flight: BTreeMap::new(),
             next_id: 0,
             in_flight_bytes: 0,
+            in_flight_held: 0,
             slots,
             next_yield: 0,
             tail: VecDeque::new(),
             buffered_bytes: 0,
+            taken_held: 0,
+            taken_bytes: 0,
             stalls: 0,
             stats: ReplayStats::default(),
             region_stats,
@@ -506,6 +539,7 @@ impl ReplayCore {
             answered: false,
             known_end,
             lagging: false,
+            truncated_to: None,
         })
     }
 
@@ -558,10 +592,13 @@ impl ReplayCore {
         self.in_flight_bytes
     }
 
-    /// Bytes held: buffered records plus the byte limits of fetches in
-    /// flight.
+    /// Bytes held: what the buffered records keep alive (for records of
+    /// a compressed batch, its decompressed records, unless they were
+    /// copied out of them) plus what the answers to the fetches in flight
+    /// are expected to hold (their byte limits, grown as answers taken so
+    /// far grew once decompressed).
     pub fn held_bytes(&self) -> u64 {
-        self.buffered_bytes + self.in_flight_bytes
+        self.buffered_bytes + self.in_flight_held
     }
 
     /// Whether the replay has no fetch left to send (it may still have
@@ -885,6 +922,59 @@ mod tests {
         };
         let fetch = answered().poll_fetch(shared, 1).expect("a fetch");
         assert_eq!((fetch.offset, fetch.max_bytes), (5, 120));
+    }
+
+    /// What a record of a compressed batch holds: a slice of the batch's
+    /// decompressed records, it keeps them all alive. A few records of a
+    /// batch are copied out and held for their own bytes; most of one
+    /// keep the batch, held for all of it (once charged only for their
+    /// own bytes, however much more they kept).
+    #[test]
+    fn records_of_a_compressed_batch_are_held_for_what_they_keep_alive() {
+        let records: Vec<NewRecord> = (0..100)
+            .map(|i| NewRecord {
+                key: Some(Bytes::copy_from_slice(&REGION.to_be_bytes())),
+                ..NewRecord::value(i, vec![b'x'; 1000])
+            })
+            .collect();
+        let encoded = BatchBuilder::new(0)
+            .compression(walfetch_codec::Compression::Lz4)
+            .encode(&records)
+            .expect("encode");
+        let whole: u64 = walfetch_codec::Batches::new(encoded.bytes.clone(), Default::default())
+            .flat_map(|b| b.expect("batch").records().expect("records"))
+            .map(|r| r.expect("record").wire_len() as u64)
+            .sum();
+        let answer = FetchAnswer::Fetched(FetchedPartition {
+            high_watermark: 100,
+            last_stable_offset: 100,
+            ..match answer(encoded.bytes.clone()) {
+                FetchAnswer::Fetched(f) => f,
+                FetchAnswer::OutOfRange { .. } => unreachable!(),
+            }
+        });
+        let held = |wanted: &[i64]| {
+            let (mut core, fetch) = core_of(wanted);
+            core.handle_response(fetch.id, answer.clone());
+            let held = core.held_bytes();
+            let own: u64 = std::iter::from_fn(|| core.poll_entry(Instant::now()))
+                .map(|e| e.expect("an entry").record.wire_len() as u64)
+                .sum();
+            (held, own, core.held_bytes())
+        };
+        // Two records of a hundred: copied out, held for their own bytes.
+        let (few, own, after) = held(&[10, 90]);
+        assert_eq!((few, after), (own, 0));
+        // Sixty: they keep the batch, held for all of it (their shares
+        // rounded up), and nothing once yielded.
+        let most: Vec<i64> = (0..60).collect();
+        let (held_most, own, after) = held(&most);
+        assert!(own < whole, "{own} {whole}");
+        assert!(
+            (whole..whole + 60).contains(&held_most),
+            "{held_most} {whole}"
+        );
+        assert_eq!(after, 0);
     }
 
     #[test]

@@ -67,11 +67,20 @@ pub struct ReplayOptions {
     /// nothing and has no fetch in flight), and no fetch is made smaller
     /// for it. Default 16 MiB.
     pub max_in_flight_bytes: u64,
-    /// Cap on buffered records plus the byte limits of fetches in flight,
-    /// over the whole replay (every partition of a recovery together): a
-    /// fetch asks for no more than is left under it, nor more than the cap
-    /// split evenly over the partitions still fetching (64 partitions under
-    /// the default: 1 MiB a fetch). Two things can pass it, each by at most
+    /// Cap on what buffered records keep alive plus what the answers to
+    /// fetches in flight will hold, over the whole replay (every partition
+    /// of a recovery together): a fetch asks for no more than is left under
+    /// it, nor more than the cap split evenly over the partitions still
+    /// fetching (64 partitions under the default: 1 MiB a fetch). A record
+    /// of a compressed batch is a slice of the batch's decompressed records
+    /// and keeps them alive: it is charged for them (in shares with the
+    /// batch's other records kept), unless the records kept are less than
+    /// half of them, which are then copied out and the batch freed at once.
+    /// A fetch counts what its answer will hold so: its byte limit grown as
+    /// the answers taken so far grew (eightfold before the first). Decoding
+    /// a response holds one more decompressed batch meanwhile (the records
+    /// of a scan past `last_index` all of its batches, until its records of
+    /// other regions are dropped). Two things can pass it, each by at most
     /// one batch (at most the broker's `message.max.bytes`, 1 MiB by
     /// default): Kafka answers a fetch with at least its first batch whole,
     /// whatever its limit (KIP-74); and with nothing left, a partition that

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::absorb::AbsorbOptions;
 use super::queue::Work;
-use super::{InFlight, OutgoingFetch, ReplayCore, Room, Slot, LAGGING_WAIT, SMALLEST_CUT};
+use super::{
+    InFlight, OutgoingFetch, ReplayCore, Room, Slot, FIRST_GROWTH, LAGGING_WAIT, SMALLEST_CUT,
+};
 use crate::cluster::IsolationLevel;
 use crate::plan::{FetchKind, PlanView, PlannedFetch};
 
@@ -38,7 +40,9 @@ impl ReplayCore {
         let share = room.share.min(self.options.max_buffered_bytes);
         let room_now = room.memory.min(share);
         let budget = if room_now >= (share / SMALLEST_CUT).max(1) {
-            u32::try_from(room_now).unwrap_or(u32::MAX)
+            // In bytes on the wire: what the answer will hold once taken
+            // (decompressed) fits in the room.
+            u32::try_from(self.wire_for(room_now)).unwrap_or(u32::MAX)
         } else if keeps_going {
             1
         } else {
@@ -84,7 +88,9 @@ impl ReplayCore {
         };
         let counted = first_batch.min(u64::from(self.options.plan.max_fetch_bytes));
         let asked = u64::from(fetch.max_bytes).max(counted);
+        let reserved = self.held_for(asked);
         self.in_flight_bytes += asked;
+        self.in_flight_held += reserved;
         let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
         let out = OutgoingFetch {
             id,
@@ -103,6 +109,7 @@ impl ReplayCore {
                 fetch,
                 round_trip: round_trip + 1,
                 asked,
+                reserved,
             },
         );
         self.note_buffered();
@@ -172,6 +179,35 @@ impl ReplayCore {
         };
         self.queue.claimed(work, claimed);
         fetch
+    }
+
+    /// How much answers grow once taken, as a ratio: what the records
+    /// taken from them held (see `absorb::Holding`) over the bytes of
+    /// records they carried, no less than one (records copied out of their
+    /// batches, or answers carrying more than was kept, grow nothing);
+    /// [`FIRST_GROWTH`] before an answer carried any.
+    fn growth(&self) -> (u128, u128) {
+        match self.taken_bytes {
+            0 => (u128::from(FIRST_GROWTH), 1),
+            bytes if self.taken_held <= bytes => (1, 1),
+            bytes => (u128::from(self.taken_held), u128::from(bytes)),
+        }
+    }
+
+    /// What an answer of `bytes` of records is expected to hold once
+    /// taken (see [`ReplayCore::growth`]).
+    pub(super) fn held_for(&self, bytes: u64) -> u64 {
+        let (held, of) = self.growth();
+        u64::try_from(u128::from(bytes) * held / of).unwrap_or(u64::MAX)
+    }
+
+    /// The bytes of records a fetch may ask for so that its answer holds
+    /// about `room` once taken (see [`ReplayCore::growth`]); at least one.
+    pub(super) fn wire_for(&self, room: u64) -> u64 {
+        let (held, of) = self.growth();
+        u64::try_from(u128::from(room) * of / held)
+            .unwrap_or(u64::MAX)
+            .max(1)
     }
 
     pub(super) fn absorb_options(&self) -> AbsorbOptions {

@@ -2,9 +2,11 @@
 //! deliver asked for again, the log's start and end learned, lost
 //! offsets and stalls counted, the tail past `last_index` read.
 
+use std::ops::Range;
+
 use walfetch_codec::{Record, RECORD_CHECKSUM_HEADER};
 
-use super::absorb::{absorb, Response};
+use super::absorb::{absorb, Holding, Response, Taken};
 use super::{CutRecords, Decoded, FetchAnswer, FetchId, InFlight, LostPolicy, ReplayCore, Slot};
 use crate::error::Error;
 use crate::plan::{one_region, FetchKind, PlannedFetch, SeenBatch};
@@ -13,6 +15,7 @@ impl ReplayCore {
     pub(super) fn take_in_flight(&mut self, id: FetchId) -> Option<InFlight> {
         let f = self.in_flight.remove(&id)?;
         self.in_flight_bytes -= f.asked;
+        self.in_flight_held -= f.reserved;
         Some(f)
     }
 
@@ -38,7 +41,7 @@ impl ReplayCore {
         // A scan fetch planned above where the scan stands: the log starts
         // past it now, and what lay between is gone.
         if let Some(from) = tail_from.filter(|&from| fetch.offset > from) {
-            self.lose_tail(from, fetch.offset)?;
+            self.lose_tail(from, fetch.offset, None)?;
         }
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
@@ -116,7 +119,7 @@ impl ReplayCore {
                 && absorbed
                     .delivered
                     .iter()
-                    .map(|(_, r)| r)
+                    .map(|(_, t)| &t.record)
                     .chain(&absorbed.tail)
                     // Presence only: the checksum itself is checked where
                     // it matters (cut records, and the floor when yielded).
@@ -134,10 +137,11 @@ impl ReplayCore {
             || !absorbed.lost.is_empty()
             || !absorbed.tail.is_empty();
         self.learn_neighbours(&absorbed.delivered, &absorbed.batches);
-        for (i, record) in absorbed.delivered {
+        let mut held = 0;
+        for (i, taken) in absorbed.delivered {
             if matches!(self.slots[i], Slot::Pending) {
-                self.buffered_bytes += record.wire_len() as u64;
-                self.slots[i] = Slot::Ready(record);
+                held += taken.held;
+                self.slots[i] = Slot::Ready(taken);
             }
         }
         for i in absorbed.lost {
@@ -145,9 +149,12 @@ impl ReplayCore {
                 self.slots[i] = Slot::Lost;
             }
         }
-        for record in absorbed.tail {
-            self.take_tail_record(record);
-        }
+        held += self.take_tail(absorbed.tail, &absorbed.tail_batches);
+        self.buffered_bytes += held;
+        // What answers hold once taken, per byte of records they carried:
+        // fetches are sized by it (see `ReplayCore::held_for`).
+        self.taken_held += held;
+        self.taken_bytes += fetched.records.len() as u64;
         if let Some(requeue) = absorbed.requeue {
             // An empty answer past the log's end means those entries are
             // gone; past a lagging replica's high watermark, not yet there.
@@ -196,12 +203,66 @@ impl ReplayCore {
         log_end: i64,
     ) -> Result<(), Error> {
         self.log_start = self.log_start.max(log_start);
-        // A log end below one this replay knows of lags (a leader just
-        // elected): what lies below the known end is not gone.
-        self.lagging = (0..self.known_end).contains(&log_end);
-        let log_end = log_end.max(self.known_end);
-        self.known_end = log_end;
+        // The log was truncated below offsets known to have been written:
+        // the fetch offset is one of them (below the known end), and the
+        // log ends at or below it by the leader's own account. Under
+        // Kafka's rules nothing else answers so, and there is no replica
+        // to wait for. The offsets below the known end were committed: the
+        // writer indexes an entry once every in-sync replica has it
+        // (acks=all), and a high watermark counts committed records only.
+        // A leader elected cleanly, from the in-sync replicas, holds every
+        // committed record, and from Kafka 2.2 (KIP-207) a leader whose
+        // high watermark still lags the start of its epoch answers
+        // ListOffsets with OFFSET_NOT_AVAILABLE, which the client retries,
+        // rather than an end below them. A leader whose end is below them
+        // was elected uncleanly: the only in-sync replica, so its high
+        // watermark is its log's end, and the other replicas truncate
+        // their logs to its own. The records past it are gone for good
+        // (records written since at their offsets are others). This answer
+        // is either the leader's OFFSET_OUT_OF_RANGE (the cluster client
+        // takes a follower's, KIP-392, back to the leader at once), or a
+        // second answer in a row with nothing at or past a high watermark
+        // below the known end, after which the driver looked up the end
+        // from the leader (see `OutgoingFetch::max_wait`). Every wanted
+        // entry at or past the fetch offset is lost, and the known end
+        // goes back to the leader's, so that an answer reaching it is the
+        // log's end again (the entries between it and the fetch offset are
+        // settled by the answers to their own fetches). A log end below
+        // the known end but past the fetch offset still reads as a replica
+        // that lags.
+        let truncated =
+            log_end <= fetch.offset && (log_start..self.known_end).contains(&fetch.offset);
         let mut progress = false;
+        let known_end = self.known_end;
+        if truncated {
+            tracing::warn!(
+                topic = %self.topic,
+                partition = self.partition,
+                fetch_offset = fetch.offset,
+                log_end,
+                known_end,
+                "the log was truncated below offsets known to have been written \
+                 (an unclean leader election): the indexed entries past its end \
+                 are lost"
+            );
+            self.truncated_to = Some(self.truncated_to.map_or(log_end, |t| t.min(log_end)));
+            self.known_end = log_end;
+            self.lagging = false;
+            let from = self.entries.partition_point(|e| e.offset < fetch.offset);
+            for slot in self.slots.iter_mut().skip(from) {
+                if matches!(slot, Slot::Pending) {
+                    *slot = Slot::Lost;
+                    progress = true;
+                }
+            }
+        } else {
+            // A log end below one this replay knows of otherwise lags (a
+            // stale answer, a replica whose high watermark lags): what lies
+            // below the known end is not gone.
+            self.lagging = (0..self.known_end).contains(&log_end);
+            self.known_end = self.known_end.max(log_end);
+        }
+        let log_end = self.known_end;
         // Below the log start every entry is gone, whichever fetch it was
         // asked in (a batch straddling the log start may still carry some:
         // they are not served).
@@ -230,7 +291,14 @@ impl ReplayCore {
         }
         if let Some(from) = tail_from {
             if from < log_start && from < log_end {
-                self.lose_tail(from, log_start)?;
+                self.lose_tail(from, log_start, None)?;
+            }
+            // Records past `last_index` the scan had still to read past the
+            // log's end now, known to have been written, went with the
+            // truncation.
+            let gone = from.max(log_start).max(log_end);
+            if truncated && gone < known_end {
+                self.lose_tail(gone, known_end, self.truncated_to)?;
             }
             // Below the log: resume at its start. Past its end: nothing
             // more exists.
@@ -244,11 +312,18 @@ impl ReplayCore {
         Ok(())
     }
 
-    /// The scan past `last_index` found `from..log_start` gone (retention):
-    /// records no index lists, so only the range can be named. Listed in
-    /// the stats; an error unless lost offsets are skipped.
-    pub(super) fn lose_tail(&mut self, from: i64, log_start: i64) -> Result<(), Error> {
-        let to = log_start.min(self.end);
+    /// The scan past `last_index` found `from..to` gone: below the log's
+    /// start (retention, `to` the start), or past the end of a log
+    /// `truncated_to` an offset below it. Records no index lists, so only
+    /// the range can be named. Listed in the stats; an error unless lost
+    /// offsets are skipped.
+    pub(super) fn lose_tail(
+        &mut self,
+        from: i64,
+        to: i64,
+        truncated_to: Option<i64>,
+    ) -> Result<(), Error> {
+        let to = to.min(self.end);
         let lost = &mut self.stats.lost_ranges;
         if !lost.iter().any(|r| r.start <= from && to <= r.end) {
             lost.push(from..to);
@@ -268,6 +343,7 @@ impl ReplayCore {
             regions,
             from,
             to,
+            truncated_to,
         })
     }
 
@@ -285,17 +361,63 @@ impl ReplayCore {
             .unwrap_or(self.end)
     }
 
-    /// A record of the scan past `last_index`: kept for its region if the
-    /// region rule finds one asked for whose range holds the offset. One in
-    /// which the rule finds no region at all is counted apart, and the
-    /// first is logged: the rule may not read this log's records.
-    pub(super) fn take_tail_record(&mut self, record: Record) {
+    /// The records of the scan past `last_index` an answer carried, in
+    /// offset order (`batches`: which of them came from which compressed
+    /// batch, see [`super::absorb::Absorbed::tail_batches`]): each kept for
+    /// its region, those of a batch held as [`Holding`] says for those
+    /// kept. What they hold.
+    pub(super) fn take_tail(
+        &mut self,
+        tail: Vec<Record>,
+        batches: &[(Range<usize>, usize)],
+    ) -> u64 {
+        let len = tail.len();
+        let mut records = tail.into_iter();
+        let (mut at, mut held) = (0, 0);
+        let runs = batches
+            .iter()
+            .cloned()
+            .chain(std::iter::once((len..len, 0)));
+        for (run, buffer) in runs {
+            // The uncompressed records before the batch, then its own.
+            for (part, buffer) in [(at..run.start, 0), (run.clone(), buffer)] {
+                let kept: Vec<(usize, Taken)> = records
+                    .by_ref()
+                    .take(part.len())
+                    .filter_map(|r| Some((self.tail_owner(&r)?, Taken::own(r))))
+                    .collect();
+                held += self.hold_tail(kept, buffer);
+            }
+            at = run.end;
+        }
+        held
+    }
+
+    /// Holds `kept`, the tail records kept of one batch whose decompressed
+    /// records are `buffer` bytes (0: uncompressed), for their regions.
+    fn hold_tail(&mut self, kept: Vec<(usize, Taken)>, buffer: usize) -> u64 {
+        let holding = Holding::of(buffer, kept.iter().map(|(_, t)| t.held).sum());
+        let mut held = 0;
+        for (k, mut taken) in kept {
+            holding.apply(&mut taken);
+            held += taken.held;
+            self.tail.push_back((k, taken));
+        }
+        held
+    }
+
+    /// The region (an index into `regions`) a record of the scan past
+    /// `last_index` is kept for: one asked for whose range holds the
+    /// offset, by the region rule. One in which the rule finds no region at
+    /// all is counted apart, and the first is logged: the rule may not read
+    /// this log's records.
+    pub(super) fn tail_owner(&mut self, record: &Record) -> Option<usize> {
         let offset = record.offset();
         let Some(rule) = self.options.region_rule.as_ref() else {
             self.stats.tail_skipped += 1;
-            return;
+            return None;
         };
-        let Some(id) = rule.region(&record) else {
+        let Some(id) = rule.region(record) else {
             if self.stats.tail_unassigned == 0 {
                 tracing::warn!(
                     topic = %self.topic,
@@ -310,19 +432,16 @@ impl ReplayCore {
             }
             self.stats.tail_skipped += 1;
             self.stats.tail_unassigned += 1;
-            return;
+            return None;
         };
         let owner = self
             .regions
             .iter()
             .position(|r| r.range.region == id && r.tail_from <= offset && offset < r.range.to);
-        match owner {
-            Some(k) => {
-                self.buffered_bytes += record.wire_len() as u64;
-                self.tail.push_back((k, record));
-            }
-            None => self.stats.tail_skipped += 1,
+        if owner.is_none() {
+            self.stats.tail_skipped += 1;
         }
+        owner
     }
 
     /// Gives up after too many fetches in a row that changed nothing.
@@ -337,14 +456,10 @@ impl ReplayCore {
     /// Shows the layout, for each entry delivered for the first time,
     /// whether the next wanted entry is in its batch (which the batch's
     /// last offset tells, whether or not the response carried the next).
-    pub(super) fn learn_neighbours(
-        &mut self,
-        delivered: &[(usize, Record)],
-        batches: &[SeenBatch],
-    ) {
+    pub(super) fn learn_neighbours(&mut self, delivered: &[(usize, Taken)], batches: &[SeenBatch]) {
         let mut batches = batches.iter().peekable();
-        for (i, record) in delivered {
-            let offset = record.offset();
+        for (i, taken) in delivered {
+            let offset = taken.record.offset();
             while batches.next_if(|b| b.last < offset).is_some() {}
             let (Some(batch), Some(next)) = (batches.peek(), self.entries.get(i + 1)) else {
                 continue;

@@ -73,8 +73,11 @@ pub struct ReplayStats {
     pub lost_ranges: Vec<Range<i64>>,
     /// Time from the start of the replay to the first record yielded.
     pub time_to_first: Option<Duration>,
-    /// The most bytes held at once: buffered records plus the byte limits
-    /// of fetches in flight.
+    /// The most bytes held at once: what buffered records keep alive (for
+    /// records of a compressed batch, its decompressed records unless they
+    /// were copied out) plus what the answers to fetches in flight will
+    /// hold (see [`super::ReplayOptions::max_buffered_bytes`]), as of when
+    /// fetches were sent and answers taken.
     pub peak_buffered_bytes: u64,
     /// The fewest record bytes any consumer must receive under Kafka's
     /// fetch rules to get what was yielded so far, as far as the index's

@@ -417,6 +417,17 @@ impl ScriptedCluster {
         self.create_topic(name, partitions)
     }
 
+    /// Truncates a partition's log as an unclean leader election does:
+    /// the batches whose base offset is at or past `offset` are dropped, so
+    /// the log end moves back to the batch boundary at or below it, and the
+    /// leader epoch goes up by one.
+    pub fn truncate(&self, topic: &str, partition: i32, offset: i64) -> Result<(), TestkitError> {
+        self.with_partition(topic, partition, |p| {
+            p.log.truncate_to(offset);
+            p.leader_epoch += 1;
+        })
+    }
+
     /// Forgets a partition's idempotent producers, as Kafka does once a
     /// producer has written nothing for `producer.id.expiration.ms` (a
     /// day by default, KIP-854): a producer's next batch, its sequence

@@ -226,6 +226,22 @@ impl PartitionLog {
         }
     }
 
+    /// Truncates the log to `offset` (an unclean leader election): batches
+    /// whose base offset is at or past it are dropped, and the log end
+    /// moves back to the first dropped batch's base offset. Open
+    /// transactions are forgotten, and aborted ones past the new end.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let keep = self.extents.partition_point(|e| e.base_offset < offset);
+        self.batches.truncate(keep);
+        self.extents.truncate(keep);
+        self.log_end_offset = self
+            .extents
+            .last()
+            .map_or(self.log_start_offset, |e| e.next_offset());
+        self.open_txns.clear();
+        self.aborted.retain(|t| t.last_offset < self.log_end_offset);
+    }
+
     /// Moves the log start offset forward to `offset` (DeleteRecords,
     /// retention): batches wholly below it are dropped; a batch that
     /// contains it stays, so a fetch at the new start offset still returns
