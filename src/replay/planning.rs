@@ -88,7 +88,14 @@ impl ReplayCore {
         };
         let counted = first_batch.min(u64::from(self.options.plan.max_fetch_bytes));
         let asked = u64::from(fetch.max_bytes).max(counted);
-        let reserved = self.held_for(asked);
+        // What the answer is expected to hold once taken: the limit grown
+        // as answers grew. A first batch passing the limit (the KIP-74
+        // case above) is counted at its own size, as the cap's documented
+        // excess of one batch: growing it by a guess made before any
+        // answer (`FIRST_GROWTH`) would book many times a batch that no
+        // answer can bring.
+        let limit = u64::from(fetch.max_bytes);
+        let reserved = self.held_for(limit.min(asked)) + asked.saturating_sub(limit);
         self.in_flight_bytes += asked;
         self.in_flight_held += reserved;
         let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
