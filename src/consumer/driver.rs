@@ -423,7 +423,6 @@ impl Driver {
                 let Some(out) = core.poll_fetch(room, self.answered) else {
                     continue;
                 };
-                let held_then = held;
                 held += core.held_bytes().saturating_sub(held_before);
                 asked += core.in_flight_bytes().saturating_sub(asked_before);
                 let limit = i32::try_from(out.max_bytes).unwrap_or(i32::MAX).max(1);
@@ -459,7 +458,8 @@ impl Driver {
                 }
                 self.send_from = (i + 1) % n;
                 self.fetches_in_flight += 1;
-                self.peak_held = self.peak_held.max(held_then + u64::from(out.max_bytes));
+                // What the cap counts now, the fetch's reservation included.
+                self.peak_held = self.peak_held.max(held);
                 sent += 1;
                 any = true;
             }
