@@ -8,6 +8,7 @@
 //! - KIP-320 (leader epoch in Metadata v7+), KIP-516 (topic ids, v10+).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
@@ -15,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{ClientError, Cluster};
+use crate::connection::Connection;
 use crate::error_code::ErrorCode;
 
 /// One broker as metadata lists it.
@@ -285,6 +287,18 @@ impl Cluster {
         topics: Option<&[&str]>,
     ) -> Result<ClusterMetadata, ClientError> {
         let connection = self.pool.get(address).await?;
+        self.read_metadata_on(&connection, topics).await
+    }
+
+    /// One Metadata read of `topics` (all when `None`) on `connection`:
+    /// its throttle time noted, a top-level error code an error, a lost
+    /// connection evicted.
+    pub(super) async fn read_metadata_on(
+        &self,
+        connection: &Arc<Connection>,
+        topics: Option<&[&str]>,
+    ) -> Result<ClusterMetadata, ClientError> {
+        let address = connection.broker();
         let version = connection.version(ApiKey::Metadata)?;
         let request: MetadataRequest = metadata_request(topics, version);
         match connection.request(&request).await {
@@ -305,7 +319,7 @@ impl Cluster {
             }
             Err(e) => {
                 if e.is_connection_lost() {
-                    self.pool.evict(&connection);
+                    self.pool.evict(connection);
                 }
                 Err(e.into())
             }

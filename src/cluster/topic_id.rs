@@ -30,7 +30,7 @@ use kafka_protocol::messages::ApiKey;
 use uuid::Uuid;
 
 use super::error::Asked;
-use super::{metadata_request, ClientError, Cluster, ClusterMetadata, PartitionLeader};
+use super::{ClientError, Cluster, PartitionLeader};
 use crate::error_code::ErrorCode;
 
 /// [`ClientError::TopicIdChanged`] when `current` is an id other than
@@ -71,6 +71,22 @@ impl Cluster {
         Ok(leader)
     }
 
+    /// [`Cluster::bound_leader`] under the retry policy.
+    pub(crate) async fn bound_leader_retrying(
+        &self,
+        topic: &str,
+        partition: i32,
+        bound: Uuid,
+    ) -> Result<PartitionLeader, ClientError> {
+        self.retrying(
+            || format!("finding the leader of topic {topic:?} partition {partition}"),
+            true,
+            Some(topic),
+            || self.bound_leader(topic, partition, bound),
+        )
+        .await
+    }
+
     /// Confirms that `topic` still has the id `bound` (nil: any), with a
     /// Metadata read sent now: every fetch of it answered before was of
     /// the topic of that id. Otherwise [`ClientError::TopicIdChanged`].
@@ -102,15 +118,7 @@ impl Cluster {
     async fn read_topic_id(&self, topic: &str, partition: i32) -> Result<Uuid, ClientError> {
         let leader = self.leader(topic, partition).await?;
         let connection = self.fetch_connection(&leader.address).await?;
-        let version = connection.version(ApiKey::Metadata)?;
-        let request = metadata_request(Some(&[topic]), version);
-        let result = connection
-            .request(&request)
-            .await
-            .map_err(ClientError::from);
-        self.evict_if_lost(&connection, &result);
-        let response = result?;
-        let metadata = ClusterMetadata::from_response(&response.body);
+        let metadata = self.read_metadata_on(&connection, Some(&[topic])).await?;
         self.cache().merge(metadata.clone());
         let asked = Asked::new(ApiKey::Metadata, connection.broker(), topic, partition);
         match metadata.topics.get(topic) {

@@ -250,22 +250,11 @@ async fn bind_topic_id(
     partition: i32,
     index: Option<&WalIndex>,
 ) -> Result<Uuid, Error> {
-    let mut current = cluster.leader_retrying(topic, partition).await?.topic_id;
-    let Some(indexed) = index.and_then(|i| i.source().topic_id) else {
-        return Ok(current);
-    };
-    if !current.is_nil() && current != indexed {
-        cluster.invalidate(topic);
-        current = cluster.leader_retrying(topic, partition).await?.topic_id;
-    }
-    if current.is_nil() || current == indexed {
-        return Ok(indexed);
-    }
-    Err(Error::IndexMismatch {
-        topic: topic.to_owned(),
-        partition,
-        mismatch: Mismatch::TopicId { indexed, current },
-    })
+    let indexed = index.and_then(|i| i.source().topic_id).unwrap_or_default();
+    let leader = cluster
+        .bound_leader_retrying(topic, partition, indexed)
+        .await?;
+    Ok(leader.topic_id)
 }
 
 /// One entry of a recovery: the record, its region and where it was read.
