@@ -611,10 +611,10 @@ pub(super) async fn log_end(
 /// truncated below those offsets (see `ReplayCore::settle_out_of_range`).
 /// The end looked up is the high watermark, whatever the isolation: what a
 /// `read_committed` fetch cannot read yet past the last stable offset is
-/// not gone. For a fetch bound to a topic id, metadata is read again first
-/// and the id checked: a fetch naming the topic (Fetch below v13) of a
-/// topic recreated shorter is answered so too, and its entries are not
-/// lost but in another log.
+/// not gone. For a fetch bound to a topic id, the topic's id is read again
+/// after the offsets and checked ([`Cluster::confirm_topic_id`]): a fetch
+/// naming the topic (Fetch below v13) of a topic recreated shorter is
+/// answered so too, and its entries are not lost but in another log.
 async fn out_of_range(
     cluster: &Cluster,
     params: &FetchParams,
@@ -622,20 +622,14 @@ async fn out_of_range(
 ) -> Result<FetchAnswer, ClientError> {
     let offsets = || async {
         let (topic, partition) = (params.topic.as_str(), params.partition);
-        let bound = !params.topic_id.is_nil();
-        if bound {
-            // ListOffsets reads it again, with its retries.
-            cluster.invalidate(topic);
-        }
         let offset =
             |spec| cluster.list_offsets(topic, partition, spec, IsolationLevel::ReadUncommitted);
         let earliest = offset(OffsetSpec::Earliest).await?;
         let latest = offset(OffsetSpec::Latest).await?;
-        if bound {
-            cluster
-                .bound_leader(topic, partition, params.topic_id)
-                .await?;
-        }
+        // Offsets of a topic recreated are not this log's.
+        cluster
+            .confirm_topic_id(topic, partition, params.topic_id)
+            .await?;
         Ok(FetchAnswer::OutOfRange {
             log_start: earliest.offset.unwrap_or(0),
             log_end: latest.offset.unwrap_or(i64::MAX),

@@ -95,7 +95,7 @@ impl ReplayCore {
         // answer (`FIRST_GROWTH`) would book many times a batch that no
         // answer can bring.
         let limit = u64::from(fetch.max_bytes);
-        let reserved = self.held_for(limit.min(asked)) + asked.saturating_sub(limit);
+        let reserved = self.held_for(limit) + (asked - limit);
         self.in_flight_bytes += asked;
         self.in_flight_held += reserved;
         let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
