@@ -27,7 +27,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cluster = connect(&args.target.brokers, &args.target.client).await?;
+    let cluster = connect(&args.target.brokers, &args.target.client.settings()?).await?;
     check_partition(&cluster, &args.target).await?;
     let link = measure_link(
         &cluster,

@@ -54,7 +54,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.from
         );
     }
-    let cluster = connect(&args.target.brokers, &args.target.client).await?;
+    let cluster = connect(&args.target.brokers, &args.target.client.settings()?).await?;
     check_partition(&cluster, &args.target).await?;
     // Batches go to a temporary file as they come, renamed at the end: a
     // failed capture leaves no half file under the name asked for.

@@ -95,10 +95,11 @@ pub(crate) fn partition(text: &str) -> Result<i32, String> {
     }
 }
 
-/// Connects to the cluster with the client settings, with the broker list
-/// in the error.
-pub(crate) async fn connect(brokers: &str, client: &ClientArgs) -> anyhow::Result<Arc<Cluster>> {
-    let settings = client.settings()?;
+/// Connects to the cluster with the client settings (of
+/// [`ClientArgs::settings`], read once per command: `-F` may name a file
+/// that can be read once, `-F /dev/stdin`), with the broker list in the
+/// error.
+pub(crate) async fn connect(brokers: &str, settings: &Settings) -> anyhow::Result<Arc<Cluster>> {
     let list: Vec<String> = brokers
         .split(',')
         .map(|b| b.trim().to_string())

@@ -158,7 +158,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let (_running, brokers, broker_name) = start_broker(&args).await?;
-    let cluster = connect(&brokers, &args.client).await?;
+    let cluster = connect(&brokers, &args.client.settings()?).await?;
     let topic = format!("walfetch-demo-{}", std::process::id());
     cluster
         .create_topics(&[NewTopic::new(&topic, 1)])

@@ -51,7 +51,8 @@ pub(crate) enum RegionFormat {
 /// Where a record's region id is.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RuleArgs {
-    /// Read the region id from this header instead of the key.
+    /// Read the region id from this header instead of the key (of a
+    /// record that has it twice, the last one, as Kafka's clients do).
     #[arg(long)]
     region_header: Option<String>,
     /// How the region id (in the key, or in `--region-header`) is written:
@@ -142,13 +143,14 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     // An index holds what a read_committed consumer reads, whatever a
     // shared properties file says: records of aborted transactions are
     // never indexed as entries.
+    let settings = args.target.client.settings()?;
     anyhow::ensure!(
-        args.target.client.settings()?.isolation() != Some(IsolationLevel::ReadUncommitted),
+        settings.isolation() != Some(IsolationLevel::ReadUncommitted),
         "isolation.level=read_uncommitted: index build reads as read_committed only (records \
          of aborted transactions are never indexed; a replay reads past last_index at its own \
          isolation level)"
     );
-    let cluster = connect(&args.target.brokers, &args.target.client).await?;
+    let cluster = connect(&args.target.brokers, &settings).await?;
     check_partition(&cluster, &args.target).await?;
     let (topic, partition) = (&args.target.topic, args.target.partition);
     let from = match args.from {

@@ -21,6 +21,7 @@ use walfetch::plan::PlanConfig;
 use crate::connect::{check_partition, connect, offset, Target};
 use crate::index::RuleArgs;
 use crate::output::{print_error, stdout_error, RecordLine};
+use crate::properties::Settings;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -63,8 +64,8 @@ pub(crate) struct Args {
           value_parser = crate::connect::partition, allow_hyphen_values = true)]
     partition: i32,
     /// The index file of each partition, in the order of the `-t`s
-    /// (`walfetch index build` or `import-greptime`; `-` for stdin); none
-    /// with `--strategy scan`.
+    /// (`walfetch index build` or `import-greptime`; `-` for stdin, for one
+    /// of them: stdin can be read once); none with `--strategy scan`.
     #[arg(long = "index")]
     indexes: Vec<PathBuf>,
     /// A region to replay, from `--from` (or its checkpoint in
@@ -144,7 +145,12 @@ struct Partition {
     index: WalIndex,
 }
 
+/// The exit status of a replay ended by Ctrl-C: 128 + SIGINT, what a shell
+/// reports for a command the signal killed.
+const INTERRUPTED: u8 = 130;
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    stdin_read_once(&args)?;
     let partitions = partitions(&args)?;
     let checkpoints = checkpoints(&args)?;
     anyhow::ensure!(
@@ -152,8 +158,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--from {}: offsets start at 0 (a checkpoint is an offset in the partition)",
         args.from
     );
-    let options = options(&args)?;
-    let cluster = connect(&args.brokers, &args.client).await?;
+    let settings = args.client.settings()?;
+    let options = options(&args, &settings)?;
+    let cluster = connect(&args.brokers, &settings).await?;
     for p in &partitions {
         let target = Target {
             brokers: args.brokers.clone(),
@@ -190,7 +197,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(stdout.lock());
     let mut result = Ok(());
     let mut printed = Printed::default();
-    while let Some(entry) = recovery.next().await {
+    let mut interrupt = interrupt();
+    let mut interrupted = false;
+    loop {
+        // Between two entries: what was written is whole lines, and the
+        // flush below ends the output at a line boundary.
+        let entry = tokio::select! {
+            biased;
+            Ok(()) = &mut interrupt => {
+                interrupted = true;
+                result = Err(anyhow::anyhow!(
+                    "interrupted (Ctrl-C): the entries printed are a part of the recovery"
+                ));
+                break;
+            }
+            entry = recovery.next() => entry,
+        };
+        let Some(entry) = entry else { break };
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -238,6 +261,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let strategy = strategy_kind(args.strategy);
     let stats = recovery.stats();
+    let partition_stats = recovery.partition_stats();
     if stats.tail_unassigned > 0 {
         say!(
             "walfetch: note: the region rule found no region id in {} of the {} records the \
@@ -256,15 +280,62 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         stats_json(
             strategy_name(strategy),
             &stats,
+            &partition_stats,
             &printed,
             started.elapsed(),
             error.as_deref()
         )
     );
     Ok(match error {
+        Some(_) if interrupted => ExitCode::from(INTERRUPTED),
         Some(_) => ExitCode::FAILURE,
         None => ExitCode::SUCCESS,
     })
+}
+
+/// Resolves at the first Ctrl-C (SIGINT), which from then on no longer
+/// kills the process: the replay stops between two entries, flushes whole
+/// lines and prints its stats line. A second Ctrl-C exits at once (status
+/// 130), for a replay stuck writing to a reader that does not read.
+fn interrupt() -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No handler could be installed: Ctrl-C kills as before. The
+            // sender is kept: dropped, it would end the receiver, which
+            // may not be polled again.
+            let _kept = tx;
+            return std::future::pending().await;
+        }
+        let _ = tx.send(());
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(i32::from(INTERRUPTED));
+        }
+    });
+    rx
+}
+
+/// stdin can be read once: refuses more than one of `--index -` and
+/// `--checkpoints -` (the second would read nothing, and fail as a file
+/// that is not an index, or an empty JSON document).
+fn stdin_read_once(args: &Args) -> anyhow::Result<()> {
+    let stdin = |p: &Path| p.as_os_str() == "-";
+    let mut readers: Vec<&str> = args
+        .indexes
+        .iter()
+        .filter(|p| stdin(p))
+        .map(|_| "--index -")
+        .collect();
+    if args.checkpoints.as_deref().is_some_and(stdin) {
+        readers.push("--checkpoints -");
+    }
+    anyhow::ensure!(
+        readers.len() <= 1,
+        "{} are given: stdin can be read once, so at most one of them may be `-` (give the \
+         others as files)",
+        readers.join(" and ")
+    );
+    Ok(())
 }
 
 /// The entries written to stdout, in all and per region: what the stats
@@ -452,7 +523,7 @@ impl<'de> serde::Deserialize<'de> for Members {
     }
 }
 
-fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
+fn options(args: &Args, settings: &Settings) -> anyhow::Result<ReplayOptions> {
     let mut plan = PlanConfig::default();
     if let Some(us) = args.round_trip_us {
         plan.cost.round_trip = Duration::from_micros(us);
@@ -468,7 +539,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         .with_plan(plan)
         .with_learn_link(!args.no_learn_link)
         .with_strategy(strategy_kind(args.strategy))
-        .with_isolation(isolation(args)?)
+        .with_isolation(isolation(args, settings))
         .with_on_lost(if args.skip_lost {
             LostPolicy::Skip
         } else {
@@ -489,17 +560,16 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
 
 /// `--read-uncommitted` or `--read-committed`, else `-X isolation.level`,
 /// else read_committed: a WAL never replays an aborted write unless asked.
-fn isolation(args: &Args) -> anyhow::Result<IsolationLevel> {
-    Ok(if args.read_uncommitted {
+fn isolation(args: &Args, settings: &Settings) -> IsolationLevel {
+    if args.read_uncommitted {
         IsolationLevel::ReadUncommitted
     } else if args.read_committed {
         IsolationLevel::ReadCommitted
     } else {
-        args.client
-            .settings()?
+        settings
             .isolation()
             .unwrap_or(IsolationLevel::ReadCommitted)
-    })
+    }
 }
 
 fn strategy_kind(strategy: Strategy) -> StrategyKind {
@@ -532,17 +602,51 @@ fn progress_bar(partitions: usize) -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// The most offsets the stats line lists in `lost`; as many again in all
+/// the regions' `lost` together, and in all the partitions' together: a
+/// recovery that lost millions of indexed offsets (`--skip-lost`) still
+/// prints one short line. `lost_count` says how many there were, and the
+/// lowest are listed (retention takes a log's oldest first).
+const LOST_LISTED: usize = 1000;
+
+/// Up to `budget` of `offsets`, lowest first, each once (offsets of
+/// several partitions may be the same number); what it lists is taken from
+/// the budget.
+fn listed(offsets: &[i64], budget: &mut usize) -> Vec<i64> {
+    let mut sorted = offsets.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted.truncate(*budget);
+    *budget -= sorted.len();
+    sorted
+}
+
+/// Ranges lost past `last_index`, as `[from, to]` pairs in order, each
+/// once, at most [`LOST_LISTED`] of them.
+fn listed_ranges(ranges: &[std::ops::Range<i64>]) -> Vec<[i64; 2]> {
+    let mut pairs: Vec<[i64; 2]> = ranges.iter().map(|r| [r.start, r.end]).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs.truncate(LOST_LISTED);
+    pairs
+}
+
 /// The replay's figures as one JSON line. `entries` is what was printed:
 /// indexed entries and records found past `last_index` (or by a full scan)
 /// alike; `indexed_entries` and `tail_records` split what was yielded.
 /// `error` is the message of the error that ended the replay, or null.
+/// `partitions` (each partition's `(topic, partition, stats)`) says which
+/// partition lost what.
 pub(crate) fn stats_json(
     strategy: &str,
     stats: &ReplayStats,
+    partitions: &[(String, i32, ReplayStats)],
     printed: &Printed,
     elapsed: Duration,
     error: Option<&str>,
 ) -> String {
+    let mut regions_budget = LOST_LISTED;
+    let mut partitions_budget = LOST_LISTED;
     serde_json::json!({
         "strategy": strategy,
         "error": error,
@@ -564,8 +668,9 @@ pub(crate) fn stats_json(
         "read_amplification": stats.read_amplification(),
         "floor_bytes": stats.floor_bytes,
         "floor_amplification": stats.floor_amplification(),
-        "lost": stats.lost,
-        "lost_ranges": stats.lost_ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
+        "lost_count": stats.lost.len(),
+        "lost": listed(&stats.lost, &mut { LOST_LISTED }),
+        "lost_ranges": listed_ranges(&stats.lost_ranges),
         "time_to_first_ms": stats.time_to_first.map(|d| d.as_secs_f64() * 1e3),
         "elapsed_ms": elapsed.as_secs_f64() * 1e3,
         "peak_buffered_bytes": stats.peak_buffered_bytes,
@@ -580,7 +685,21 @@ pub(crate) fn stats_json(
                         "indexed_entries": r.entries,
                         "tail_records": r.tail_records,
                         "yielded_bytes": r.yielded_bytes,
-                        "lost": r.lost,
+                        "lost_count": r.lost.len(),
+                        "lost": listed(&r.lost, &mut regions_budget),
+                    }),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>(),
+        "partitions": partitions
+            .iter()
+            .map(|(topic, partition, p)| {
+                (
+                    format!("{topic}:{partition}"),
+                    serde_json::json!({
+                        "lost_count": p.lost.len(),
+                        "lost": listed(&p.lost, &mut partitions_budget),
+                        "lost_ranges": listed_ranges(&p.lost_ranges),
                     }),
                 )
             })
@@ -632,7 +751,8 @@ mod tests {
             "1",
         ];
         let cli = Cli::try_parse_from(base.iter().chain(extra)).expect("arguments");
-        options(&cli.args).expect("options")
+        let settings = cli.args.client.settings().expect("settings");
+        options(&cli.args, &settings).expect("options")
     }
 
     /// read_committed unless asked otherwise, by a flag (which wins) or by

@@ -28,8 +28,21 @@ const REGIONS: i64 = 7;
 /// [`BATCHES`] batches of [`PER_BATCH`] records, keyed by region (8-byte
 /// big-endian), valued `entry <n> region <r>`.
 async fn wal() -> ScriptedCluster {
+    wal_of(1).await
+}
+
+/// [`wal`] with `partitions` partitions, each holding the same records.
+async fn wal_of(partitions: i32) -> ScriptedCluster {
     let cluster = ScriptedCluster::builder().brokers(1).start().await.unwrap();
-    cluster.create_topic("wal", 1).unwrap();
+    cluster.create_topic("wal", partitions).unwrap();
+    for partition in 0..partitions {
+        fill(&cluster, partition);
+    }
+    cluster
+}
+
+/// Appends [`wal`]'s records to `partition`.
+fn fill(cluster: &ScriptedCluster, partition: i32) {
     for b in 0..BATCHES {
         let records: Vec<NewRecord> = (0..PER_BATCH)
             .map(|i| {
@@ -45,9 +58,8 @@ async fn wal() -> ScriptedCluster {
             })
             .collect();
         let batch = BatchBuilder::new(0).encode(&records).unwrap();
-        cluster.append("wal", 0, batch.bytes).unwrap();
+        cluster.append("wal", partition, batch.bytes).unwrap();
     }
-    cluster
 }
 
 /// Runs a command (off the async runtime's threads).
@@ -623,7 +635,12 @@ fn a_negative_offset_is_named() {
 /// Indexes all of [`wal`] with `index build`; the index file and the
 /// command's output.
 async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
-    let index = dir.join("wal.idx");
+    built_index_of(addr, dir, 0).await
+}
+
+/// [`built_index`] of partition `partition`.
+async fn built_index_of(addr: &str, dir: &Path, partition: i32) -> (PathBuf, Output) {
+    let index = dir.join(format!("wal-{partition}.idx"));
     let out = walfetch_async(strings(&[
         "index",
         "build",
@@ -631,6 +648,8 @@ async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
         addr,
         "-t",
         "wal",
+        "-p",
+        &partition.to_string(),
         "--out",
         path(&index),
     ]))
@@ -1083,4 +1102,231 @@ async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
     .await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stats_line(&out)["error"], serde_json::Value::Null);
+}
+
+/// A recovery that lost millions of indexed offsets under `--skip-lost`
+/// printed each of them in `lost`, and again in its region's `lost`: a
+/// stats line of tens of megabytes. The lists now hold at most 1000
+/// offsets (the lowest), `lost_count` says how many there were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stats_line_lists_a_bounded_number_of_lost_offsets() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("many-lost");
+    let (index, _) = built_index(&addr, &dir).await;
+    cluster.advance_log_start("wal", 0, 2990).unwrap();
+    let mut args = strings(&["replay", "-b", &addr, "-t", "wal", "--index", path(&index)]);
+    for region in 0..REGIONS {
+        args.extend(strings(&["--region", &region.to_string()]));
+    }
+    args.push("--skip-lost".into());
+    let out = walfetch_async(args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats = stats_line(&out);
+    assert_eq!(stats["lost_count"], 2990, "{stats}");
+    let listed: Vec<i64> = (0..1000).collect();
+    assert_eq!(stats["lost"], serde_json::json!(listed));
+    // The regions' lists share one bound; each region's count is whole.
+    let regions = stats["regions"].as_object().unwrap();
+    let counted: u64 = regions
+        .values()
+        .map(|r| r["lost_count"].as_u64().unwrap())
+        .sum();
+    let listed: usize = regions
+        .values()
+        .map(|r| r["lost"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(counted, 2990);
+    assert_eq!(listed, 1000, "{stats}");
+    assert_eq!(
+        regions["0"]["lost"],
+        serde_json::json!((0..2990).filter(|n| n % REGIONS == 0).collect::<Vec<_>>())
+    );
+}
+
+/// Over two partitions, each losing the same offsets, `lost` listed every
+/// offset twice, with nothing to say which partition's each one was. It
+/// lists each offset once; `partitions` says which partition lost what.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stats_line_lists_each_lost_offset_once_and_by_partition() {
+    let cluster = wal_of(2).await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir("lost-twice");
+    let (index0, _) = built_index_of(&addr, &dir, 0).await;
+    let (index1, _) = built_index_of(&addr, &dir, 1).await;
+    cluster.advance_log_start("wal", 0, 1500).unwrap();
+    cluster.advance_log_start("wal", 1, 1500).unwrap();
+    let out = walfetch_async(strings(&[
+        "replay",
+        "-b",
+        &addr,
+        "-t",
+        "wal:0",
+        "-t",
+        "wal:1",
+        "--index",
+        path(&index0),
+        "--index",
+        path(&index1),
+        "--region",
+        "3",
+        "--skip-lost",
+    ]))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats = stats_line(&out);
+    let lost: Vec<i64> = (0..1500).filter(|n| n % REGIONS == 3).collect();
+    assert_eq!(stats["lost"], serde_json::json!(lost), "{stats}");
+    assert_eq!(stats["lost_count"], 2 * lost.len(), "{stats}");
+    assert_eq!(stats["regions"]["3"]["lost"], serde_json::json!(lost));
+    assert_eq!(stats["regions"]["3"]["lost_count"], 2 * lost.len());
+    for p in ["wal:0", "wal:1"] {
+        assert_eq!(
+            stats["partitions"][p]["lost"],
+            serde_json::json!(lost),
+            "{stats}"
+        );
+        assert_eq!(stats["partitions"][p]["lost_count"], lost.len());
+    }
+}
+
+/// stdin can be read once: `--index -` given for two partitions read the
+/// index for the first and nothing for the second, which failed as "not a
+/// walfetch index file". It is refused, saying why.
+#[test]
+fn stdin_given_twice_is_refused() {
+    let dir = temp_dir("stdin-twice");
+    let index = dir.join("wal.idx");
+    write_index_file(&index, &WalIndex::new()).unwrap();
+    let bytes = std::fs::read(&index).unwrap();
+    for extra in [
+        &[
+            "-t", "wal:0", "-t", "wal:1", "--index", "-", "--index", "-", "--region", "1",
+        ][..],
+        &["-t", "wal:0", "--index", "-", "--checkpoints", "-"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
+            .args(["replay", "-b", "127.0.0.1:1"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The command may refuse before it reads: a closed pipe is fine.
+        let _ = std::io::Write::write_all(&mut stdin, &bytes);
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{extra:?}: {err}");
+        assert!(
+            err.contains("stdin can be read once") && !err.contains("127.0.0.1:1"),
+            "{extra:?}: {err}"
+        );
+    }
+}
+
+/// `-F` was read once for the isolation level and again to connect: a
+/// properties file that can be read once (`-F /dev/stdin`, `-F <(…)`)
+/// gave its settings to the first and nothing to the second, and the
+/// replay connected without the SASL it asked for. It is read once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_properties_file_is_read_once() {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
+            .args([
+                "replay", "-b", &addr, "-t", "wal", "--strategy", "scan", "--region", "1", "-F",
+                "/dev/stdin", "--timeout", "5s",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(
+            &mut stdin,
+            b"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=p\n",
+        )
+        .unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = stderr(&out);
+    // The scripted broker speaks no SASL: asked for, connecting fails.
+    assert!(!out.status.success(), "{err}");
+    assert!(err.to_lowercase().contains("sasl"), "{err}");
+    assert!(stdout(&out).is_empty());
+}
+
+/// Ctrl-C killed a replay where it stood: the JSON line it was writing
+/// was cut, no stats line was printed, and the shell saw a death by
+/// signal. It ends the output at a line boundary, prints the stats line
+/// naming the interruption, and exits 130 (128 + SIGINT) as shells do.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_ends_a_replay_at_a_line_with_its_stats() {
+    use std::io::Read as _;
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut args = strings(&["replay", "-b", &addr, "-t", "wal", "--strategy", "scan"]);
+        for region in 0..REGIONS {
+            args.extend(strings(&["--region", &region.to_string()]));
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        // The replay is writing (its output, far more than a pipe holds,
+        // fills the pipe and waits for this reader): interrupt it there.
+        let mut first = [0u8; 100];
+        stdout.read_exact(&mut first).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let killed = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        std::thread::sleep(Duration::from_millis(300));
+        let mut rest = Vec::new();
+        stdout.read_to_end(&mut rest).unwrap();
+        let mut printed = first.to_vec();
+        printed.extend(rest);
+        let out = child.wait_with_output().unwrap();
+        (printed, out)
+    })
+    .await
+    .unwrap();
+    let (printed, out) = out;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{:?}: {err}", out.status);
+    let text = String::from_utf8(printed).unwrap();
+    assert!(
+        text.ends_with('\n'),
+        "the output ends inside a line: {:?}",
+        &text[text.len().saturating_sub(80)..]
+    );
+    let lines = text.lines().count();
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    assert!(
+        lines < (PER_BATCH * BATCHES) as usize,
+        "{lines} lines: not interrupted"
+    );
+    let stats = stats_line(&out);
+    assert!(
+        stats["error"].as_str().unwrap().contains("interrupted"),
+        "{stats}"
+    );
+    assert_eq!(stats["entries"], lines, "{stats}");
 }

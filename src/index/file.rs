@@ -327,7 +327,13 @@ pub fn decode_index(data: &[u8], path: &str) -> Result<WalIndex, IndexError> {
         }
         let regions = c.uvarint("the region count")?;
         for _ in 0..regions {
+            let at = c.position();
             let region = c.uvarint("a region id")?;
+            // The encoder writes each region once: a second list of it
+            // would be joined to the first unseen.
+            if index.region(region).is_some() {
+                return Err(format!("region {region} is listed twice (at byte {at})"));
+            }
             let count = c.uvarint("an entry count")?;
             // Listed with no entries: known, nothing indexed.
             index.add_region(region);
@@ -380,6 +386,9 @@ pub fn decode_index(data: &[u8], path: &str) -> Result<WalIndex, IndexError> {
         if !c.rest.is_empty() {
             return Err(c.fail("unexpected bytes after the last region"));
         }
+        // A record has one region: an offset listed under two is an index
+        // of no log.
+        super::check_one_region_an_offset(&index.regions).map_err(|e| e.to_string())?;
         Ok(index)
     };
     parse(&mut c).map_err(corrupt)
@@ -545,6 +554,9 @@ mod tests {
             .prop_map(|(regions, last, source)| {
                 let mut index = WalIndex::new();
                 index.set_source(source);
+                // A record has one region: an offset another region took
+                // is left out.
+                let mut taken = std::collections::BTreeSet::new();
                 for (id, entries, listed) in regions {
                     if listed {
                         index.add_region(id);
@@ -561,7 +573,12 @@ mod tests {
                             batch_len: 2000,
                             record_end: end,
                         });
-                        let _ = index.push(id, IndexEntry { offset, hint });
+                        if taken.contains(&offset) {
+                            continue;
+                        }
+                        if index.push(id, IndexEntry { offset, hint }).is_ok() {
+                            taken.insert(offset);
+                        }
                     }
                 }
                 if let Some(l) = last {
@@ -587,6 +604,49 @@ mod tests {
             let cut = at.index(bytes.len());
             prop_assert!(decode_index(&bytes[..cut], "x").is_err());
         }
+    }
+
+    /// A version 1 file (no source) of the regions' lists `lists`, in that
+    /// order, offsets without hints, with a good checksum: what a
+    /// hand-made or foreign writer's file may hold.
+    fn file_with(lists: &[(u64, &[i64])]) -> Vec<u8> {
+        let mut bytes = b"WFIX\x01\x00".to_vec();
+        bytes.push(0);
+        put(&mut bytes, lists.len() as u64);
+        for (id, offsets) in lists {
+            put(&mut bytes, *id);
+            put(&mut bytes, offsets.len() as u64);
+            let mut previous = 0;
+            for &o in offsets.iter() {
+                put(&mut bytes, (o - previous) as u64);
+                bytes.push(0);
+                previous = o;
+            }
+        }
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_be_bytes());
+        bytes
+    }
+
+    /// A record has one region: a file that lists an offset under two
+    /// regions, or a region twice, is not an index of any log, and was
+    /// read as one (the offset replayed for both regions; the two lists of
+    /// a region joined).
+    #[test]
+    fn an_offset_in_two_regions_or_a_region_listed_twice_is_corrupt() {
+        assert!(decode_index(&file_with(&[(1, &[2, 5]), (2, &[3, 6])]), "f").is_ok());
+        let err = decode_index(&file_with(&[(1, &[2, 5, 9]), (2, &[3, 5])]), "f")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("corrupt index file f")
+                && err.contains("offset 5 is given to both region 1 and region 2"),
+            "{err}"
+        );
+        let err = decode_index(&file_with(&[(1, &[2]), (2, &[3]), (1, &[7])]), "f")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("region 1 is listed twice"), "{err}");
     }
 
     #[test]

@@ -29,8 +29,37 @@ use super::{IndexEntry, IndexError, IndexSource, RegionRule, WalIndex};
 
 #[derive(Debug, Deserialize)]
 struct TopicIndex {
-    regions: BTreeMap<String, Vec<u64>>,
+    regions: Members<Vec<u64>>,
     last_index: u64,
+}
+
+/// A JSON object's members in the order written, a key given twice kept
+/// twice: a map would keep only the last, and one region's offsets (or a
+/// topic's index) would go unseen.
+#[derive(Debug)]
+struct Members<V>(Vec<(String, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Members<V> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Visitor<V> {
+            type Value = Members<V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members<V>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
 }
 
 /// Reads a GreptimeDB `index.json` and returns the index of every topic in
@@ -40,12 +69,15 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
         path: path.to_string(),
         what,
     };
-    let topics: BTreeMap<String, TopicIndex> = serde_json::from_slice(json)
+    let Members(topics): Members<TopicIndex> = serde_json::from_slice(json)
         .map_err(|e| corrupt(format!("not a GreptimeDB index file: {e}")))?;
     let mut out = BTreeMap::new();
     for (topic, t) in topics {
         if let Some(why) = invalid_topic_name(&topic) {
             return Err(corrupt(format!("topic {topic:?} {why}")));
+        }
+        if out.contains_key(&topic) {
+            return Err(corrupt(format!("topic {topic:?} is listed twice")));
         }
         let mut index = WalIndex::new();
         // The file names the topic, and its records are GreptimeDB's,
@@ -66,12 +98,22 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
         // the last offset covered. 0: nothing covered, and
         // `set_last_index` leaves it unset for -1.
         index.set_last_index(end - 1);
-        for (region, deltas) in t.regions {
+        // How each region id was spelled: GreptimeDB writes an id one way,
+        // so two keys of one id ("7" and "07", or "7" twice) are a damaged
+        // or hand-edited file, and joining their offsets would replay
+        // entries of one list the other may not have had.
+        let mut spelled: BTreeMap<u64, String> = BTreeMap::new();
+        for (region, deltas) in t.regions.0 {
             let id: u64 = region.parse().map_err(|_| {
                 corrupt(format!(
                     "topic {topic}: region id {region:?} is not a decimal u64"
                 ))
             })?;
+            if let Some(first) = spelled.insert(id, region.clone()) {
+                return Err(corrupt(format!(
+                    "topic {topic}: region {id} is listed twice (as {first:?} and {region:?})"
+                )));
+            }
             index.add_region(id);
             let mut offset: u64 = 0;
             for (i, delta) in deltas.into_iter().enumerate() {
@@ -96,6 +138,9 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
                 index.push(id, IndexEntry::offset_only(offset))?;
             }
         }
+        // A record has one region.
+        super::check_one_region_an_offset(&index.regions)
+            .map_err(|e| corrupt(format!("topic {topic}: {e}")))?;
         out.insert(topic, index);
     }
     Ok(out)
@@ -222,6 +267,26 @@ mod tests {
             (
                 br#"{"wal topic": {"regions": {}, "last_index": 0}}"#,
                 "characters Kafka does not allow",
+            ),
+            // One region id spelled two ways, or one key twice: which list
+            // is the region's is not known (joined, they replayed entries
+            // of both silently).
+            (
+                br#"{"t": {"regions": {"7": [5], "07": [1, 2]}, "last_index": 9}}"#,
+                r#"region 7 is listed twice (as "7" and "07")"#,
+            ),
+            (
+                br#"{"t": {"regions": {"7": [1], "7": [5]}, "last_index": 9}}"#,
+                r#"region 7 is listed twice (as "7" and "7")"#,
+            ),
+            (
+                br#"{"t": {"regions": {}, "last_index": 0}, "t": {"regions": {}, "last_index": 4}}"#,
+                r#"topic "t" is listed twice"#,
+            ),
+            // A record has one region.
+            (
+                br#"{"t": {"regions": {"7": [1, 4], "8": [3, 2]}, "last_index": 9}}"#,
+                "offset 5 is given to both region 7 and region 8",
             ),
         ] {
             let err = import_greptime(json, "idx.json").unwrap_err().to_string();

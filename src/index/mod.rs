@@ -96,11 +96,10 @@ pub enum IndexError {
     /// Two indexes to merge are of different logs or rules.
     #[error("the indexes do not describe the same log: {0}")]
     SourceConflict(String),
-    /// Two indexes to merge give one offset to two regions: a record has
-    /// one region, so they cannot both be of the same log.
-    #[error(
-        "the merged index would give offset {offset} to both region {region} and region {other}"
-    )]
+    /// One offset is given to two regions (by two indexes to merge, or
+    /// within an index file read or imported): a record has one region, so
+    /// the index cannot be of a log.
+    #[error("offset {offset} is given to both region {region} and region {other}")]
     SharedOffset {
         /// The offset.
         offset: i64,
@@ -285,7 +284,11 @@ impl WalIndex {
 
     /// Adds an entry of `region`; offsets of a region must increase. An
     /// entry refused leaves the index as it was (a new region is not
-    /// added).
+    /// added). An offset must not be given to two regions (a record has
+    /// one); checking that on every push would cost a look into every
+    /// region, so it is the caller's to keep, and it is checked where an
+    /// index comes from outside: [`decode_index`], [`import_greptime`] and
+    /// [`WalIndex::merge`] refuse it ([`IndexError::SharedOffset`]).
     pub fn push(&mut self, region: RegionId, entry: IndexEntry) -> Result<(), IndexError> {
         match self.regions.get_mut(&region) {
             Some(known) => known.push(region, entry),
@@ -445,21 +448,43 @@ impl WalIndex {
     }
 }
 
-/// Refuses an offset given to two regions, naming it and both.
-fn check_one_region_an_offset(regions: &BTreeMap<RegionId, RegionIndex>) -> Result<(), IndexError> {
-    let mut all: Vec<(i64, RegionId)> = regions
-        .iter()
-        .flat_map(|(id, r)| r.entries.iter().map(move |e| (e.offset, *id)))
-        .collect();
-    all.sort_unstable();
-    match all.windows(2).find(|w| w[0].0 == w[1].0) {
-        Some(w) => Err(IndexError::SharedOffset {
-            offset: w[0].0,
-            region: w[0].1,
-            other: w[1].1,
-        }),
-        None => Ok(()),
+/// Refuses an offset given to two regions, naming it and both: a record
+/// has one region. Each region's entries are sorted, so a merge of the
+/// regions' heads finds it holding one head per region, not a copy of
+/// every entry (an index file may hold a hundred million).
+pub(crate) fn check_one_region_an_offset(
+    regions: &BTreeMap<RegionId, RegionIndex>,
+) -> Result<(), IndexError> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    if regions.len() < 2 {
+        return Ok(());
     }
+    let lists: Vec<(RegionId, &[IndexEntry])> = regions
+        .iter()
+        .map(|(id, r)| (*id, r.entries.as_slice()))
+        .collect();
+    // (offset, which list, position in it): the smallest offset first.
+    let mut heads: BinaryHeap<Reverse<(i64, usize, usize)>> = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(k, (_, entries))| entries.first().map(|e| Reverse((e.offset, k, 0))))
+        .collect();
+    let mut previous: Option<(i64, usize)> = None;
+    while let Some(Reverse((offset, k, at))) = heads.pop() {
+        if let Some((before, other)) = previous.filter(|(o, _)| *o == offset) {
+            return Err(IndexError::SharedOffset {
+                offset: before,
+                region: lists[other].0,
+                other: lists[k].0,
+            });
+        }
+        previous = Some((offset, k));
+        if let Some(next) = lists[k].1.get(at + 1) {
+            heads.push(Reverse((next.offset, k, at + 1)));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

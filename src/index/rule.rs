@@ -26,7 +26,11 @@ pub enum IdFormat {
 pub enum RegionRule {
     /// In the record key.
     Key(IdFormat),
-    /// In the value of the first header with this name.
+    /// In the value of the header with this name; of a record that has
+    /// it more than once, the last one, as Kafka's clients read a header
+    /// (Java's `Headers.lastHeader`, librdkafka's
+    /// `rd_kafka_header_get_last`): a header added to a record later
+    /// overrides the one before.
     Header(String, IdFormat),
 }
 
@@ -48,7 +52,11 @@ impl RegionRule {
         match self {
             RegionRule::Key(_) => record.key(),
             RegionRule::Header(name, _) => {
-                record.headers().find(|h| h.key == name.as_bytes())?.value
+                record
+                    .headers()
+                    .filter(|h| h.key == name.as_bytes())
+                    .last()?
+                    .value
             }
         }
     }
@@ -132,6 +140,46 @@ mod tests {
         assert_eq!(parse_id(&[1, 0], IdFormat::BigEndian), Some(256));
         assert_eq!(parse_id(&[0; 9], IdFormat::BigEndian), None);
         assert_eq!(parse_id(b"", IdFormat::BigEndian), None);
+    }
+
+    /// A record with the region header twice is of the region its last
+    /// one names, as a Kafka consumer reads it (`Headers.lastHeader`); the
+    /// first one was read, so a record whose region header was overridden
+    /// went to its old region.
+    #[test]
+    fn the_last_of_a_repeated_header_names_the_region() {
+        use bytes::Bytes;
+        use walfetch_codec::{BatchBuilder, Batches, NewRecord};
+        let header = |v: &'static str| {
+            (
+                Bytes::from_static(b"region"),
+                Some(Bytes::from_static(v.as_bytes())),
+            )
+        };
+        let records = [NewRecord {
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: vec![
+                header("1"),
+                (Bytes::from_static(b"other"), None),
+                header("2"),
+            ],
+            offset_delta: 0,
+        }];
+        let batch = BatchBuilder::new(0).encode(&records).unwrap();
+        let record = Batches::new(batch.bytes, Default::default())
+            .next()
+            .unwrap()
+            .unwrap()
+            .records()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
+        assert_eq!(rule.region(&record), Some(2));
+        assert_eq!(rule.id_bytes(&record), Some(&b"2"[..]));
     }
 
     #[test]
