@@ -147,6 +147,29 @@ pub enum Error {
         #[source]
         source: ClientError,
     },
+    /// The broker refused an entry's batch as too large
+    /// (`MESSAGE_TOO_LARGE`, `RECORD_LIST_TOO_LARGE`: larger than the
+    /// topic's `max.message.bytes` or the broker's `message.max.bytes`)
+    /// and the entry was alone in it: the WAL writer splits a refused
+    /// batch of several entries and sends its halves again, so this entry
+    /// alone, encoded as a batch of `bytes` bytes, is more than the broker
+    /// takes. It was not written. `source` is the broker's answer (Kafka's
+    /// message names the limit).
+    #[error(
+        "topic {topic:?} partition {partition}: an entry alone makes a record batch of {bytes} \
+         bytes, more than the broker takes (the topic's max.message.bytes): {source}"
+    )]
+    EntryTooLarge {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The encoded size of the batch holding the entry alone.
+        bytes: usize,
+        /// The broker's refusal.
+        #[source]
+        source: ClientError,
+    },
     /// The WAL writer's background task has stopped.
     #[error("the WAL writer for topic {topic:?} partition {partition} is closed")]
     WriterClosed {

@@ -6,7 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use walfetch_codec::{Batches, DecodeOptions};
+use bytes::Bytes;
+use walfetch_codec::{BatchBuilder, Batches, DecodeOptions, NewRecord, RecordsBuffer};
 
 use super::sending::batch_requeue;
 use super::{lock, Batch, Error, InFlight, Task};
@@ -57,8 +58,19 @@ impl Task {
             // Refused because a batch before it was (its sequence no longer
             // follows), or for a passing reason (`NOT_LEADER_OR_FOLLOWER`,
             // a leader election): not written, so it goes again under the
-            // new producer id, once an earlier send of it whose answer was
-            // lost has been looked for in the log.
+            // new producer id or sequence, once an earlier send of it whose
+            // answer was lost has been looked for in the log.
+            batch_requeue(&mut self.ready, batch);
+            return;
+        }
+        if behind_refused && self.config.idempotent && may_be_written(&error) {
+            // Its answer lost behind a refused batch: under Kafka's rules
+            // it was not appended (its sequence no longer followed), but
+            // the writer does not take a broker's word it never heard. It
+            // is looked for in the log under this stamp before it is
+            // stamped anew (`resolve_maybe_written`): found, it is written
+            // there; not found, it goes again, in its place.
+            batch.maybe_written = stamp_of(&batch);
             batch_requeue(&mut self.ready, batch);
             return;
         }
@@ -79,8 +91,64 @@ impl Task {
         if !behind_refused && error.is_retriable(self.config.idempotent) {
             return self.retry_later(Some(batch), error);
         }
-        // Refused for good (or, behind a refused batch, of unknown fate).
+        // Refused for good, and no earlier send of it may be in the log:
+        // the broker appended nothing and its sequence for this producer
+        // is where it was before the batch.
+        if refused_for_good(&error) && batch.maybe_written.is_none() {
+            return self.refused(batch, error);
+        }
+        // Of unknown fate (behind a refused batch, not idempotent), or
+        // refused in a way that says the producer's state is wrong.
         self.fail(batch, &Error::Client(error));
+    }
+
+    /// A batch the broker refused for good ([`refused_for_good`]), no send
+    /// of it in the log: a batch of several entries too large for the
+    /// broker is split in two, and the halves go again in its place (as
+    /// the Java producer's `splitAndReenqueue`), so that only an entry too
+    /// large alone fails ([`Error::EntryTooLarge`]); any other refusal
+    /// fails its entries. Either way the producer keeps its id: the
+    /// broker's sequence stopped before the batch, so what follows is
+    /// numbered again from there ([`Task::rewind_sequence`]) once the
+    /// requests behind it, refused for their sequence, are answered (as
+    /// the Java transactional producer takes back the sequences behind a
+    /// batch that failed for good), instead of asking for a new producer
+    /// id each time.
+    fn refused(&mut self, mut batch: Batch, error: ClientError) {
+        if let Some((_, sequence)) = stamp_of(&batch) {
+            self.rewind_sequence(sequence);
+        }
+        let too_large = matches!(
+            error.code(),
+            Some(ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge)
+        );
+        if !too_large {
+            return self.fail_entries(batch, &Error::Client(error));
+        }
+        let bytes = batch.encoded.as_ref().map_or(0, |e| e.bytes.len());
+        if batch.entries.len() < 2 {
+            let error = Error::EntryTooLarge {
+                topic: self.config.topic.clone(),
+                partition: self.config.partition,
+                bytes,
+                source: error,
+            };
+            return self.fail_entries(batch, &error);
+        }
+        let entries = batch.entries.len();
+        match split_off_half(&mut batch) {
+            Ok(tail) => {
+                tracing::warn!(%error, entries, bytes,
+                    "WAL batch too large for the broker: split in two and sent again");
+                // In its place, by number and part.
+                batch_requeue(&mut self.ready, tail);
+                batch_requeue(&mut self.ready, batch);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "a WAL batch could not be split");
+                self.fail_entries(batch, &Error::Client(error));
+            }
+        }
     }
 
     /// A batch the broker answered as a duplicate without its offset (a
@@ -153,29 +221,35 @@ impl Task {
         self.fail(batch, &Error::Client(error));
     }
 
-    /// Before the producer id is replaced: each ready batch that may have
-    /// been written under the old one (a send of it reached the broker and
-    /// its answer was lost) is looked for in the log. Found, it is written
-    /// there; not found, it goes again under the new producer id; when the
-    /// log cannot be read, its entries fail saying they may have been
-    /// written. Never stamped anew while it may be in the log, no batch is
-    /// written twice.
+    /// Before the producer id is replaced or its sequence taken back: each
+    /// ready batch that may have been written under the old stamp (a send
+    /// of it reached the broker and its answer was lost) is looked for in
+    /// the log, all of them in one read of it. Found, it is written there;
+    /// not found, it goes again under the new stamp; when the log cannot
+    /// be read, its entries fail saying they may have been written. Never
+    /// stamped anew while it may be in the log, no batch is written twice.
     pub(super) async fn resolve_maybe_written(&mut self) {
-        if self.ready.iter().all(|b| b.maybe_written.is_none()) {
+        let stamps: Vec<_> = self.ready.iter().filter_map(|b| b.maybe_written).collect();
+        if stamps.is_empty() {
             return;
         }
+        let found = self.locate_all(stamps.clone()).await;
         for mut batch in std::mem::take(&mut self.ready) {
             let Some(stamp) = batch.maybe_written else {
                 self.ready.push_back(batch);
                 continue;
             };
-            match self.locate(stamp).await {
-                Ok(Some(base)) => self.written(batch, base).await,
-                Ok(None) => {
+            let at = stamps.iter().position(|s| *s == stamp);
+            match (&found, at) {
+                (Ok(bases), Some(i)) if bases[i].is_some() => {
+                    let base = bases[i].unwrap_or_default();
+                    self.written(batch, base).await;
+                }
+                (Ok(_), _) => {
                     batch.maybe_written = None;
                     self.ready.push_back(batch);
                 }
-                Err(e) => self.fail(batch, &Error::Client(e)),
+                (Err(e), _) => self.fail(batch, &Error::Client(e.clone())),
             }
         }
     }
@@ -187,13 +261,29 @@ impl Task {
         &self,
         stamp: (ProducerIdentity, i32),
     ) -> impl Future<Output = Result<Option<i64>, ClientError>> + Send + 'static {
+        let all = self.locate_all(vec![stamp]);
+        async move { Ok(all.await?.first().copied().flatten()) }
+    }
+
+    /// [`Task::locate`] for several stamps, in one read of the log: the
+    /// base offset of each one's batch, in the order given.
+    fn locate_all(
+        &self,
+        stamps: Vec<(ProducerIdentity, i32)>,
+    ) -> impl Future<Output = Result<Vec<Option<i64>>, ClientError>> + Send + 'static {
         let (cluster, topic) = (Arc::clone(&self.cluster), self.config.topic.clone());
         let (partition, from) = (self.config.partition, self.search_from);
-        async move { locate(&cluster, &topic, partition, from, stamp).await }
+        async move { locate(&cluster, &topic, partition, from, &stamps).await }
     }
 
     /// Indexes a written batch and answers its entries.
     pub(super) async fn written(&mut self, batch: Batch, base: i64) {
+        if self.rewind.is_some() && stamp_of(&batch).is_some() {
+            // Appended behind a batch refused for good: this broker does
+            // not hold the sequence to Kafka's rules, and taking it back
+            // could reuse numbers it has. A new producer id instead.
+            self.end_producer();
+        }
         let count = batch.entries.len() as i64;
         // Offsets from the broker only grow: an answer at or below an offset
         // already indexed (a broker reusing offsets) would leave the entries
@@ -272,6 +362,117 @@ fn stamp_of(batch: &Batch) -> Option<(ProducerIdentity, i32)> {
     batch.encoded.as_ref().and_then(|e| e.stamp)
 }
 
+/// Whether the broker refused a batch for good and left its producer's
+/// state as it was: it answered with an error code that is not retriable
+/// (so not one that leaves the batch's fate open, `REQUEST_TIMED_OUT`,
+/// ...) about the batch itself (too large, invalid records, not
+/// authorized), not about its producer id, epoch or sequence. A broker
+/// checks a batch's size and records before its producer's sequence, and
+/// appends nothing of a refused batch.
+fn refused_for_good(error: &ClientError) -> bool {
+    let ClientError::Kafka { code, .. } = error else {
+        return false;
+    };
+    !code.is_retriable()
+        && !matches!(
+            code,
+            ErrorCode::Unknown(_)
+                | ErrorCode::OutOfOrderSequenceNumber
+                | ErrorCode::DuplicateSequenceNumber
+                | ErrorCode::InvalidProducerEpoch
+                | ErrorCode::UnknownProducerId
+                | ErrorCode::ProducerFenced
+                | ErrorCode::ClusterAuthorizationFailed
+        )
+}
+
+/// Splits a batch in two: it keeps its first half of entries and the
+/// second is returned, each with its records and neither encoded (they go
+/// again under the stamp they are given then); both keep its number, and
+/// the second's part puts it right after the first. Left as it was when
+/// its records cannot be split.
+fn split_off_half(batch: &mut Batch) -> Result<Batch, walfetch_codec::Error> {
+    let at = batch.entries.len() / 2;
+    // The second half's part: the first's with the next bit of the
+    // fraction set (63 splits deep at most, far more than a batch's
+    // entries ask for).
+    let bit = (batch.splits < 63)
+        .then(|| 1u64 << (63 - batch.splits))
+        .ok_or_else(|| walfetch_codec::Error::InvalidInput {
+            what: format!("a batch split {} times", batch.splits),
+        })?;
+    let (first, second) = split_records(&batch.records, at)?;
+    batch.records = first;
+    batch.splits += 1;
+    batch.encoded = None;
+    batch.maybe_written = None;
+    batch.first_try = None;
+    batch.sent = false;
+    batch.attempts = 0;
+    Ok(Batch {
+        number: batch.number,
+        part: batch.part | bit,
+        splits: batch.splits,
+        entries: batch.entries.split_off(at),
+        records: second,
+        encoded: None,
+        first_try: None,
+        sent: false,
+        attempts: 0,
+        buffered: 0,
+        renewed: batch.renewed,
+        maybe_written: None,
+    })
+}
+
+/// `records` as two buffers, its first `at` records and the rest, each
+/// numbered from offset delta 0: read back from an uncompressed encoding
+/// of them (a split is rare, after a refusal, so not worth a codec path of
+/// its own), their timestamps, keys, values and headers as they were.
+fn split_records(
+    records: &RecordsBuffer,
+    at: usize,
+) -> Result<(RecordsBuffer, RecordsBuffer), walfetch_codec::Error> {
+    let encoded = BatchBuilder::new(0).encode_records(records)?;
+    let batch = Batches::new(encoded.bytes, DecodeOptions::default())
+        .next()
+        .ok_or_else(|| walfetch_codec::Error::InvalidInput {
+            what: "a batch encoded to split holds no batch".into(),
+        })??;
+    let half_bytes = records.encoded_len() / 2 + 64;
+    let mut halves = (
+        RecordsBuffer::with_capacity(half_bytes),
+        RecordsBuffer::with_capacity(half_bytes),
+    );
+    for (i, record) in batch.records()?.enumerate() {
+        let record = record?;
+        let (half, delta) = match i < at {
+            true => (&mut halves.0, i),
+            false => (&mut halves.1, i - at),
+        };
+        half.push(&NewRecord {
+            offset_delta: i32::try_from(delta).unwrap_or(i32::MAX),
+            timestamp: record.timestamp(),
+            key: record.key_bytes(),
+            value: record.value_bytes(),
+            headers: record
+                .headers()
+                .map(|h| (Bytes::copy_from_slice(h.key), h.value_bytes()))
+                .collect(),
+        })?;
+    }
+    if halves.0.len() + halves.1.len() != records.len() {
+        return Err(walfetch_codec::Error::InvalidInput {
+            what: format!(
+                "{} records read back of {} to split",
+                halves.0.len() + halves.1.len(),
+                records.len()
+            ),
+        });
+    }
+    Ok(halves)
+}
+
 /// Whether a Produce that failed so may still have been appended: the
 /// request was sent and its answer lost (the connection broke, the request
 /// timed out) or unreadable, or the broker said the replicas did not
@@ -284,66 +485,126 @@ pub(super) fn may_be_written(error: &ClientError) -> bool {
     ) || (error.is_retriable(true) && !error.is_retriable(false))
 }
 
-/// Finds where the broker put a batch it answered without saying where
+/// Finds where the broker put batches it answered without saying where
 /// (a duplicate without its offset, an answer that cannot be decoded, an
-/// answer lost): the
-/// first batch from `from` (past the writer's last acknowledged batch)
-/// with the same producer id, epoch and base sequence, or `None` when the
-/// log holds none up to its high watermark.
+/// answer lost): for each of `stamps` (producer id, epoch and base
+/// sequence), the first batch from `from` (past the writer's last
+/// acknowledged batch) that carries it, or `None` when the log holds none
+/// up to its high watermark. One read of the log finds them all; it stops
+/// once each is found.
 async fn locate(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
     from: i64,
-    (id, sequence): (ProducerIdentity, i32),
-) -> Result<Option<i64>, ClientError> {
-    {
-        let mut offset = from;
-        loop {
-            // The batch is there: no wait (Tansu 0.6 would sleep it out).
-            let params = FetchParams::new(topic, partition, offset)
-                .with_max_bytes(4 << 20)
-                .with_max_wait(Duration::ZERO);
-            let fetched = match cluster.fetch(&params).await {
-                Ok(fetched) => fetched,
-                // The log starts past `offset` now (retention): on from
-                // its start.
-                Err(e) if e.code() == Some(ErrorCode::OffsetOutOfRange) => {
-                    let start = cluster
-                        .list_offsets(
-                            topic,
-                            partition,
-                            OffsetSpec::Earliest,
-                            IsolationLevel::ReadUncommitted,
-                        )
-                        .await?
-                        .offset
-                        .unwrap_or(offset);
-                    if start <= offset {
-                        return Err(e);
-                    }
-                    offset = start;
-                    continue;
+    stamps: &[(ProducerIdentity, i32)],
+) -> Result<Vec<Option<i64>>, ClientError> {
+    let mut found: Vec<Option<i64>> = vec![None; stamps.len()];
+    let mut offset = from;
+    while found.iter().any(Option::is_none) {
+        // The batches are there: no wait (Tansu 0.6 would sleep it out).
+        let params = FetchParams::new(topic, partition, offset)
+            .with_max_bytes(4 << 20)
+            .with_max_wait(Duration::ZERO);
+        let fetched = match cluster.fetch(&params).await {
+            Ok(fetched) => fetched,
+            // The log starts past `offset` now (retention): on from its
+            // start.
+            Err(e) if e.code() == Some(ErrorCode::OffsetOutOfRange) => {
+                let start = cluster
+                    .list_offsets(
+                        topic,
+                        partition,
+                        OffsetSpec::Earliest,
+                        IsolationLevel::ReadUncommitted,
+                    )
+                    .await?
+                    .offset
+                    .unwrap_or(offset);
+                if start <= offset {
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
-            };
-            let mut next = offset;
-            for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
-                let Ok(batch) = batch else { break };
-                let h = batch.header();
-                if h.producer_id == id.id
-                    && h.producer_epoch == id.epoch
-                    && h.base_sequence == sequence
-                    && batch.last_offset() >= offset
-                {
-                    return Ok(Some(batch.base_offset()));
+                offset = start;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut next = offset;
+        for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
+            let Ok(batch) = batch else { break };
+            let h = batch.header();
+            if batch.last_offset() >= offset {
+                let stamp = |(id, sequence): &(ProducerIdentity, i32)| {
+                    h.producer_id == id.id
+                        && h.producer_epoch == id.epoch
+                        && h.base_sequence == *sequence
+                };
+                for (at, _) in stamps.iter().enumerate().filter(|(_, s)| stamp(s)) {
+                    found[at].get_or_insert(batch.base_offset());
                 }
-                next = next.max(batch.last_offset() + 1);
             }
-            if next == offset || next >= fetched.high_watermark {
-                return Ok(None);
-            }
-            offset = next;
+            next = next.max(batch.last_offset() + 1);
         }
+        if next == offset || next >= fetched.high_watermark {
+            break;
+        }
+        offset = next;
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_records_keep_their_fields_and_number_each_half_from_zero() {
+        let mut records = RecordsBuffer::default();
+        for i in 0..5 {
+            records
+                .push(&NewRecord {
+                    offset_delta: i,
+                    timestamp: 1_000 + i64::from(i) * 7,
+                    key: Some(Bytes::from(vec![i as u8; 8])),
+                    value: (i != 3).then(|| Bytes::from(format!("value {i}"))),
+                    headers: vec![(Bytes::from_static(b"h"), Some(Bytes::from(vec![i as u8])))],
+                })
+                .unwrap();
+        }
+        let (first, second) = split_records(&records, 2).unwrap();
+        assert_eq!((first.len(), second.len()), (2, 3));
+        let read = |half: &RecordsBuffer| {
+            let bytes = BatchBuilder::new(0).encode_records(half).unwrap().bytes;
+            let batch = Batches::new(bytes, DecodeOptions::default())
+                .next()
+                .unwrap()
+                .unwrap();
+            batch
+                .records()
+                .unwrap()
+                .map(|r| {
+                    let r = r.unwrap();
+                    let header = r.headers().next().map(|h| h.value.unwrap().to_vec());
+                    (
+                        r.offset(),
+                        r.timestamp(),
+                        r.key_bytes(),
+                        r.value_bytes(),
+                        header,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let all = read(&records);
+        let halves: Vec<_> = read(&first).into_iter().chain(read(&second)).collect();
+        for (i, (whole, half)) in all.iter().zip(&halves).enumerate() {
+            let want_offset = if i < 2 { i } else { i - 2 } as i64;
+            assert_eq!(half.0, want_offset);
+            assert_eq!(
+                (&whole.1, &whole.2, &whole.3, &whole.4),
+                (&half.1, &half.2, &half.3, &half.4)
+            );
+        }
+        assert_eq!(halves.len(), 5);
     }
 }

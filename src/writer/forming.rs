@@ -136,6 +136,7 @@ impl Task {
             || self.in_flight.len() < self.config.max_in_flight
             || self.resume_at.is_some()
             || self.reset_producer
+            || self.rewind.is_some()
             || (self.config.idempotent && self.producer.is_none())
             || self.full_heads.is_empty()
         {
@@ -195,6 +196,8 @@ impl Task {
         self.ready.push_back(Batch {
             buffered: open.bytes,
             number: self.next_number,
+            part: 0,
+            splits: 0,
             entries: open.members,
             records: open.records,
             encoded: None,

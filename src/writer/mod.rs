@@ -101,20 +101,39 @@
 //! a broker may lose its producer state). It goes again under a new
 //! producer id, once, as the Java producer resets its sequences (KIP-360)
 //! — if an earlier send of it had its answer lost, once it was looked for
-//! in the log and not found there. A batch the broker refuses for good
-//! (`MESSAGE_TOO_LARGE`, a sequence refused again, ...) fails its
-//! entries; the batches behind it are then, under Kafka's sequence rules,
-//! refused too (their sequence no longer follows). The writer waits for
-//! their answers, takes a new producer id (sequences start again at 0, as
-//! the Java producer does when it resets its producer id) and sends again
-//! those that were refused for their sequence or for a reason that may
-//! pass (`NOT_LEADER_OR_FOLLOWER`, ...); one whose answer was lost fails
-//! ([`Error::MaybeWritten`]). A batch that runs out of retries fails with
-//! every batch sent after it whose fate is unknown, and the writer takes a
-//! new producer id for what follows; so it does after any batch that
-//! fails once its sequence numbers were given out (sent, or encoded ahead
-//! while the pipeline was full), since the next batch would leave a gap
-//! the broker refuses. Without idempotence (one in flight), a Produce
+//! in the log and not found there.
+//!
+//! A batch the broker refuses for good, for what it holds
+//! (`INVALID_RECORD`, `MESSAGE_TOO_LARGE`, a topic not authorized, ...),
+//! was not appended, and the broker's sequence for the producer stops
+//! before it; the batches behind it are then, under Kafka's sequence
+//! rules, refused too (their sequence no longer follows). A refused batch
+//! of several entries too large for the broker (`MESSAGE_TOO_LARGE`,
+//! `RECORD_LIST_TOO_LARGE`: past the topic's `max.message.bytes`) is split
+//! in two and the halves go again in its place, split again while
+//! refused, as the Java producer splits such a batch: only an entry too
+//! large alone fails ([`Error::EntryTooLarge`], naming the size of its
+//! batch and the broker's answer). Any other refused batch fails its
+//! entries. The writer waits for the answers behind it, then numbers again
+//! from the refused batch's sequence, under the same producer id and
+//! epoch (as the Java transactional producer takes back the sequences
+//! behind a batch that failed for good; its idempotent producer bumps its
+//! epoch locally instead; neither asks for a new producer id), and sends again in order those refused for their sequence or
+//! for a reason that may pass (`NOT_LEADER_OR_FOLLOWER`, ...); one whose
+//! answer was lost is first looked for in the log under its old stamp
+//! (found, it is written there; not found, it goes again; the log
+//! unreadable, it fails, [`Error::MaybeWritten`]). A refusal that says the
+//! producer's state is wrong (`INVALID_PRODUCER_EPOCH`, a sequence
+//! refused again, ...), or a batch written behind a refused one (a broker
+//! that does not hold sequences to Kafka's rules), makes it take a new
+//! producer id instead (sequences start again at 0, as the Java producer
+//! does when it resets its producer id).
+//!
+//! A batch that runs out of retries fails with every batch sent after it
+//! whose fate is unknown, and the writer takes a new producer id for what
+//! follows; so it does after any other batch that fails once its sequence
+//! numbers were given out (sent, or encoded ahead while the pipeline was
+//! full), since the next batch would leave a gap the broker refuses. Without idempotence (one in flight), a Produce
 //! whose answer is lost is not sent again (it may have been appended): its
 //! entries fail ([`Error::MaybeWritten`]). An answer whose base offset
 //! would put the batch's records past the largest offset, or at or below
@@ -144,6 +163,10 @@
 //! - KIP-98 (idempotent producer: producer ids, epochs, sequence numbers,
 //!   the broker's five cached batches per producer); the Java producer's
 //!   `max.in.flight.requests.per.connection` (at most 5 with idempotence).
+//! - The Java producer's `RecordAccumulator.splitAndReenqueue` (a batch
+//!   refused `MESSAGE_TOO_LARGE` split and sent again) and
+//!   `TransactionManager.adjustSequencesDueToFailedBatch` (the sequences
+//!   behind a batch failed for good taken back, no new producer id).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -617,6 +640,12 @@ struct Encoded {
 struct Batch {
     /// The writer's own count of batches, in the order they were formed.
     number: u64,
+    /// Where it is among the parts of batch `number` split after a
+    /// refusal (a binary fraction: 0 for the first part or a batch never
+    /// split), and how many times it was split: `(number, part)` is the
+    /// order batches are sent in.
+    part: u64,
+    splits: u32,
     entries: Vec<Member>,
     /// Its records, kept to encode them again under a new producer id.
     records: RecordsBuffer,
@@ -728,6 +757,11 @@ struct Task {
     /// A refused batch ended the producer's sequence: take a new producer
     /// id once the requests in flight are answered.
     reset_producer: bool,
+    /// A batch refused for good ended the producer's sequence before it:
+    /// once the requests in flight are answered, what follows is numbered
+    /// again from this sequence, under the same producer id
+    /// ([`Task::rewind_sequence`]).
+    rewind: Option<i32>,
     /// No sends before this (backoff after a retriable failure).
     resume_at: Option<Instant>,
     /// Where the writer's next batch can be in the log, at the earliest:

@@ -25,14 +25,21 @@ impl Task {
     /// Fails a batch's entries with `error`, said as "may have been
     /// written" ([`Error::MaybeWritten`]) when a send of it reached the
     /// broker and its fate is unknown.
-    pub(super) fn fail(&mut self, mut batch: Batch, error: &Error) {
-        self.unbuffer(&mut batch);
+    pub(super) fn fail(&mut self, batch: Batch, error: &Error) {
         // Its sequence numbers were given out (sent or encoded ahead) and
         // will not reach the broker in order: the next batch would leave
         // a gap the broker refuses. Go on under a new producer id.
         if self.config.idempotent && batch.encoded.as_ref().is_some_and(|e| e.stamp.is_some()) {
             self.end_producer();
         }
+        self.fail_entries(batch, error);
+    }
+
+    /// Fails a batch's entries as [`Task::fail`] does, leaving the
+    /// producer as it is: for a batch the broker refused for good, whose
+    /// sequence numbers are taken back ([`Task::rewind_sequence`]).
+    pub(super) fn fail_entries(&mut self, mut batch: Batch, error: &Error) {
+        self.unbuffer(&mut batch);
         let in_doubt =
             batch.maybe_written.is_some() || matches!(error, Error::Client(e) if may_be_written(e));
         let (topic, partition) = (self.config.topic.clone(), self.config.partition);
@@ -46,6 +53,17 @@ impl Task {
             Error::MaybeWritten { source, .. } => Error::MaybeWritten {
                 topic: topic.clone(),
                 partition,
+                source: source.clone(),
+            },
+            Error::EntryTooLarge {
+                topic,
+                partition,
+                bytes,
+                source,
+            } => Error::EntryTooLarge {
+                topic: topic.clone(),
+                partition: *partition,
+                bytes: *bytes,
                 source: source.clone(),
             },
             Error::Encode {
@@ -78,21 +96,40 @@ impl Task {
         }
     }
 
+    /// Takes the producer's sequence back to `sequence`, that of a batch
+    /// the broker refused for good (it appended nothing, and its sequence
+    /// for the producer stops before the batch): once the requests in
+    /// flight, refused for their sequence, are answered, the batches that
+    /// follow are numbered again from there under the same producer id.
+    /// A later refusal before then changes nothing (its sequence is past
+    /// this one); a new producer id, if one is to be taken, wins.
+    pub(super) fn rewind_sequence(&mut self, sequence: i32) {
+        self.rewind.get_or_insert(sequence);
+        for f in &mut self.in_flight {
+            f.behind_refused = true;
+        }
+    }
+
     /// Sends ready batches while the pipeline has room.
     pub(super) async fn send_ready(&mut self) {
         while self.in_flight.len() < self.config.max_in_flight
             && !self.ready.is_empty()
             && self.resume_at.is_none()
         {
-            if self.reset_producer {
+            if self.reset_producer || self.rewind.is_some() {
                 if !self.in_flight.is_empty() {
                     return;
                 }
-                // What was sent under the old producer id and may be in
-                // the log is looked for there before anything is stamped
-                // anew: found, it is written; only the rest go again.
+                // What was sent under the old stamps and may be in the log
+                // is looked for there before anything is stamped anew:
+                // found, it is written; only the rest go again.
                 self.resolve_maybe_written().await;
-                self.producer = None;
+                // (Which may have ended the producer: a new id wins.)
+                match (self.reset_producer, self.rewind.take()) {
+                    (true, _) => self.producer = None,
+                    (false, Some(sequence)) => self.next_sequence = sequence,
+                    (false, None) => {}
+                }
                 self.reset_producer = false;
                 for batch in &mut self.ready {
                     batch.encoded = None;
@@ -333,8 +370,8 @@ impl Task {
     }
 }
 
-/// Puts a batch back among the ready ones by its number (it was formed
-/// before any batch still to be sent for the first time), to go again
+/// Puts a batch back among the ready ones by its number and part (it was
+/// formed before any batch still to be sent for the first time), to go again
 /// under a new producer id: its encoding is dropped when the producer id
 /// is (after it is looked for in the log under its stamp, if it may be
 /// there: `maybe_written`).
@@ -342,6 +379,6 @@ pub(super) fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
     batch.first_try = None;
     batch.sent = false;
     batch.attempts = 0;
-    let at = ready.partition_point(|b| b.number < batch.number);
+    let at = ready.partition_point(|b| (b.number, b.part) < (batch.number, batch.part));
     ready.insert(at, batch);
 }

@@ -35,6 +35,7 @@ impl Task {
             producer: None,
             next_sequence: 0,
             reset_producer: false,
+            rewind: None,
             resume_at: None,
             search_from: 0,
             buffered: 0,

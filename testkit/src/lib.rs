@@ -436,6 +436,25 @@ impl ScriptedCluster {
         self.with_partition(topic, partition, |p| p.producers = Default::default())
     }
 
+    /// Sets a topic's `max.message.bytes` (Kafka's topic config, default
+    /// 1 MiB there; no limit here until set): a Produce whose record batch
+    /// is larger is refused `MESSAGE_TOO_LARGE`, its message naming the
+    /// batch's size and the limit, and nothing of it is appended. `None`
+    /// lifts the limit.
+    pub fn set_max_message_bytes(
+        &self,
+        topic: &str,
+        bytes: Option<usize>,
+    ) -> Result<(), TestkitError> {
+        let mut state = self.shared.lock();
+        let t = state
+            .topics
+            .get_mut(topic)
+            .ok_or_else(|| TestkitError::UnknownTopic(topic.to_owned()))?;
+        t.max_message_bytes = bytes;
+        Ok(())
+    }
+
     /// A partition's current leader and leader epoch.
     pub fn leader(&self, topic: &str, partition: i32) -> Result<Leader, TestkitError> {
         self.with_partition(topic, partition, |p| Leader {

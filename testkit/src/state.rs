@@ -32,6 +32,9 @@ pub(crate) struct PartitionState {
 pub(crate) struct TopicState {
     pub(crate) id: Uuid,
     pub(crate) partitions: Vec<PartitionState>,
+    /// The topic's `max.message.bytes`: the largest record batch Produce
+    /// takes (`MESSAGE_TOO_LARGE` past it); `None`, no limit.
+    pub(crate) max_message_bytes: Option<usize>,
 }
 
 pub(crate) struct BrokerState {
@@ -198,8 +201,14 @@ impl ClusterState {
                 producers: ProducerStates::default(),
             })
             .collect();
-        self.topics
-            .insert(name.to_owned(), TopicState { id, partitions });
+        self.topics.insert(
+            name.to_owned(),
+            TopicState {
+                id,
+                partitions,
+                max_message_bytes: None,
+            },
+        );
         Ok(id)
     }
 

@@ -390,7 +390,7 @@ fn replay_fault(rng: &mut StdRng, world: &World) -> (&'static str, Fault) {
 /// A random fault for a writer's Produce requests, and its kind.
 fn produce_fault(rng: &mut StdRng) -> (&'static str, Fault) {
     let fault = Fault::on(ApiKey::Produce);
-    let (kind, action) = match rng.random_range(0..8) {
+    let (kind, action) = match rng.random_range(0..9) {
         0 => ("produce_drop_request", FaultAction::DropRequest),
         1 => (
             "produce_cut_before_response",
@@ -418,6 +418,14 @@ fn produce_fault(rng: &mut StdRng) -> (&'static str, Fault) {
             let codes = [6, 19, 7];
             let code = codes[rng.random_range(0..codes.len())];
             ("produce_error", FaultAction::PartitionError(code))
+        }
+        7 => {
+            // Refused for good: INVALID_RECORD (the batch fails, the
+            // producer's sequence taken back), MESSAGE_TOO_LARGE (a batch
+            // of several entries split and sent again).
+            let codes = [87, 10];
+            let code = codes[rng.random_range(0..codes.len())];
+            ("produce_refused", FaultAction::PartitionError(code))
         }
         _ => (
             "produce_partial_frame",

@@ -16,6 +16,11 @@
 //! refused. A request whose batches include a duplicate must hold only
 //! that batch (as Kafka clients send one batch per partition).
 //!
+//! A topic may have a `max.message.bytes`
+//! ([`crate::ScriptedCluster::set_max_message_bytes`]): a batch larger
+//! than it is refused `MESSAGE_TOO_LARGE`, the partition's batches all
+//! unwritten, as Kafka's log refuses it (`RecordTooLargeException`).
+//!
 //! # References
 //! - Kafka protocol guide, Produce API; Kafka documentation, "Message
 //!   Format"; Apache Kafka `LogValidator` (one batch per compressed
@@ -37,8 +42,12 @@ use crate::state::PartitionState;
 /// Why a partition's records were refused: an error code and a message.
 type Refusal = (i16, String);
 
-/// Splits `records` into batches, checking each one.
-fn validate(records: Option<&Bytes>) -> Result<Vec<(Bytes, BatchHeader)>, Refusal> {
+/// Splits `records` into batches, checking each one (and its size against
+/// the topic's `max.message.bytes`, when set).
+fn validate(
+    records: Option<&Bytes>,
+    max_message_bytes: Option<usize>,
+) -> Result<Vec<(Bytes, BatchHeader)>, Refusal> {
     let invalid = |msg: String| (ResponseError::InvalidRecord.code(), msg);
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(invalid("the request holds no record batch".into()));
@@ -56,6 +65,17 @@ fn validate(records: Option<&Bytes>) -> Result<Vec<(Bytes, BatchHeader)>, Refusa
                 "batch at offset {} is a control batch; clients may not write those",
                 batch.base_offset()
             )));
+        }
+        let size = batch.bytes().len();
+        if let Some(max) = max_message_bytes.filter(|&max| size > max) {
+            // As Kafka's log checks each batch before it appends any.
+            return Err((
+                ResponseError::MessageTooLarge.code(),
+                format!(
+                    "a record batch of {size} bytes is larger than the topic's \
+                     max.message.bytes, {max} bytes"
+                ),
+            ));
         }
         compressed |= batch.compression() != Compression::None;
         out.push((batch.bytes().clone(), *batch.header()));
@@ -157,6 +177,8 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: ProduceRequest) -> Result<Option<By
                 let result = if !acks_valid {
                     Err((ResponseError::InvalidRequiredAcks.code(), String::new()))
                 } else {
+                    let max_message_bytes =
+                        state.topics.get(name).and_then(|t| t.max_message_bytes);
                     match state.partition_mut(name, p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition.code(), String::new())),
                         Some(part) if part.leader != ctx.node_id => {
@@ -164,7 +186,7 @@ pub(super) fn handle(ctx: &Ctx<'_>, request: ProduceRequest) -> Result<Option<By
                         }
                         Some(part) => match ctx.partition_error(name, p.index, true, true) {
                             Some(code) => Err((code, String::new())),
-                            None => validate(p.records.as_ref())
+                            None => validate(p.records.as_ref(), max_message_bytes)
                                 .and_then(|batches| append(part, batches, duplicate_answer)),
                         },
                     }
