@@ -110,6 +110,30 @@ pub enum Error {
         /// Fetches tried.
         attempts: u32,
     },
+    /// Indexed entries lie past the partition's last stable offset, and
+    /// stayed there while the replay waited: a transaction of some
+    /// producer, still open below them, holds them back from a
+    /// `read_committed` reader until it ends (by Kafka's
+    /// `transaction.timeout.ms` at the latest). They are in the log, not
+    /// lost: replay again later, or read uncommitted.
+    #[error(
+        "topic {topic:?} partition {partition}: the indexed entry at offset {offset} is past \
+         the last stable offset {last_stable_offset}: a transaction still open below it holds \
+         it back from a read_committed replay (no change after {attempts} fetches); replay \
+         again once the transaction ends, or read uncommitted"
+    )]
+    Unstable {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The first indexed offset held back.
+        offset: i64,
+        /// The partition's last stable offset, as last reported.
+        last_stable_offset: i64,
+        /// Fetches tried.
+        attempts: u32,
+    },
     /// The WAL writer cannot tell whether the entry's batch was written: a
     /// request with it reached the broker and no answer said whether the
     /// broker appended it (the answer was lost, timed out or said the

@@ -615,3 +615,65 @@ fn cut_batches_are_used_only_under_checksums_unless_trusted() {
     assert!(stats.records_bytes >= whole, "{stats:?}");
     assert_eq!(stats.floor_bytes, whole);
 }
+
+/// Hints recorded from the batches as written, replayed over a log whose
+/// batches were rewritten since (a broker or a compaction that recompressed
+/// them with another codec, or split and merged them): every offset and
+/// record is the same, every hint's batch start and length is stale. The
+/// replay still yields exactly each region's entries, past `last_index`
+/// too, on every habit and with fetches side by side.
+#[test]
+fn hints_of_batches_since_rewritten_cost_fetches_never_records() {
+    let wanted: Vec<i64> = (0..200).filter(|o| o % 7 == 3 || o % 11 == 0).collect();
+    let written = log_with(&[10; 20], 120, Compression::Lz4, &wanted);
+    // Batch sizes of the log as rewritten: fixed ones, then drawn (a
+    // plain linear congruential generator, so that the cases are fixed).
+    let mut layouts = vec![vec![3, 17, 40, 1, 9, 30, 50, 20, 30]];
+    let mut state = 0x2545_f491_u64;
+    for _ in 0..12 {
+        let (mut sizes, mut left) = (Vec::new(), 200usize);
+        while left > 0 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let n = usize::try_from(state >> 58).unwrap().clamp(1, left);
+            sizes.push(n);
+            left -= n;
+        }
+        layouts.push(sizes);
+    }
+    let codecs = [Compression::None, Compression::Gzip, Compression::Zstd];
+    for (n, sizes) in layouts.iter().enumerate() {
+        assert_eq!(sizes.iter().sum::<usize>(), 200);
+        let compression = codecs[n % codecs.len()];
+        let log = log_with(sizes, 120, compression, &wanted);
+        for last_index in [Some(199), Some(120)] {
+            let index = written.index(IndexSpec {
+                hints: true,
+                last_index,
+                writer: None,
+            });
+            let ranges = [log.whole(WANTED), log.whole(OTHER)];
+            for habits in [Habits::KAFKA, NEVER_CUT, SKIP_CONTAINING] {
+                for in_flight in [1, 8] {
+                    let out = Sim::new(&log, habits, 3).in_flight(in_flight).run(
+                        &index,
+                        &ranges,
+                        ReplayOptions::default().with_max_in_flight(in_flight),
+                    );
+                    let case =
+                        format!("{sizes:?} {compression:?} {last_index:?} {habits:?} {in_flight}");
+                    assert!(out.error.is_none(), "{case}: {:?}", out.error);
+                    for range in &ranges {
+                        assert_eq!(
+                            out.regions[&range.region],
+                            log.expected(range),
+                            "{case}: region {}",
+                            range.region
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

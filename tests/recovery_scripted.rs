@@ -1069,3 +1069,180 @@ async fn a_recovery_ended_by_an_error_ends_its_fetches() {
         Arc::strong_count(&cluster),
     );
 }
+
+/// An unclean leader election before the recovery starts, and writes
+/// since: partition 0's log was truncated in the middle of the indexed
+/// entries and written again past `last_index` with other regions'
+/// entries (`rewrite` picks each new entry's region), at the offsets the
+/// index gives to the hot region. What the index lists at those offsets is
+/// not there: the recovery yields the hot region's entries below the
+/// truncation, exactly, then ends with an error naming the first offset
+/// that is not the hot region's (`IndexMismatch`), whatever the lost
+/// policy; never another region's record as the hot region's, never a
+/// silent gap.
+#[tokio::test]
+async fn a_log_truncated_and_written_again_before_the_recovery_is_a_mismatch() {
+    use walfetch::consumer::LostPolicy;
+    use walfetch::error::{Error, Mismatch};
+    for policy in [LostPolicy::Error, LostPolicy::Skip] {
+        for compression in [Compression::None, Compression::Lz4] {
+            let (broker, cluster, written, indexes) = setup(300, compression).await;
+            let hot = region_of(0, 0);
+            let want: Vec<i64> = written[&0][&hot].iter().map(|(o, _)| *o).collect();
+            broker.truncate(TOPIC, 0, want[want.len() / 2]).unwrap();
+            let end = broker.high_watermark(TOPIC, 0).unwrap();
+            let last_index = indexes[0].last_index().unwrap();
+            let mut config = WriterConfig::new(TOPIC, 0);
+            config.compression = compression;
+            config.mode = WriterMode::Interleaved;
+            let others = (0..usize::try_from(last_index - end + 50).unwrap()).map(|n| {
+                let region = region_of(0, 1 + (n as u64 % 3));
+                (
+                    region,
+                    Bytes::from(format!("rewritten {n} {}", "y".repeat(n % 300))),
+                )
+            });
+            let mut rewritten = Written::new();
+            write_partition(&cluster, config, others, &mut rewritten).await;
+            assert!(broker.high_watermark(TOPIC, 0).unwrap() > last_index);
+            let mut recovery = Recovery::builder(Arc::clone(&cluster))
+                .options(ReplayOptions::default().with_on_lost(policy))
+                .index(TOPIC, 0, &indexes[0])
+                .region(TOPIC, 0, hot, 0)
+                .build()
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            let mut error = None;
+            while let Some(entry) = recovery.next().await {
+                match entry {
+                    Ok(e) => got.push((e.record.offset(), e.record.value_bytes().unwrap())),
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            let case = format!("{policy:?} {compression:?}");
+            let kept: Vec<(i64, Bytes)> = written[&0][&hot]
+                .iter()
+                .filter(|(o, _)| *o < end)
+                .cloned()
+                .collect();
+            assert_eq!(got, kept, "{case}");
+            let first_gone = want.iter().copied().find(|&o| o >= end).unwrap();
+            match error {
+                Some(Error::IndexMismatch {
+                    mismatch: Mismatch::Entry { offset, region, .. },
+                    ..
+                }) => assert_eq!((offset, region), (first_gone, hot), "{case}"),
+                other => panic!("{case}: not a mismatch at {first_gone}: {other:?}"),
+            }
+        }
+    }
+}
+
+/// A transaction of another producer left open in the WAL's partition
+/// (a producer that crashed mid-transaction holds it until
+/// `transaction.timeout.ms`) holds the last stable offset below entries
+/// the WAL writer wrote after it. A `read_committed` recovery (the
+/// default) once read to that last stable offset only, and ended without
+/// those entries, as if they were never written. The index says they were:
+/// the recovery waits at the broker for the last stable offset to pass
+/// them, and yields them once the transaction ends; while it stays open,
+/// the recovery ends with an error that names the first entry held back
+/// and the last stable offset, never short of entries without a word.
+#[tokio::test]
+async fn indexed_entries_past_the_last_stable_offset_are_waited_for_not_dropped() {
+    use walfetch::codec::{BatchBuilder, ControlType, NewRecord};
+    use walfetch::error::Error;
+    use walfetch::writer::{WalEntry, WalWriter};
+    const HOT: RegionId = 1;
+    for ends in [false, true] {
+        let scripted = Arc::new(ScriptedCluster::start(1).await.unwrap());
+        scripted.create_topic(TOPIC, 1).unwrap();
+        let cluster = Arc::new(
+            Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
+                .await
+                .unwrap(),
+        );
+        let writer = WalWriter::new(Arc::clone(&cluster), WriterConfig::new(TOPIC, 0));
+        let mut written = Vec::new();
+        let mut open_at = None;
+        for n in 0..40 {
+            if n == 20 {
+                // Another producer's transaction, never ended (yet).
+                let batch = BatchBuilder::new(0)
+                    .producer(77, 0, 0)
+                    .transactional(true)
+                    .encode(&[NewRecord::value(0, "in a transaction")])
+                    .unwrap()
+                    .bytes;
+                open_at = Some(scripted.append(TOPIC, 0, batch).unwrap());
+            }
+            let value = Bytes::from(format!("entry {n}"));
+            let offset = writer
+                .append(WalEntry::new(HOT, value.clone()))
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            written.push((offset, value));
+        }
+        let index = writer.close().await.unwrap();
+        let open_at = open_at.unwrap();
+        let mut recovery = Recovery::builder(Arc::clone(&cluster))
+            .options(ReplayOptions::default().with_max_attempts(6))
+            .index(TOPIC, 0, &index)
+            .region(TOPIC, 0, HOT, 0)
+            .build()
+            .await
+            .unwrap();
+        if ends {
+            // The transaction ends while the recovery waits.
+            let scripted = Arc::clone(&scripted);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let marker = BatchBuilder::new(0)
+                    .producer(77, 0, -1)
+                    .encode_marker(ControlType::Abort, 0, 0)
+                    .unwrap()
+                    .bytes;
+                scripted.append(TOPIC, 0, marker).unwrap();
+            });
+        }
+        let mut got = Vec::new();
+        let mut error = None;
+        while let Some(entry) = recovery.next().await {
+            match entry {
+                Ok(e) => got.push((e.record.offset(), e.record.value_bytes().unwrap())),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        if ends {
+            assert!(error.is_none(), "{error:?}");
+            assert_eq!(got, written);
+        } else {
+            let held: Vec<_> = written
+                .iter()
+                .filter(|(o, _)| *o < open_at)
+                .cloned()
+                .collect();
+            assert_eq!(got, held);
+            let error = error.expect("entries held back past the last stable offset");
+            let message = error.to_string();
+            match error {
+                Error::Unstable {
+                    offset,
+                    last_stable_offset,
+                    ..
+                } => assert_eq!((offset, last_stable_offset), (open_at + 1, open_at)),
+                other => panic!("not Unstable: {other}"),
+            }
+            assert!(message.contains("last stable offset"), "{message}");
+        }
+    }
+}

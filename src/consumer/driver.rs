@@ -20,7 +20,7 @@ use crate::error_code::ErrorCode;
 use crate::plan::CostModel;
 use crate::replay::{
     Decoded, Entry, FetchAnswer, FetchId, LinkEstimator, ReplayCore, ReplayOptions, ReplayStats,
-    ResponseDecoder, Room, LAGGING_WAIT, LEARNING_IN_FLIGHT,
+    ResponseDecoder, Room, LEARNING_IN_FLIGHT,
 };
 
 /// What became of a fetch.
@@ -41,6 +41,8 @@ struct Outgoing {
     core: usize,
     id: FetchId,
     params: FetchParams,
+    /// See [`crate::replay::OutgoingFetch::lagging`].
+    lagging: bool,
 }
 
 /// The most a request carrying several partitions' fetches asks for.
@@ -435,6 +437,7 @@ impl Driver {
                     core: i,
                     id: out.id,
                     params,
+                    lagging: out.lagging,
                 };
                 // A request goes to one broker and names a partition once
                 // (a partition's second fetch goes in the next request),
@@ -498,7 +501,7 @@ impl Driver {
             let mut answers = Vec::with_capacity(fetches.len());
             for ((fetch, decoder), result) in fetches.into_iter().zip(decoders).zip(many.partitions)
             {
-                let answer = out_of_range(&cluster, &fetch.params, result).await;
+                let answer = out_of_range(&cluster, &fetch, result).await;
                 let decoded = match (&answer, &decoder) {
                     (Ok(answer), Some(decoder)) => decoder.decode(answer),
                     _ => None,
@@ -606,9 +609,10 @@ pub(super) async fn log_end(
 /// partition's current offsets so the core can tell which entries are gone.
 /// So is an answer with no records at or past its high watermark to a fetch
 /// that waited for a replica whose high watermark lags behind offsets the
-/// core knows were written ([`LAGGING_WAIT`]: the second such answer in a
-/// row): the leader's end tells a replica still catching up from a log
-/// truncated below those offsets (see `ReplayCore::settle_out_of_range`).
+/// core knows were written ([`crate::replay::OutgoingFetch::lagging`]: the
+/// second such answer in a row): the leader's end tells a replica still
+/// catching up from a log truncated below those offsets (see
+/// `ReplayCore::settle_out_of_range`).
 /// The end looked up is the high watermark, whatever the isolation: what a
 /// `read_committed` fetch cannot read yet past the last stable offset is
 /// not gone. For a fetch bound to a topic id, the topic's id is read again
@@ -617,9 +621,10 @@ pub(super) async fn log_end(
 /// answered so too, and its entries are not lost but in another log.
 async fn out_of_range(
     cluster: &Cluster,
-    params: &FetchParams,
+    fetch: &Outgoing,
     result: Result<FetchedPartition, ClientError>,
 ) -> Result<FetchAnswer, ClientError> {
+    let params = &fetch.params;
     let offsets = || async {
         let (topic, partition) = (params.topic.as_str(), params.partition);
         let offset =
@@ -637,7 +642,7 @@ async fn out_of_range(
     };
     match result {
         Ok(fetched)
-            if params.max_wait == LAGGING_WAIT
+            if fetch.lagging
                 && fetched.records.is_empty()
                 && params.offset >= fetched.high_watermark =>
         {

@@ -45,7 +45,9 @@ pub struct ReplayRange {
     /// First offset (a checkpoint).
     pub from: i64,
     /// End offset (exclusive); `None`: the high watermark (the last stable
-    /// offset under `read_committed`) when the replay starts.
+    /// offset under `read_committed`) when the replay starts, or past the
+    /// index's `last_index` if that is further (entries a transaction
+    /// still open holds back, see [`ReplayOptions::isolation`]).
     pub to: Option<i64>,
 }
 

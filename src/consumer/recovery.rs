@@ -46,7 +46,10 @@ impl<'a> RecoveryBuilder<'a> {
     }
 
     /// Recover `region` of `topic`/`partition` from offset `from` (its
-    /// checkpoint) to the end of the log as it is when the recovery starts.
+    /// checkpoint) to the end of the log as it is when the recovery starts
+    /// (under `read_committed`, its last stable offset, or past the
+    /// index's `last_index` if that is further: see
+    /// [`ReplayOptions::isolation`]).
     pub fn region(
         self,
         topic: impl Into<String>,
@@ -199,12 +202,23 @@ impl<'a> RecoveryBuilder<'a> {
                     w.region, w.from
                 )));
             }
+            // The entries the index lists were written (a writer indexes
+            // an entry once the broker acknowledged it; an index build
+            // reads below the last stable offset). Under read_committed
+            // the end looked up is the last stable offset, which a
+            // transaction still open may hold below some of them: they are
+            // read all the same, waited for until the transaction ends
+            // (or `Error::Unstable`), never left out unsaid.
+            let indexed_end = match self.options.strategy {
+                StrategyKind::Scan => 0,
+                _ => index.last_index().map_or(0, |l| l.saturating_add(1)),
+            };
             let regions: Vec<RegionRange> = wishes
                 .iter()
                 .map(|w| RegionRange {
                     region: w.region,
                     from: w.from,
-                    to: w.to.unwrap_or(log_end.max(w.from)),
+                    to: w.to.unwrap_or(log_end.max(indexed_end).max(w.from)),
                 })
                 .collect();
             if self.options.strategy != StrategyKind::Scan {

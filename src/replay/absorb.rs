@@ -80,7 +80,8 @@ pub(crate) struct Absorbed {
     pub(crate) tail: Vec<Record>,
     /// For each compressed batch whose records are in `tail`: where they
     /// are there, and the bytes of the batch's decompressed records they
-    /// are slices of (see [`Holding`]).
+    /// are slices of (see [`hold`]); the other records of `tail` are
+    /// slices of the answer's records.
     pub(crate) tail_batches: Vec<(Range<usize>, usize)>,
     /// Entry indices the response shows no longer exist.
     pub(crate) lost: Vec<usize>,
@@ -129,59 +130,54 @@ pub(crate) struct Taken {
 }
 
 impl Taken {
-    /// `record`, charged its own size (see [`Holding`]).
+    /// `record`, charged its own size (see [`hold`]).
     pub(crate) fn own(record: Record) -> Self {
         let held = record.wire_len() as u64;
         Self { record, held }
     }
 }
 
-/// How the records taken from one compressed batch are held. Each is a
-/// slice of the batch's decompressed records and keeps the whole buffer
-/// alive until the last of them is dropped: under a cold region's entries
-/// in batches of many regions, a few hundred bytes wanted can hold a
+/// Holds `taken`, the records taken together from one buffer of `buffer`
+/// bytes, each charged its own bytes so far; what they hold. The buffer is
+/// the decompressed records of a compressed batch, or, for records of
+/// uncompressed batches, the answer's records as the broker sent them.
+/// Each record is a slice of its buffer and keeps the whole of it alive
+/// until the last of them is dropped: under a cold region's entries in
+/// batches of many regions, a few hundred bytes wanted can hold a
 /// mebibyte. Where the records taken are less than half of the buffer they
-/// are copied out, and the buffer is freed as soon as the batch is read:
-/// the one place a replay copies records (a small copy costs less than
-/// the decompression that came before it, and far less than holding the
-/// rest). Otherwise they keep it, and it is charged to them in shares by
-/// their sizes, so that what they are charged is the buffer, once.
-/// Records of an uncompressed batch are slices of the response and are
-/// charged their own size, as the fetch's byte limit sized the response
-/// to them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Holding {
-    /// The decompressed bytes (0: an uncompressed batch).
-    buffer: u64,
-    /// The bytes of the records taken from it.
-    taken: u64,
-}
-
-impl Holding {
-    /// Records of `taken` bytes together, from a batch whose decompressed
-    /// records are `buffer` bytes (0 for an uncompressed batch).
-    pub(crate) fn of(buffer: usize, taken: u64) -> Self {
-        Self {
-            buffer: buffer as u64,
-            taken,
-        }
+/// are copied out, and the buffer is freed as soon as it is read (a
+/// compressed batch's before the next batch is decompressed): the one
+/// place a replay copies records (a small copy costs less than the
+/// decompression or the transfer that came before it, and far less than
+/// holding the rest). Otherwise they keep it, and it is charged to them in
+/// shares by their sizes that add up to the buffer: what they are charged
+/// is the buffer, once.
+pub(crate) fn hold<'t>(taken: impl IntoIterator<Item = &'t mut Taken>, buffer: usize) -> u64 {
+    let mut taken: Vec<&mut Taken> = taken.into_iter().collect();
+    let own: u64 = taken.iter().map(|t| t.held).sum();
+    let buffer = buffer as u64;
+    if own == 0 || buffer <= own {
+        return own;
     }
-
-    /// Copies `t` out of the buffer or charges it its share of it.
-    pub(crate) fn apply(self, t: &mut Taken) {
-        let own = t.record.wire_len() as u64;
-        if self.buffer <= self.taken {
-            t.held = own;
-        } else if self.buffer / 2 > self.taken {
+    if buffer / 2 > own {
+        for t in &mut taken {
             t.record = t.record.detached();
-            t.held = own;
-        } else {
-            // Rounded up: the shares add up to the buffer at least.
-            let share =
-                (u128::from(own) * u128::from(self.buffer)).div_ceil(u128::from(self.taken));
-            t.held = u64::try_from(share).unwrap_or(u64::MAX);
         }
+        return own;
     }
+    // Each record's share: the buffer's part up to its end, by the
+    // records' sizes so far, less the part up to its start.
+    let part = |upto: u64| {
+        u64::try_from(u128::from(upto) * u128::from(buffer) / u128::from(own)).unwrap_or(u64::MAX)
+    };
+    let (mut upto, mut charged) = (0, 0);
+    for t in &mut taken {
+        upto += t.held;
+        let share = part(upto) - charged;
+        charged += share;
+        t.held = share;
+    }
+    buffer
 }
 
 /// Reads `response` to `fetch`, which asked for some of `entries` (the
@@ -322,13 +318,11 @@ pub(crate) fn absorb(
                     }
                     // Before the next batch is decompressed: few records
                     // of this one are copied out and its buffer freed.
-                    let taken = &mut out.delivered[first..];
-                    let holding = Holding::of(
-                        records.decompressed_len(),
-                        taken.iter().map(|(_, t)| t.held).sum(),
-                    );
-                    for (_, t) in taken {
-                        holding.apply(t);
+                    // (Those of an uncompressed batch are slices of the
+                    // answer, held once it is read.)
+                    let buffer = records.decompressed_len();
+                    if buffer > 0 {
+                        hold(out.delivered[first..].iter_mut().map(|(_, t)| t), buffer);
                     }
                 }
             }
@@ -410,6 +404,16 @@ pub(crate) fn absorb(
         cursor = 0;
         covered = first_wanted - 1;
     }
+    // The records of uncompressed batches taken (a compressed batch's have
+    // no place in a batch) are slices of the answer's records: held for
+    // what they keep alive of them.
+    hold(
+        out.delivered
+            .iter_mut()
+            .map(|(_, t)| t)
+            .filter(|t| t.record.batch_range().is_some()),
+        response.records.len(),
+    );
     if cursor < wanted.asked {
         out.requeue = Some(range.start + cursor..range.end);
     }

@@ -88,10 +88,11 @@ const SMALLEST_CUT: u64 = 16;
 const FIRST_GROWTH: u64 = 8;
 
 /// How long a fetch may wait at the broker after an answer from a replica
-/// whose high watermark lags (see [`OutgoingFetch::max_wait`]):
-/// librdkafka's default `fetch.wait.max.ms`. With
-/// [`ReplayOptions::max_attempts`] answers in a row that still lag, the
-/// replay ends stalled.
+/// whose high watermark lags, or one that held back records past the last
+/// stable offset (see [`OutgoingFetch::max_wait`]): librdkafka's default
+/// `fetch.wait.max.ms`. With [`ReplayOptions::max_attempts`] answers in a
+/// row that still lag, the replay ends stalled ([`Error::Stalled`], or
+/// [`Error::Unstable`] past the last stable offset).
 pub const LAGGING_WAIT: Duration = Duration::from_millis(500);
 
 /// One region to replay from a partition: its entries in `from..to`.
@@ -122,10 +123,18 @@ pub struct OutgoingFetch {
     /// How long the broker may hold the fetch until records come
     /// (`max_wait_ms`): zero, unless the partition's last answer came from
     /// a replica whose high watermark lags behind offsets this replay
-    /// knows were written (a follower, or a leader just elected), when it
-    /// is [`LAGGING_WAIT`]: Kafka answers such a fetch as soon as its high
-    /// watermark passes the offset.
+    /// knows were written (a follower, or a leader just elected; see
+    /// [`OutgoingFetch::lagging`]), or held back, under `read_committed`,
+    /// records written past the last stable offset (a transaction still
+    /// open), when it is [`LAGGING_WAIT`]: Kafka answers such a fetch as
+    /// soon as its high watermark (last stable offset) passes the offset.
     pub max_wait: Duration,
+    /// The partition's last answer came from a replica whose high
+    /// watermark lags behind offsets this replay knows were written. An
+    /// answer to this fetch with nothing at or past its high watermark is
+    /// then to be checked against the leader's offsets (the log may have
+    /// been truncated there, see [`FetchAnswer::OutOfRange`]).
+    pub lagging: bool,
     /// Whether the fetch may share a request with other partitions' fetches:
     /// it starts at a known batch whose length is within its limit, so it
     /// needs no first batch returned whole past the limit (which a broker
@@ -178,7 +187,7 @@ pub enum FetchAnswer {
     Fetched(FetchedPartition),
     /// The broker answered `OFFSET_OUT_OF_RANGE`, or, to a fetch that
     /// waited for a replica whose high watermark lags
-    /// ([`OutgoingFetch::max_wait`] is [`LAGGING_WAIT`]), with no records
+    /// ([`OutgoingFetch::lagging`]), with no records
     /// at or past its high watermark: the partition's offsets, looked up
     /// from the leader after (its high watermark, whatever the isolation).
     /// A log end below offsets known to have been written and at or below
@@ -311,7 +320,7 @@ pub struct ReplayCore {
     next_yield: usize,
     tail: VecDeque<(usize, Taken)>,
     /// What the records ready to be yielded keep alive (see
-    /// [`absorb::Holding`]).
+    /// [`absorb::hold`]).
     buffered_bytes: u64,
     /// What the records taken from answers so far held when taken, and
     /// the bytes of records those answers carried: how much an answer
@@ -364,6 +373,12 @@ pub struct ReplayCore {
     /// The last answer came from such a replica: the next fetch may wait
     /// at the broker for its high watermark to pass.
     lagging: bool,
+    /// Since the last answer that made progress, one was empty for a
+    /// `read_committed` fetch at or past its last stable offset and below
+    /// its high watermark: records written, held back by a transaction
+    /// still open; the next fetch may wait at the broker for the last
+    /// stable offset to pass. That offset, and the first the fetch wanted.
+    held_back: Option<(i64, i64)>,
     /// The lowest log end the leader reported below offsets known to have
     /// been written: the log was truncated there (see
     /// `ReplayCore::settle_out_of_range`).
@@ -539,6 +554,7 @@ impl ReplayCore {
             answered: false,
             known_end,
             lagging: false,
+            held_back: None,
             truncated_to: None,
         })
     }
@@ -966,7 +982,7 @@ mod tests {
         let (few, own, after) = held(&[10, 90]);
         assert_eq!((few, after), (own, 0));
         // Sixty: they keep the batch, held for all of it (their shares
-        // rounded up), and nothing once yielded.
+        // add up to it), and nothing once yielded.
         let most: Vec<i64> = (0..60).collect();
         let (held_most, own, after) = held(&most);
         assert!(own < whole, "{own} {whole}");
@@ -975,6 +991,120 @@ mod tests {
             "{held_most} {whole}"
         );
         assert_eq!(after, 0);
+    }
+
+    /// A record of an uncompressed batch is a slice of the answer's
+    /// records, and keeps all of them alive (the response buffer): a few
+    /// wanted records of a large answer were charged their own bytes only,
+    /// while they held the answer. They are copied out, held for their own
+    /// bytes, and the answer is freed; most of an answer keep it, held for
+    /// all of it (as records of a compressed batch are).
+    #[test]
+    fn records_of_an_uncompressed_answer_are_held_for_what_they_keep_alive() {
+        let records: Vec<NewRecord> = (0..100)
+            .map(|i| NewRecord {
+                key: Some(Bytes::copy_from_slice(&REGION.to_be_bytes())),
+                ..NewRecord::value(i, vec![b'x'; 1000])
+            })
+            .collect();
+        let encoded = BatchBuilder::new(0).encode(&records).expect("encode");
+        let buffer = encoded.bytes.clone();
+        let inside = |record: &Record| {
+            let at = record.value().map_or(0, |v| v.as_ptr() as usize);
+            (buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len()).contains(&at)
+        };
+        let answer = FetchAnswer::Fetched(FetchedPartition {
+            high_watermark: 100,
+            last_stable_offset: 100,
+            ..match answer(encoded.bytes.clone()) {
+                FetchAnswer::Fetched(f) => f,
+                FetchAnswer::OutOfRange { .. } => unreachable!(),
+            }
+        });
+        let held = |wanted: &[i64]| {
+            let (mut core, fetch) = core_of(wanted);
+            core.handle_response(fetch.id, answer.clone());
+            let held = core.held_bytes();
+            let yielded: Vec<Record> = std::iter::from_fn(|| core.poll_entry(Instant::now()))
+                .map(|e| e.expect("an entry").record)
+                .collect();
+            let own: u64 = yielded.iter().map(|r| r.wire_len() as u64).sum();
+            let keep = yielded.iter().any(inside);
+            (held, own, keep, core.held_bytes())
+        };
+        let whole = buffer.len() as u64;
+        // Two records of a hundred: copied out, held for their own bytes.
+        let (few, own, keep, after) = held(&[10, 90]);
+        assert!(!keep, "two records keep an answer of {whole} bytes alive");
+        assert_eq!((few, after), (own, 0));
+        // Sixty: they keep the answer, held for all of it.
+        let most: Vec<i64> = (0..60).collect();
+        let (held_most, own, keep, after) = held(&most);
+        assert!(keep && own < whole, "{own} {whole}");
+        assert!(
+            (whole..whole + 60).contains(&held_most),
+            "{held_most} {whole}"
+        );
+        assert_eq!(after, 0);
+    }
+
+    /// The same for the scan past `last_index`: two records of the region
+    /// among a hundred of others in an uncompressed answer are copied out
+    /// of it and held for their own bytes.
+    #[test]
+    fn records_of_the_scan_in_an_uncompressed_answer_are_copied_out() {
+        let records: Vec<NewRecord> = (0..100)
+            .map(|i| {
+                let region = if i == 10 || i == 90 { REGION } else { 8 };
+                NewRecord {
+                    key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
+                    ..NewRecord::value(i, vec![b'x'; 1000])
+                }
+            })
+            .collect();
+        let encoded = BatchBuilder::new(0).encode(&records).expect("encode");
+        let buffer = encoded.bytes.clone();
+        let range = RegionRange {
+            region: REGION,
+            from: 0,
+            to: 100,
+        };
+        let mut core = ReplayCore::new(
+            "t",
+            0,
+            &WalIndex::new(),
+            &[range],
+            ReplayOptions::default(),
+            Instant::now(),
+        )
+        .expect("core");
+        let fetch = core.poll_fetch(Room::UNLIMITED, 0).expect("a fetch");
+        core.handle_response(
+            fetch.id,
+            FetchAnswer::Fetched(FetchedPartition {
+                high_watermark: 100,
+                last_stable_offset: 100,
+                ..match answer(encoded.bytes.clone()) {
+                    FetchAnswer::Fetched(f) => f,
+                    FetchAnswer::OutOfRange { .. } => unreachable!(),
+                }
+            }),
+        );
+        let held = core.held_bytes();
+        let yielded: Vec<Record> = std::iter::from_fn(|| core.poll_entry(Instant::now()))
+            .map(|e| e.expect("an entry").record)
+            .collect();
+        assert_eq!(
+            yielded.iter().map(Record::offset).collect::<Vec<_>>(),
+            [10, 90]
+        );
+        let own: u64 = yielded.iter().map(|r| r.wire_len() as u64).sum();
+        assert_eq!(held, own);
+        let start = buffer.as_ptr() as usize;
+        assert!(yielded.iter().all(|r| {
+            let at = r.value().map_or(0, |v| v.as_ptr() as usize);
+            !(start..start + buffer.len()).contains(&at)
+        }));
     }
 
     #[test]

@@ -76,7 +76,11 @@ pub struct ReplayOptions {
     /// and keeps them alive: it is charged for them (in shares with the
     /// batch's other records kept), unless the records kept are less than
     /// half of them, which are then copied out and the batch freed at once.
-    /// A fetch counts what its answer will hold so: its byte limit grown as
+    /// Records of uncompressed batches are slices of the answer's records
+    /// and are held so too: charged for the answer's records, or copied
+    /// out where they are less than half of them. (Partitions whose small
+    /// fetches shared one request share its response buffer: one kept
+    /// keeps the others' parts too.) A fetch counts what its answer will hold so: its byte limit grown as
     /// the answers taken so far grew (eightfold before the first). Decoding
     /// a response holds one more decompressed batch meanwhile (the records
     /// of a scan past `last_index` all of its batches, until its records of
@@ -95,7 +99,12 @@ pub struct ReplayOptions {
     /// answer lists, KIP-98), and the log is read up to its last stable
     /// offset, past which a transaction still open may yet be aborted (a
     /// broker that gives no last stable offset, -1, is read to its high
-    /// watermark). A WAL must never replay a write that was aborted, and
+    /// watermark). Entries the index lists past the last stable offset
+    /// (below the high watermark) were written: a fetch that gets nothing
+    /// of them waits at the broker ([`super::LAGGING_WAIT`]) for the
+    /// transaction holding them back to end, and after
+    /// [`ReplayOptions::max_attempts`] such answers in a row the replay
+    /// ends with [`crate::error::Error::Unstable`]. A WAL must never replay a write that was aborted, and
     /// [`crate::scan::build_index`] indexes the same records.
     /// [`IsolationLevel::ReadUncommitted`] yields every record up to the
     /// high watermark, aborted ones included. A broker that lists no

@@ -104,11 +104,12 @@ impl ReplayCore {
             offset: fetch.offset,
             max_bytes: fetch.max_bytes.max(1),
             isolation: self.options.isolation,
-            max_wait: match self.lagging {
+            max_wait: match self.lagging || self.held_back.is_some() {
                 true => LAGGING_WAIT,
                 false => Duration::ZERO,
             },
-            shareable: fits && self.stalls == 0 && !self.lagging,
+            lagging: self.lagging,
+            shareable: fits && self.stalls == 0 && !self.lagging && self.held_back.is_none(),
         };
         self.in_flight.insert(
             id,
@@ -189,7 +190,7 @@ impl ReplayCore {
     }
 
     /// How much answers grow once taken, as a ratio: what the records
-    /// taken from them held (see `absorb::Holding`) over the bytes of
+    /// taken from them held (see `absorb::hold`) over the bytes of
     /// records they carried, no less than one (records copied out of their
     /// batches, or answers carrying more than was kept, grow nothing);
     /// [`FIRST_GROWTH`] before an answer carried any.

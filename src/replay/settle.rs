@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use walfetch_codec::{Record, RECORD_CHECKSUM_HEADER};
 
-use super::absorb::{absorb, Holding, Response, Taken};
+use super::absorb::{absorb, hold, Response, Taken};
 use super::{CutRecords, Decoded, FetchAnswer, FetchId, InFlight, LostPolicy, ReplayCore, Slot};
 use crate::error::Error;
 use crate::plan::{one_region, FetchKind, PlannedFetch, SeenBatch};
@@ -46,6 +46,25 @@ impl ReplayCore {
         self.stats.wire_bytes += fetched.wire_bytes as u64;
         self.stats.records_bytes += fetched.records.len() as u64;
         let lags = (0..self.known_end).contains(&fetched.high_watermark);
+        // Nothing past the last stable offset comes to a read_committed
+        // fetch: records written below the high watermark but behind a
+        // transaction still open. They are not gone, and not the log's end
+        // either; the next fetch waits at the broker for the transaction
+        // to end (Kafka answers it as soon as the last stable offset
+        // moves).
+        // Told until an answer makes progress (a fetch backing off below
+        // the offset in between gets records already had).
+        let readable = fetched.readable_end(self.options.isolation);
+        if !lags
+            && fetched.records.is_empty()
+            && (readable..fetched.high_watermark).contains(&fetch.offset)
+        {
+            let first = match &fetch.kind {
+                FetchKind::Indexed { entries } => self.entries[entries.start].offset,
+                FetchKind::Tail { from } => *from,
+            };
+            self.held_back = Some((readable, first.max(fetch.offset)));
+        }
         self.lagging = lags;
         self.known_end = self.known_end.max(fetched.high_watermark);
         // A broker cannot have skipped the batch containing a fetch offset
@@ -149,7 +168,7 @@ impl ReplayCore {
                 self.slots[i] = Slot::Lost;
             }
         }
-        held += self.take_tail(absorbed.tail, &absorbed.tail_batches);
+        held += self.take_tail(absorbed.tail, &absorbed.tail_batches, fetched.records.len());
         self.buffered_bytes += held;
         // What answers hold once taken, per byte of records they carried:
         // fetches are sized by it (see `ReplayCore::held_for`).
@@ -203,6 +222,7 @@ impl ReplayCore {
         log_end: i64,
     ) -> Result<(), Error> {
         self.log_start = self.log_start.max(log_start);
+        self.held_back = None;
         // The log was truncated below offsets known to have been written:
         // the fetch offset is one of them (below the known end), and the
         // log ends at or below it by the leader's own account. Under
@@ -363,46 +383,45 @@ impl ReplayCore {
 
     /// The records of the scan past `last_index` an answer carried, in
     /// offset order (`batches`: which of them came from which compressed
-    /// batch, see [`super::absorb::Absorbed::tail_batches`]): each kept for
-    /// its region, those of a batch held as [`Holding`] says for those
-    /// kept. What they hold.
+    /// batch, see [`super::absorb::Absorbed::tail_batches`]; the others
+    /// are slices of the answer's `response` bytes of records): each kept
+    /// for its region, held as [`hold`] says for those kept of each
+    /// buffer. What they hold.
     pub(super) fn take_tail(
         &mut self,
         tail: Vec<Record>,
         batches: &[(Range<usize>, usize)],
+        response: usize,
     ) -> u64 {
-        let len = tail.len();
-        let mut records = tail.into_iter();
-        let (mut at, mut held) = (0, 0);
-        let runs = batches
-            .iter()
-            .cloned()
-            .chain(std::iter::once((len..len, 0)));
-        for (run, buffer) in runs {
-            // The uncompressed records before the batch, then its own.
-            for (part, buffer) in [(at..run.start, 0), (run.clone(), buffer)] {
-                let kept: Vec<(usize, Taken)> = records
-                    .by_ref()
-                    .take(part.len())
-                    .filter_map(|r| Some((self.tail_owner(&r)?, Taken::own(r))))
-                    .collect();
-                held += self.hold_tail(kept, buffer);
+        // Each record kept: its region, and the compressed batch it is a
+        // slice of (an index into `batches`), if any.
+        let mut runs = batches.iter().enumerate().peekable();
+        let mut kept: Vec<(usize, Taken, Option<usize>)> = Vec::new();
+        for (i, record) in tail.into_iter().enumerate() {
+            while runs.next_if(|(_, (run, _))| run.end <= i).is_some() {}
+            let batch = runs
+                .peek()
+                .filter(|(_, (run, _))| run.contains(&i))
+                .map(|(j, _)| *j);
+            if let Some(k) = self.tail_owner(&record) {
+                kept.push((k, Taken::own(record), batch));
             }
-            at = run.end;
         }
-        held
-    }
-
-    /// Holds `kept`, the tail records kept of one batch whose decompressed
-    /// records are `buffer` bytes (0: uncompressed), for their regions.
-    fn hold_tail(&mut self, kept: Vec<(usize, Taken)>, buffer: usize) -> u64 {
-        let holding = Holding::of(buffer, kept.iter().map(|(_, t)| t.held).sum());
+        // A compressed batch's records kept lie together.
         let mut held = 0;
-        for (k, mut taken) in kept {
-            holding.apply(&mut taken);
-            held += taken.held;
-            self.tail.push_back((k, taken));
+        for group in kept.chunk_by_mut(|a, b| a.2 == b.2) {
+            if let Some(j) = group[0].2 {
+                held += hold(group.iter_mut().map(|(_, t, _)| t), batches[j].1);
+            }
         }
+        held += hold(
+            kept.iter_mut()
+                .filter(|(_, _, batch)| batch.is_none())
+                .map(|(_, t, _)| t),
+            response,
+        );
+        self.tail
+            .extend(kept.into_iter().map(|(k, taken, _)| (k, taken)));
         held
     }
 
@@ -444,11 +463,25 @@ impl ReplayCore {
         owner
     }
 
-    /// Gives up after too many fetches in a row that changed nothing.
+    /// Gives up after too many fetches in a row that changed nothing (at
+    /// `offset`), or held back by a transaction still open, if the last
+    /// answer said so.
     pub(super) fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
         self.stalls = if progress { 0 } else { self.stalls + 1 };
+        if progress {
+            self.held_back = None;
+        }
         if self.stalls > self.options.max_attempts {
-            return Err(self.stalled_at(offset));
+            return Err(match self.held_back {
+                Some((last_stable_offset, offset)) => Error::Unstable {
+                    topic: self.topic.clone(),
+                    partition: self.partition,
+                    offset,
+                    last_stable_offset,
+                    attempts: self.stalls,
+                },
+                None => self.stalled_at(offset),
+            });
         }
         Ok(())
     }
