@@ -111,6 +111,7 @@ pub type FetchId = u64;
 
 /// A fetch to send: the partition's fetch offset and byte limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutgoingFetch {
     /// Hand it back with the answer.
     pub id: FetchId,
