@@ -359,7 +359,10 @@ impl std::fmt::Display for Mismatch {
                     f,
                     "region {region} has no entry in the index, which is complete up to \
                      offset {l}, and the range asked for ends there: the region wrote \
-                     nothing there, or its id or the index is wrong"
+                     nothing there, or its id or the index is wrong (a GreptimeDB index \
+                     lists only the regions its datanode wrote to since it started); a \
+                     full scan of the range (`--strategy scan`, `StrategyKind::Scan`) \
+                     reads it without the index"
                 ),
                 None => write!(f, "region {region} has no entry in the index"),
             },

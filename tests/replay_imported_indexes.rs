@@ -140,6 +140,14 @@ async fn replay_a_wal_rskafka_wrote_as_greptimedb_does() {
             .partition_client(topic, 0, UnknownTopicHandling::Retry)
             .await
             .unwrap();
+        // GreptimeDB's metasrv starts every topic with a no-op record.
+        let noop = Record {
+            key: None,
+            value: None,
+            headers: Default::default(),
+            timestamp: rskafka::chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+        };
+        partition.produce(vec![noop], compression).await.unwrap();
         let mut written = greptime::GreptimeWal::new();
         for n in 0..60 {
             let (region, parts) = greptime::entry(n, topic);

@@ -176,12 +176,13 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         build_index(&cluster, topic, partition, &rule, from, args.to, 4 << 20).await?;
     write_index(&args.out, &index)?;
     say!(
-        "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} control records, {} of aborted transactions left out; {} fetches, {} wire bytes",
+        "indexed {} records of {} regions into {} (last_index {}); {} without a region, {} no-op records (no entry), {} control records, {} of aborted transactions left out; {} fetches, {} wire bytes",
         report.indexed,
         index.regions().count(),
         args.out.display(),
         last_index(index.last_index()),
         report.unassigned,
+        report.noop,
         report.control,
         report.aborted,
         report.fetches,

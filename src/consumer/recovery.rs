@@ -1,7 +1,7 @@
 //! [`Recovery`]: many regions over many partitions, each from its own
 //! checkpoint, in one pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -95,9 +95,10 @@ impl<'a> RecoveryBuilder<'a> {
     /// region reads to the log's end, which is then looked up), a region
     /// starts below its first offset, a rule given differs from its own
     /// (unless forced), or a region it does not list cannot be past its
-    /// `last_index` either. A region it does not list whose range runs
-    /// past `last_index` is read from the scan there, with a `tracing`
-    /// warning.
+    /// `last_index` either, nor in another partition the region is asked
+    /// of (there it is read, and this partition has nothing of it). A
+    /// region it does not list whose range runs past `last_index` is read
+    /// from the scan there, with a `tracing` warning.
     pub async fn build(mut self) -> Result<Recovery, Error> {
         let started = Instant::now();
         if self.wishes.is_empty() {
@@ -164,7 +165,7 @@ impl<'a> RecoveryBuilder<'a> {
         // One in-flight setting: the fetches that may be in flight at once
         // share a round trip, so one more costs that round trip's share.
         self.options.plan.cost.in_flight = self.options.max_in_flight.max(1);
-        let mut cores = Vec::with_capacity(plans.len());
+        let mut ranged = Vec::with_capacity(plans.len());
         for ((topic, partition, index, wishes), end) in plans.into_iter().zip(ends) {
             let log_end = end.as_ref().map_or(0, |(e, _)| *e);
             // An index past the log's end is of another log (or of this
@@ -221,15 +222,27 @@ impl<'a> RecoveryBuilder<'a> {
                     to: w.to.unwrap_or(log_end.max(indexed_end).max(w.from)),
                 })
                 .collect();
-            if self.options.strategy != StrategyKind::Scan {
-                check_listed(topic, partition, index, &regions).map_err(|mismatch| {
+            ranged.push((topic, partition, index, regions, end));
+        }
+        if self.options.strategy != StrategyKind::Scan {
+            let placed = placed_regions(
+                ranged
+                    .iter()
+                    .map(|(_, _, index, regions, _)| (*index, regions.as_slice())),
+            );
+            for (topic, partition, index, regions, _) in &mut ranged {
+                leave_out_unplaceable(index, regions, &placed);
+                check_listed(topic, *partition, index, regions).map_err(|mismatch| {
                     Error::IndexMismatch {
-                        topic: topic.to_owned(),
-                        partition,
+                        topic: (*topic).to_owned(),
+                        partition: *partition,
                         mismatch,
                     }
                 })?;
             }
+        }
+        let mut cores = Vec::with_capacity(ranged.len());
+        for (topic, partition, index, regions, end) in ranged {
             let mut core = ReplayCore::new(
                 topic,
                 partition,
@@ -249,6 +262,51 @@ impl<'a> RecoveryBuilder<'a> {
             driver: Driver::new(self.cluster, cores, topic_ids, &self.options, setup),
             topics,
         })
+    }
+}
+
+/// Whether `index` may hold entries of `r`: it lists the region, or the
+/// range runs past `last_index`, where the scan reads every record.
+fn may_hold(index: &WalIndex, r: &RegionRange) -> bool {
+    index.region(r.region).is_some()
+        || index
+            .last_index()
+            .is_none_or(|l| r.to > l.saturating_add(1))
+}
+
+/// The regions some partition of the recovery is known to be of (its
+/// index lists the region, whatever the range asked there) or may hold
+/// entries of (over a range that is not empty, past `last_index`).
+fn placed_regions<'r>(
+    partitions: impl Iterator<Item = (&'r WalIndex, &'r [RegionRange])>,
+) -> BTreeSet<RegionId> {
+    partitions
+        .flat_map(|(index, regions)| {
+            regions
+                .iter()
+                .filter(move |r| {
+                    index.region(r.region).is_some() || (r.from < r.to && may_hold(index, r))
+                })
+                .map(|r| r.region)
+        })
+        .collect()
+}
+
+/// Empties the range of each region of `regions` that `index` cannot hold
+/// (not listed, and the range ends within `last_index`) but another
+/// partition of the recovery may: a region asked of several partitions
+/// (as `walfetch replay` asks a region no index lists of every partition)
+/// is of one of them, and has nothing in the others. One that no
+/// partition may hold is left as asked, for [`check_listed`] to refuse.
+fn leave_out_unplaceable(
+    index: &WalIndex,
+    regions: &mut [RegionRange],
+    placed: &BTreeSet<RegionId>,
+) {
+    for r in regions.iter_mut() {
+        if r.from < r.to && !may_hold(index, r) && placed.contains(&r.region) {
+            r.to = r.from;
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 //! whose entries were all truncated on flush) is imported as a region the
 //! index lists with no entries ([`WalIndex::add_region`]): it has nothing
 //! to replay up to `last_index`.
+//! The index is of partition 0 of the topic ([`GREPTIMEDB_PARTITION`]),
+//! the only one GreptimeDB's log store uses.
 //! GreptimeDB writes each record's region into the record key, in its
 //! record meta (JSON), so an imported index carries
 //! [`RegionRule::GREPTIMEDB`]: a replay reads the region of the records past
@@ -62,8 +64,14 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Members<V> {
     }
 }
 
+/// The partition GreptimeDB's Kafka log store writes and reads in each of
+/// its topics (its `DEFAULT_PARTITION`), and so the one an imported index
+/// is of.
+pub const GREPTIMEDB_PARTITION: i32 = 0;
+
 /// Reads a GreptimeDB `index.json` and returns the index of every topic in
-/// it, by topic name. `path` only names the file in errors.
+/// it, by topic name, each of partition [`GREPTIMEDB_PARTITION`]. `path`
+/// only names the file in errors.
 pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIndex>, IndexError> {
     let corrupt = |what: String| IndexError::Corrupt {
         path: path.to_string(),
@@ -80,11 +88,13 @@ pub fn import_greptime(json: &[u8], path: &str) -> Result<BTreeMap<String, WalIn
             return Err(corrupt(format!("topic {topic:?} is listed twice")));
         }
         let mut index = WalIndex::new();
-        // The file names the topic, and its records are GreptimeDB's,
-        // with the region in the key's record meta; nothing else of the
-        // source.
+        // The file names the topic; GreptimeDB's log store reads and
+        // writes partition 0 of each topic only (its `DEFAULT_PARTITION`),
+        // and its records carry the region in the key's record meta.
+        // Nothing else of the source is known.
         index.set_source(IndexSource {
             topic: Some(topic.clone()),
+            partition: Some(GREPTIMEDB_PARTITION),
             rule: Some(RegionRule::GREPTIMEDB),
             ..IndexSource::default()
         });
@@ -181,7 +191,7 @@ mod tests {
         // GreptimeDB's last_index is the log end (exclusive).
         assert_eq!(t0.last_index(), Some(19));
         assert_eq!(t0.source().topic.as_deref(), Some("wal_topic_0"));
-        assert_eq!(t0.source().partition, None);
+        assert_eq!(t0.source().partition, Some(GREPTIMEDB_PARTITION));
         assert_eq!(t0.source().rule, Some(RegionRule::GREPTIMEDB));
         let offsets: Vec<i64> = t0
             .region(4398046511104)

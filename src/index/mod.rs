@@ -24,7 +24,7 @@ pub use file::{
     decode_index, encode_index, read_index, read_index_file, temp_path, write_index_file,
     INDEX_FILE_VERSION, MAX_INDEX_FILE_BYTES,
 };
-pub use greptime::import_greptime;
+pub use greptime::{import_greptime, GREPTIMEDB_PARTITION};
 pub(crate) use rule::is_greptime_meta;
 pub use rule::{IdFormat, RegionRule};
 

@@ -61,6 +61,25 @@ impl RegionRule {
         }
     }
 
+    /// Whether `record` is a no-op that carries no entry of any region, so
+    /// that a replay does not yield it, an index build does not index it,
+    /// and neither counts it as a record the rule finds no region in (a
+    /// sign the rule misreads the log). Under GreptimeDB's format
+    /// ([`IdFormat::GreptimeMeta`]), any record without a value: GreptimeDB's
+    /// replay skips those, and its metasrv writes one with neither key nor
+    /// value at the start of every topic it creates. Under the other
+    /// formats, a record with neither key nor value nor anything where the
+    /// rule reads the id: it holds no data at all.
+    pub fn is_noop(&self, record: &Record) -> bool {
+        record.value().is_none()
+            && match self.format() {
+                IdFormat::GreptimeMeta => true,
+                IdFormat::Decimal | IdFormat::BigEndian => {
+                    record.key().is_none() && self.id_bytes(record).is_none()
+                }
+            }
+    }
+
     /// How the id is written.
     pub fn format(&self) -> IdFormat {
         match self {
@@ -180,6 +199,56 @@ mod tests {
         let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
         assert_eq!(rule.region(&record), Some(2));
         assert_eq!(rule.id_bytes(&record), Some(&b"2"[..]));
+    }
+
+    /// A no-op carries no entry: under GreptimeDB's format, any record
+    /// without a value (its replay skips them); otherwise one with nothing
+    /// in it. An empty value is data.
+    #[test]
+    fn noop_records_by_format() {
+        use bytes::Bytes;
+        use walfetch_codec::{BatchBuilder, Batches, NewRecord};
+        let meta = Bytes::from_static(
+            br#"{"version":0,"tp":"Full","entry_id":0,"ns":{"region_id":7,"topic":""}}"#,
+        );
+        let records = [
+            (None, None, vec![]),
+            (Some(meta.clone()), None, vec![]),
+            (Some(meta.clone()), Some(Bytes::new()), vec![]),
+            (
+                None,
+                None,
+                vec![(
+                    Bytes::from_static(b"region"),
+                    Some(Bytes::from_static(b"7")),
+                )],
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value, headers))| NewRecord {
+            timestamp: 0,
+            key,
+            value,
+            headers,
+            offset_delta: i as i32,
+        })
+        .collect::<Vec<_>>();
+        let batch = BatchBuilder::new(0).encode(&records).unwrap();
+        let batch = Batches::new(batch.bytes, Default::default())
+            .next()
+            .unwrap()
+            .unwrap();
+        let records: Vec<_> = batch.records().unwrap().map(Result::unwrap).collect();
+        let noop =
+            |rule: &RegionRule| -> Vec<bool> { records.iter().map(|r| rule.is_noop(r)).collect() };
+        assert_eq!(noop(&RegionRule::GREPTIMEDB), [true, true, false, true]);
+        assert_eq!(
+            noop(&RegionRule::Key(IdFormat::BigEndian)),
+            [true, false, false, true]
+        );
+        let header = RegionRule::Header("region".into(), IdFormat::Decimal);
+        assert_eq!(noop(&header), [true, false, false, false]);
     }
 
     #[test]

@@ -48,14 +48,15 @@ pub struct ReplayStats {
     /// Records yielded by the scan past `last_index` (or by a full scan).
     pub tail_records: u64,
     /// Records the scan past `last_index` read that belong to no region
-    /// asked for (another region's, or none the region rule finds), and so
-    /// were not yielded.
+    /// asked for (another region's, none the region rule finds, or a no-op
+    /// record, [`crate::index::RegionRule::is_noop`]), and so were not
+    /// yielded.
     pub tail_skipped: u64,
     /// Of [`ReplayStats::tail_skipped`], the records in which the region
-    /// rule found no region id at all. Many of them mean the rule does not
-    /// read this log's records (the id is written otherwise, e.g.
-    /// GreptimeDB's JSON record meta, or elsewhere): their regions' entries
-    /// past `last_index` were not yielded.
+    /// rule found no region id at all (no-op records aside). Many of them
+    /// mean the rule does not read this log's records (the id is written
+    /// otherwise, e.g. GreptimeDB's JSON record meta, or elsewhere): their
+    /// regions' entries past `last_index` were not yielded.
     pub tail_unassigned: u64,
     /// Encoded bytes of the records yielded (their size inside batches).
     pub yielded_bytes: u64,

@@ -41,9 +41,25 @@ pub(crate) fn entry(n: u64, topic: &str) -> (RegionId, Vec<(Bytes, Bytes)>) {
 }
 
 /// Writes `entries` entries ([`entry`]) to `topic` partition 0 as
-/// GreptimeDB does: each region's write request its own lz4 batch (its own
-/// produce request), the region in the record key's meta.
+/// GreptimeDB does: after the no-op record its metasrv writes into every
+/// topic it creates (neither key nor value, lz4: `append_noop_record`),
+/// each region's write request its own lz4 batch (its own produce
+/// request), the region in the record key's meta.
 pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> GreptimeWal {
+    let noop = BatchBuilder::new(0)
+        .compression(Compression::Lz4)
+        .encode(&[NewRecord {
+            offset_delta: 0,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+        }])
+        .expect("a no-op batch encodes");
+    cluster
+        .produce(topic, 0, noop.bytes)
+        .await
+        .expect("the no-op record is produced");
     let mut written = GreptimeWal::new();
     for n in 0..entries {
         let (region, parts) = entry(n, topic);
