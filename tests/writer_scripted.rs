@@ -166,12 +166,189 @@ async fn settings_are_checked() {
             .append(WalEntry::new(1, "x"))
             .await
             .expect_err("refused");
+        // Named: a server runs many writers.
         assert!(
-            matches!(&err, Error::InvalidArgument(m) if m.contains("max_in_flight")),
+            matches!(&err, Error::InvalidArgument(m) if m.contains("max_in_flight")
+                && m.contains("topic \"wal\" partition 0")),
             "{err}"
         );
         assert!(writer.close().await.is_err());
     }
+}
+
+/// A queue of `usize::MAX` entries ("no limit but the buffer's bytes")
+/// panicked in `WalWriter::new` (tokio's channel holds at most
+/// `Semaphore::MAX_PERMITS`); it now counts as that many, as 0 counts as 1.
+#[tokio::test]
+async fn a_queue_of_any_length_is_taken() {
+    let (_scripted, cluster) = scripted().await;
+    for queue in [0, usize::MAX] {
+        let config = config(WriterMode::Clustered).with_queue(queue);
+        let writer = WalWriter::new(Arc::clone(&cluster), config);
+        let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
+        appended.await.expect("written");
+        writer.close().await.expect("closed");
+    }
+}
+
+/// With `max_batch_bytes` 0 every entry is a full batch of its own: an
+/// empty group counted as full already, so no group was ever marked full
+/// and entries waited out the linger (forever under `Duration::MAX`,
+/// until a flush) instead of going at once.
+#[tokio::test]
+async fn with_max_batch_bytes_0_each_entry_goes_at_once() {
+    let (_scripted, cluster) = scripted().await;
+    for mode in [WriterMode::Clustered, WriterMode::Interleaved] {
+        let config = config(mode)
+            .with_max_batch_bytes(0)
+            .with_linger(Duration::MAX);
+        let writer = WalWriter::new(Arc::clone(&cluster), config);
+        let mut pending = Vec::new();
+        for n in 0..10u64 {
+            pending.push(writer.append(WalEntry::new(n % 3, "x")).await.unwrap());
+        }
+        let waited = tokio::time::timeout(
+            Duration::from_secs(10),
+            futures::future::try_join_all(pending),
+        )
+        .await;
+        let Ok(written) = waited else {
+            panic!("{mode:?}: the entries wait for the linger");
+        };
+        let written = written.unwrap();
+        assert_eq!(written.len(), 10);
+        writer.close().await.unwrap();
+    }
+}
+
+/// An `append` cancelled while the writer's queue is full (a caller's
+/// timeout, the writer task busy getting its producer id) kept the buffer
+/// bytes it had taken: they were never given back, and once such appends
+/// added up to the buffer, every later `append` waited forever.
+#[tokio::test]
+async fn a_cancelled_append_gives_its_buffer_bytes_back() {
+    let (scripted, cluster) = scripted().await;
+    // The writer task waits 2 s for its producer id, reading no entries.
+    scripted.script(
+        Fault::on(ApiKey::InitProducerId)
+            .times(1)
+            .then(FaultAction::Delay(Duration::from_secs(2))),
+    );
+    let config = WriterConfig::new(TOPIC, 0)
+        .with_queue(1)
+        .with_linger(Duration::ZERO);
+    let buffer = config.buffer_bytes();
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let first = writer.append(WalEntry::new(1, "first")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Fills the queue.
+    let second = writer.append(WalEntry::new(1, "second")).await.unwrap();
+    let large = Bytes::from(vec![0u8; buffer * 2 / 3]);
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(200),
+        writer.append(WalEntry::new(1, large.clone())),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the queue was full");
+    first.await.unwrap();
+    second.await.unwrap();
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        writer.append(WalEntry::new(1, large)).await?.await
+    })
+    .await
+    .expect("room for it once the others are written");
+    assert_eq!(again.unwrap(), 2);
+    writer.close().await.unwrap();
+}
+
+/// A writer in a long-running server: its index kept every entry it ever
+/// wrote, with no way to let go of those its regions had flushed. Truncated
+/// below a checkpoint, it holds the rest and indexes on.
+#[tokio::test]
+async fn a_long_running_writer_lets_go_of_its_index_below_a_checkpoint() {
+    let (_scripted, cluster) = scripted().await;
+    let writer = WalWriter::new(Arc::clone(&cluster), config(WriterMode::Clustered));
+    let first: Vec<_> = written(append_all(&writer, &entries(0, 90)).await);
+    writer.truncate_index_below(60);
+    let later: Vec<_> = written(append_all(&writer, &entries(90, 30)).await);
+    let index = writer.close().await.unwrap();
+    let kept: Vec<i64> = index
+        .regions()
+        .flat_map(|(_, r)| r.entries().iter().map(|e| e.offset))
+        .collect();
+    assert_eq!(kept.len(), 60, "{kept:?}");
+    assert!(kept.iter().all(|&o| o >= 60), "{kept:?}");
+    assert_eq!(index.source().first_offset, Some(60));
+    assert_eq!(index.last_index(), Some(119));
+    // Every region still listed, those with nothing left too.
+    let regions = |w: &[(RegionId, Bytes, i64)]| {
+        w.iter()
+            .map(|(r, _, _)| *r)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(
+        index.regions().map(|(r, _)| r).collect::<Vec<_>>(),
+        regions(&first)
+            .union(&regions(&later))
+            .copied()
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The runtime running a writer shuts down (a server stopping) while a
+/// batch it sent waits for its answer, and the broker has appended it.
+/// Its entry was told "the writer is closed", which says it was not
+/// written (only `MaybeWritten` and `WrittenOffsetUnknown` say otherwise):
+/// a caller appending it again wrote it twice. It now says it may have
+/// been written; an entry never sent still says the writer is closed.
+#[test]
+fn a_writer_stopped_with_its_runtime_says_which_entries_may_be_written() {
+    let brokers = tokio::runtime::Runtime::new().unwrap();
+    let scripted = brokers.block_on(async {
+        let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+        scripted.create_topic(TOPIC, 1).expect("topic");
+        scripted
+    });
+    // Appended, never answered.
+    scripted.script(
+        Fault::on(ApiKey::Produce)
+            .times(u32::MAX)
+            .then(FaultAction::LoseResponse),
+    );
+    let server = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (writer, sent, unsent) = server.block_on(async {
+        let config = ClusterConfig::new([scripted.bootstrap()]);
+        let cluster = Arc::new(Cluster::connect(config).await.expect("bootstrap"));
+        let config = WriterConfig::new(TOPIC, 0)
+            .with_max_in_flight(1)
+            .with_linger(Duration::ZERO);
+        let writer = WalWriter::new(cluster, config);
+        let sent = writer.append(WalEntry::new(1, "in the log")).await.unwrap();
+        while scripted.high_watermark(TOPIC, 0).unwrap() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Behind the request in flight: never sent.
+        let unsent = writer.append(WalEntry::new(2, "not sent")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (writer, sent, unsent)
+    });
+    drop(server);
+    let (sent, unsent) = brokers.block_on(async { (sent.await, unsent.await) });
+    assert!(
+        matches!(&sent, Err(Error::MaybeWritten { partition: 0, .. })),
+        "{sent:?}"
+    );
+    let said = sent.unwrap_err().to_string();
+    assert!(said.contains("runtime shut down"), "{said}");
+    assert!(
+        matches!(&unsent, Err(Error::WriterClosed { partition: 0, .. })),
+        "{unsent:?}"
+    );
+    assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 1);
+    drop(writer);
 }
 
 /// Writes 900 entries with a fault on one Produce in the middle; every
@@ -964,6 +1141,12 @@ async fn append_waits_once_the_buffer_bytes_are_held() {
     let huge = WalEntry::new(1, Bytes::from(vec![0u8; buffer + 1]));
     let refused = writer.append(huge).await.expect_err("refused");
     assert!(refused.to_string().contains("buffer_bytes"), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("topic \"wal\" partition 0: an entry of region 1"),
+        "{refused}"
+    );
 }
 
 /// A batch's answer is lost (the request times out) after the broker
@@ -1416,4 +1599,25 @@ async fn batches_behind_a_refused_one_whose_answers_were_lost_go_again() {
     }
     let layout = check(&cluster, &appended, &index).await;
     assert_eq!(layout.pure_batches, 8, "one entry a batch: {layout:?}");
+}
+
+/// A writer made in synchronous code, outside any tokio runtime (a
+/// server's setup on a thread of its own): `WalWriter::new` panicked ("no
+/// reactor running"). Its task now runs in the runtime the cluster was
+/// connected in.
+#[test]
+fn a_writer_made_outside_a_runtime_runs_in_its_clusters() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (scripted, cluster) = runtime.block_on(scripted());
+    let writer = std::thread::spawn(move || WalWriter::new(cluster, config(WriterMode::Clustered)))
+        .join()
+        .expect("made without a panic");
+    let offset = runtime.block_on(async {
+        let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
+        let offset = appended.await.expect("written");
+        writer.close().await.expect("closed");
+        offset
+    });
+    assert_eq!(offset, 0);
+    assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 1);
 }

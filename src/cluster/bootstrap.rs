@@ -70,6 +70,7 @@ impl Cluster {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
             config,
         };
         let retry = Retry {

@@ -144,6 +144,17 @@ pub enum ClientError {
     /// An argument was invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The task doing the operation was stopped before its answer came
+    /// (its tokio runtime shut down): a request already sent may have
+    /// been acted on. Not retried.
+    #[error(
+        "{operation} was stopped before its answer came: the task doing it ended (its tokio \
+         runtime shut down)"
+    )]
+    Stopped {
+        /// What was under way.
+        operation: String,
+    },
 }
 
 /// Retriable Produce error codes that leave the batch possibly appended by

@@ -189,12 +189,21 @@ pub struct Cluster {
     /// [`Cluster::fetch_many`]): their partitions are fetched one a
     /// request.
     unshared: Mutex<std::collections::BTreeSet<String>>,
+    /// The tokio runtime it was connected in, which runs its connections'
+    /// tasks: where a [`crate::writer::WalWriter`] made outside any
+    /// runtime runs its own.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Cluster {
     /// The settings.
     pub fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+
+    /// The tokio runtime it was connected in, if it was in one.
+    pub(crate) fn runtime(&self) -> Option<&tokio::runtime::Handle> {
+        self.runtime.as_ref()
     }
 
     fn cache(&self) -> MutexGuard<'_, ClusterMetadata> {
@@ -437,6 +446,7 @@ mod tests {
             refresh: tokio::sync::Mutex::new(()),
             preferred: Default::default(),
             unshared: Default::default(),
+            runtime: None,
         }
     }
 

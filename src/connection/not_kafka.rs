@@ -25,8 +25,11 @@ const SHOWN: usize = 48;
 /// connection, an I/O error).
 pub(crate) fn first_frame_error(error: ConnectionError, buffered: &[u8]) -> ConnectionError {
     let garbled = match &error {
+        // A plausible length over a configured limit below the first
+        // frame's (`ConnectionConfig::max_frame_bytes`) is that limit's
+        // doing, not a peer speaking another protocol.
+        ConnectionError::FrameTooLarge { length, .. } => *length > FIRST_FRAME_MAX_BYTES,
         ConnectionError::NegativeFrameLength { .. }
-        | ConnectionError::FrameTooLarge { .. }
         | ConnectionError::FrameTooShort { .. }
         | ConnectionError::UnexpectedCorrelationId { .. } => true,
         // A length prefix past the first-frame limit is refused before
@@ -128,6 +131,20 @@ mod tests {
             first_frame_error(truncated(100), &[]),
             ConnectionError::TruncatedFrame { .. }
         ));
+        // A broker's answer over a small configured limit is that limit,
+        // said so: it once read "b:1 is not a Kafka broker".
+        let over_the_limit = ConnectionError::FrameTooLarge {
+            broker: "b:1".into(),
+            length: 400,
+            max: 0,
+        };
+        let error = first_frame_error(over_the_limit, &[0, 0, 1, 0x90]);
+        assert!(
+            error
+                .to_string()
+                .contains("400-byte response frame, over the 0-byte limit"),
+            "{error}"
+        );
         let closed = ConnectionError::ClosedByPeer {
             broker: "b:1".into(),
         };

@@ -34,14 +34,29 @@ pub struct RecoveryBuilder<'a> {
     cluster: Arc<Cluster>,
     options: ReplayOptions,
     indexes: BTreeMap<(String, i32), &'a WalIndex>,
+    /// Partitions given more than one index: refused by `build`, since
+    /// keeping either would drop the other's entries unsaid.
+    indexed_twice: Vec<(String, i32)>,
     wishes: BTreeMap<(String, i32), Vec<Wish>>,
 }
 
 impl<'a> RecoveryBuilder<'a> {
     /// The index of `topic`/`partition`. Every partition a region is asked
-    /// of needs one, unless the strategy is [`StrategyKind::Scan`].
+    /// of needs one, unless the strategy is [`StrategyKind::Scan`]. One
+    /// index a partition: the indexes of several writers of a partition
+    /// are joined with [`WalIndex::merge`] first ([`RecoveryBuilder::build`]
+    /// refuses a partition given twice).
     pub fn index(mut self, topic: impl Into<String>, partition: i32, index: &'a WalIndex) -> Self {
-        self.indexes.insert((topic.into(), partition), index);
+        let key = (topic.into(), partition);
+        match self.indexes.get(&key) {
+            // Either index alone lacks the other's entries, which the
+            // replay would skip as not the region's: said at `build`.
+            Some(given) if !std::ptr::eq(*given, index) => self.indexed_twice.push(key),
+            Some(_) => {}
+            None => {
+                self.indexes.insert(key, index);
+            }
+        }
         self
     }
 
@@ -86,8 +101,9 @@ impl<'a> RecoveryBuilder<'a> {
     /// Looks up the end of every partition a region reads to the end of,
     /// side by side, and prepares the recovery.
     ///
-    /// Errors: no region; a partition without an index (unless scanning);
-    /// a region asked for twice in a partition; a range that is negative
+    /// Errors: no region; a partition without an index (unless scanning),
+    /// or given two (merge them: [`WalIndex::merge`]); a region asked for
+    /// twice in a partition; a range that is negative
     /// or inverted; the cluster failing to answer; an index that does not
     /// match the partition ([`Error::IndexMismatch`]): it records another
     /// topic, partition or topic id (the topic was recreated), its
@@ -105,6 +121,13 @@ impl<'a> RecoveryBuilder<'a> {
             return Err(Error::InvalidArgument(
                 "a recovery needs at least one region".to_owned(),
             ));
+        }
+        if let Some((topic, partition)) = self.indexed_twice.first() {
+            return Err(Error::InvalidArgument(format!(
+                "topic {topic:?} partition {partition} is given more than one index: \
+                 join them with WalIndex::merge (each writer's index lists only its own \
+                 entries, and the others' would be skipped)"
+            )));
         }
         let empty = WalIndex::new();
         let mut plans = Vec::with_capacity(self.wishes.len());
@@ -396,6 +419,7 @@ impl Recovery {
             cluster,
             options: ReplayOptions::default(),
             indexes: BTreeMap::new(),
+            indexed_twice: Vec::new(),
             wishes: BTreeMap::new(),
         }
     }

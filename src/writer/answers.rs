@@ -182,7 +182,7 @@ impl Task {
         };
         tracing::warn!(error = %written(&error), entries = batch.entries.len(),
             "WAL batch written at an offset unknown");
-        for p in batch.entries {
+        for p in std::mem::take(&mut batch.entries) {
             let _ = p.ack.send(Err(written(&error)));
         }
     }
@@ -277,7 +277,7 @@ impl Task {
     }
 
     /// Indexes a written batch and answers its entries.
-    pub(super) async fn written(&mut self, batch: Batch, base: i64) {
+    pub(super) async fn written(&mut self, mut batch: Batch, base: i64) {
         if self.rewind.is_some() && stamp_of(&batch).is_some() {
             // Appended behind a batch refused for good: this broker does
             // not hold the sequence to Kafka's rules, and taking it back
@@ -313,7 +313,7 @@ impl Task {
             };
             return self.fail(batch, &error);
         }
-        let Some(encoded) = batch.encoded else {
+        let Some(encoded) = batch.encoded.take() else {
             return;
         };
         let batch_len = u32::try_from(encoded.bytes.len()).unwrap_or(u32::MAX);
@@ -351,7 +351,7 @@ impl Task {
             index.set_last_index(base + count - 1);
         }
         self.search_from = self.search_from.max(base + count);
-        for (i, p) in batch.entries.into_iter().enumerate() {
+        for (i, p) in std::mem::take(&mut batch.entries).into_iter().enumerate() {
             let _ = p.ack.send(Ok(base + i as i64));
         }
     }
@@ -410,6 +410,7 @@ fn split_off_half(batch: &mut Batch) -> Result<Batch, walfetch_codec::Error> {
     batch.sent = false;
     batch.attempts = 0;
     Ok(Batch {
+        target: Arc::clone(&batch.target),
         number: batch.number,
         part: batch.part | bit,
         splits: batch.splits,

@@ -2,6 +2,7 @@
 //! group's next batch as the writer takes it, and groups are formed into
 //! batches by age, fullness and linger (see the module docs).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -194,6 +195,7 @@ impl Task {
 
     pub(super) fn form(&mut self, open: Open) {
         self.ready.push_back(Batch {
+            target: Arc::clone(&self.target),
             buffered: open.bytes,
             number: self.next_number,
             part: 0,

@@ -36,21 +36,25 @@ impl Memory {
     }
 
     /// Takes `bytes`, waiting (and waking the writer task) while there is
-    /// not as much room.
-    pub(super) async fn take(&self, bytes: u32) -> Result<(), Closed> {
-        match self.bytes.try_acquire_many(bytes) {
-            Ok(permit) => {
-                permit.forget();
-                return Ok(());
+    /// not as much room. They are given back when the [`Taken`] is dropped
+    /// before being handed over ([`Taken::hand_over`]).
+    pub(super) async fn take(&self, bytes: u32) -> Result<Taken<'_>, Closed> {
+        let taken = |permit: tokio::sync::SemaphorePermit<'_>| {
+            permit.forget();
+            Taken {
+                memory: self,
+                bytes: bytes as usize,
             }
+        };
+        match self.bytes.try_acquire_many(bytes) {
+            Ok(permit) => return Ok(taken(permit)),
             Err(TryAcquireError::Closed) => return Err(Closed),
             Err(TryAcquireError::NoPermits) => {}
         }
         let _waiting = Waiting::new(&self.waiting);
         self.exhausted.notify_one();
         let permit = self.bytes.acquire_many(bytes).await.map_err(|_| Closed)?;
-        permit.forget();
-        Ok(())
+        Ok(taken(permit))
     }
 
     /// Gives `bytes` back.
@@ -74,6 +78,29 @@ impl Memory {
     /// Closed: waiting and later `take`s fail.
     pub(super) fn close(&self) {
         self.bytes.close();
+    }
+}
+
+/// Bytes an `append` took for its entry: given back if the `append` ends
+/// before its entry reaches the writer task (cancelled while the queue is
+/// full, or the task gone), as nothing else would give them back.
+#[must_use = "dropped, the bytes are given back at once"]
+pub(super) struct Taken<'a> {
+    memory: &'a Memory,
+    bytes: usize,
+}
+
+impl Taken<'_> {
+    /// The entry reached the writer task, which gives its bytes back once
+    /// it no longer holds it unsent.
+    pub(super) fn hand_over(mut self) {
+        self.bytes = 0;
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.memory.give(self.bytes);
     }
 }
 
@@ -104,11 +131,11 @@ mod tests {
     #[tokio::test]
     async fn a_waiting_take_exhausts_the_memory_until_it_gets_its_bytes() {
         let memory = Arc::new(Memory::new(10));
-        memory.take(8).await.unwrap();
+        memory.take(8).await.unwrap().hand_over();
         assert!(!memory.is_exhausted());
         let waiter = tokio::spawn({
             let memory = Arc::clone(&memory);
-            async move { memory.take(5).await }
+            async move { memory.take(5).await.map(Taken::hand_over) }
         });
         tokio::time::timeout(Duration::from_secs(5), memory.exhausted())
             .await
@@ -129,5 +156,14 @@ mod tests {
         assert!(!memory.is_exhausted());
         memory.close();
         assert!(memory.take(1).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn bytes_taken_and_not_handed_over_are_given_back() {
+        let memory = Memory::new(10);
+        drop(memory.take(8).await.unwrap());
+        memory.take(10).await.unwrap().hand_over();
+        let full = tokio::time::timeout(Duration::from_millis(50), memory.take(1)).await;
+        assert!(full.is_err(), "handed over, the bytes stay taken");
     }
 }

@@ -245,7 +245,9 @@ pub struct WriterConfig {
     /// Compression of each batch.
     pub compression: Compression,
     /// A batch is sent once its records reach this many bytes (before
-    /// compression). Keep it under the broker's `message.max.bytes`.
+    /// compression); a batch holds one entry at least (0: each entry is a
+    /// batch of its own, sent at once). Keep it under the broker's
+    /// `message.max.bytes`.
     pub max_batch_bytes: usize,
     /// How long a group's first entry may wait for more, from its
     /// `append` (while a request slot is free; its batch may go up to 2 ms
@@ -254,7 +256,9 @@ pub struct WriterConfig {
     /// flushed.
     pub linger: Duration,
     /// Entries queued before `append` waits (it also waits at
-    /// [`WriterConfig::buffer_bytes`]).
+    /// [`WriterConfig::buffer_bytes`]). 0 counts as 1, and more than
+    /// tokio's channels hold ([`tokio::sync::Semaphore::MAX_PERMITS`],
+    /// `usize::MAX` say) as that many.
     pub queue: usize,
     /// How waiting entries become batches (default clustered).
     pub mode: WriterMode,
@@ -355,15 +359,17 @@ impl WriterConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if !(1..=MAX_IN_FLIGHT).contains(&self.max_in_flight) {
             return Err(Error::InvalidArgument(format!(
-                "WAL writer max_in_flight must be 1 to {MAX_IN_FLIGHT}, not {}",
-                self.max_in_flight
+                "WAL writer for topic {:?} partition {}: max_in_flight must be 1 to \
+                 {MAX_IN_FLIGHT}, not {}",
+                self.topic, self.partition, self.max_in_flight
             )));
         }
         if self.max_in_flight > 1 && !self.idempotent {
             return Err(Error::InvalidArgument(format!(
-                "WAL writer: {} requests in flight need an idempotent producer \
-                 (idempotent = true), as Kafka requires; or set max_in_flight = 1",
-                self.max_in_flight
+                "WAL writer for topic {:?} partition {}: {} requests in flight need an \
+                 idempotent producer (idempotent = true), as Kafka requires; or set \
+                 max_in_flight = 1",
+                self.topic, self.partition, self.max_in_flight
             )));
         }
         Ok(())
@@ -488,11 +494,22 @@ pub struct WalWriter {
 }
 
 impl WalWriter {
-    /// Starts a writer on `cluster`. With settings
-    /// [`WriterConfig::validate`] refuses, the writer does not start and
-    /// every call returns that error.
+    /// Starts a writer on `cluster`: its task runs in the current tokio
+    /// runtime, or, called outside one, in the runtime `cluster` was
+    /// connected in. With settings [`WriterConfig::validate`] refuses, the
+    /// writer does not start and every call returns that error.
+    ///
+    /// Dropped without [`WalWriter::close`], the writer's task still
+    /// writes every entry appended (each acknowledgement resolves as it
+    /// would have), then ends; only the index of what it writes then is
+    /// lost ([`WalWriter::close`] returns it). If the runtime
+    /// running the task shuts down first, the entries not yet settled fail:
+    /// those a request carried with [`Error::MaybeWritten`] (they may be in
+    /// the log), the others with [`Error::WriterClosed`] (not written).
     pub fn new(cluster: Arc<Cluster>, config: WriterConfig) -> Self {
-        let (commands, queue) = mpsc::channel(config.queue.max(1));
+        // A channel of 0 or more than MAX_PERMITS places panics.
+        let places = config.queue.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        let (commands, queue) = mpsc::channel(places);
         let mut fresh = WalIndex::new();
         // What it indexes: the topic id is added once the first batch is
         // written (its leader is then known).
@@ -504,13 +521,25 @@ impl WalWriter {
         let (topic, partition) = (config.topic.clone(), config.partition);
         let (buffer_bytes, record_checksums) = (config.buffer_bytes(), config.record_checksums);
         let memory = Arc::new(Memory::new(buffer_bytes));
-        let (task, invalid) = match config.validate() {
-            Ok(()) => {
+        // The caller's runtime, else the one the cluster was connected in
+        // (a writer made in synchronous code, outside any runtime).
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| cluster.runtime().cloned());
+        let (task, invalid) = match (config.validate(), runtime) {
+            (Ok(()), Some(runtime)) => {
                 let task = Task::new(cluster, config, Arc::clone(&index), Arc::clone(&memory));
-                (Some(tokio::spawn(task.run(queue))), None)
+                (Some(runtime.spawn(task.run(queue))), None)
             }
-            Err(Error::InvalidArgument(why)) => (None, Some(why)),
-            Err(other) => (None, Some(other.to_string())),
+            (Ok(()), None) => (
+                None,
+                Some(format!(
+                    "WAL writer for topic {topic:?} partition {partition}: no tokio runtime to \
+                     run in: make it inside one, or with a cluster connected in one"
+                )),
+            ),
+            (Err(Error::InvalidArgument(why)), _) => (None, Some(why)),
+            (Err(other), _) => (None, Some(other.to_string())),
         };
         Self {
             commands,
@@ -539,11 +568,17 @@ impl WalWriter {
     /// [`WriterConfig::buffer_bytes`] of entries or
     /// [`WriterConfig::queue`] entries; the returned future resolves to its
     /// offset once its batch is written. An entry larger than
-    /// `buffer_bytes` is refused.
+    /// `buffer_bytes` is refused. Cancel-safe: an `append` dropped before
+    /// it returns (under a timeout, say) has queued nothing and holds no
+    /// room.
     pub async fn append(&self, entry: WalEntry) -> Result<Appended, Error> {
         if entry.payload.len() > i32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
-                "entry of {} bytes is too large for a Kafka record",
+                "WAL writer for topic {:?} partition {}: an entry of region {} of {} bytes is \
+                 too large for a Kafka record",
+                self.topic,
+                self.partition,
+                entry.region,
                 entry.payload.len()
             )));
         }
@@ -556,14 +591,18 @@ impl WalWriter {
             .filter(|_| bytes <= self.buffer_bytes)
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "entry of {bytes} bytes is larger than the writer's buffer ({} bytes, \
+                    "WAL writer for topic {:?} partition {}: an entry of region {} of {bytes} \
+                     bytes is larger than the writer's buffer ({} bytes, \
                      WriterConfig::buffer_bytes)",
-                    self.buffer_bytes
+                    self.topic, self.partition, entry.region, self.buffer_bytes
                 ))
             })?;
         // Given back by the writer task once it no longer holds the entry
-        // unsent (`Task::unbuffer`); closed when the task ends.
-        self.memory.take(permits).await.map_err(|_| self.closed())?;
+        // unsent (`Task::unbuffer`); closed when the task ends. Until the
+        // entry is queued, `taken` gives them back if this `append` ends
+        // first (cancelled while the queue is full): nothing else would,
+        // and the buffer would shrink for good.
+        let taken = self.memory.take(permits).await.map_err(|_| self.closed())?;
         let (ack, offset) = oneshot::channel();
         self.commands
             .send(Command::Append(Pending {
@@ -573,6 +612,7 @@ impl WalWriter {
             }))
             .await
             .map_err(|_| self.closed())?;
+        taken.hand_over();
         Ok(Appended(offset, self.topic.clone(), self.partition))
     }
 
@@ -589,9 +629,21 @@ impl WalWriter {
         wait.await.map_err(|_| self.closed())
     }
 
-    /// The index of everything written so far.
+    /// The index of everything written so far (since the last
+    /// [`WalWriter::truncate_index_below`]): a copy, made while the
+    /// writer waits to index its next batch.
     pub fn index(&self) -> WalIndex {
         lock(&self.index).clone()
+    }
+
+    /// Drops the entries of the writer's index below `checkpoint` (what
+    /// every region has flushed, or what an index file dumped already
+    /// holds), as [`WalIndex::truncate_below`] does: the index of a
+    /// writer that runs for long then holds what may still be replayed,
+    /// not every entry it ever wrote (about 24 bytes each, kept for the
+    /// writer's life, and copied whole by [`WalWriter::index`]).
+    pub fn truncate_index_below(&self, checkpoint: i64) {
+        lock(&self.index).truncate_below(checkpoint);
     }
 
     /// Writes what is queued, stops the writer and returns the index.
@@ -638,6 +690,9 @@ struct Encoded {
 
 /// One batch: its entries, in order, and its state.
 struct Batch {
+    /// The topic and partition it goes to (what its entries' errors name
+    /// if it is dropped unsettled).
+    target: Arc<(String, i32)>,
     /// The writer's own count of batches, in the order they were formed.
     number: u64,
     /// Where it is among the parts of batch `number` split after a
@@ -669,6 +724,38 @@ struct Batch {
     maybe_written: Option<(ProducerIdentity, i32)>,
 }
 
+impl Drop for Batch {
+    /// A batch dropped with entries not yet answered: the writer's task
+    /// was stopped before it settled them (its runtime shut down; the task
+    /// itself ends only once every batch is settled). An entry of a batch
+    /// a request carried may be in the log, and says so
+    /// ([`Error::MaybeWritten`]), instead of the bare "writer closed" its
+    /// dropped acknowledgement would give, which says it was not written.
+    fn drop(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let (topic, partition) = (self.target.0.clone(), self.target.1);
+        let in_doubt = self.sent || self.maybe_written.is_some();
+        for member in self.entries.drain(..) {
+            let error = match in_doubt {
+                true => Error::MaybeWritten {
+                    topic: topic.clone(),
+                    partition,
+                    source: crate::cluster::ClientError::Stopped {
+                        operation: format!("Produce to topic {topic:?} partition {partition}"),
+                    },
+                },
+                false => Error::WriterClosed {
+                    topic: topic.clone(),
+                    partition,
+                },
+            };
+            let _ = member.ack.send(Err(error));
+        }
+    }
+}
+
 /// A batch whose Produce request is in flight.
 struct InFlight {
     batch: Batch,
@@ -689,9 +776,11 @@ struct Group {
 }
 
 impl Group {
-    /// Whether its first entries make a batch that cannot grow.
+    /// Whether its first entries make a batch that cannot grow. A group
+    /// with no entries is not full, whatever the limit (0 included: every
+    /// entry then makes a full batch of its own).
     fn full(&self, max_batch_bytes: usize) -> bool {
-        self.bytes >= max_batch_bytes
+        self.bytes >= max_batch_bytes.max(1)
     }
 
     /// The batch an entry counting `bytes` goes into: the last one, or a
@@ -732,6 +821,8 @@ impl Group {
 struct Task {
     cluster: Arc<Cluster>,
     config: WriterConfig,
+    /// The config's topic and partition, shared by its batches.
+    target: Arc<(String, i32)>,
     index: Arc<Mutex<WalIndex>>,
     /// Entries not yet in a batch, by region (clustered) or all under one
     /// key (interleaved); a group with no entries is removed.

@@ -81,7 +81,7 @@ impl Task {
         };
         tracing::warn!(error = %make(error), topic = %self.config.topic, partition = self.config.partition,
             entries = batch.entries.len(), "WAL batch not written");
-        for p in batch.entries {
+        for p in std::mem::take(&mut batch.entries) {
             let _ = p.ack.send(Err(make(error)));
         }
     }

@@ -21,6 +21,7 @@ impl Task {
     ) -> Self {
         Self {
             cluster,
+            target: Arc::new((config.topic.clone(), config.partition)),
             config,
             index,
             groups: HashMap::new(),
