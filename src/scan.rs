@@ -62,7 +62,37 @@ pub enum BuildError {
         /// The byte limit of the last fetch.
         max_bytes: i32,
     },
+    /// Answers to a fetch held no records and no error although the
+    /// partition's readable end lay past the fetch offset, also when asked
+    /// again allowing longer and longer waits: the broker could not read
+    /// the records (a storage too slow; Kafka answers so when a read from
+    /// tiered storage outlasts its `remote.fetch.max.wait.ms`). The index
+    /// cannot go past that offset.
+    #[error(
+        "topic {topic:?} partition {partition}: {answers} answers in a row to a fetch at \
+         offset {offset} held no records although the readable end is {readable_end} (the \
+         last allowed to wait {last_wait:?}): the broker did not read them, and the index \
+         cannot go past offset {offset}"
+    )]
+    NoRecords {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The fetch offset.
+        offset: i64,
+        /// The readable end (last stable offset) the last answer gave.
+        readable_end: i64,
+        /// How many answers in a row held nothing.
+        answers: u32,
+        /// The `max_wait_ms` of the last fetch.
+        last_wait: std::time::Duration,
+    },
 }
+
+/// Answers in a row with no records below the readable end after which
+/// [`build_index`] fails with [`BuildError::NoRecords`].
+const MAX_EMPTY_ANSWERS: u32 = 10;
 
 /// What a build saw. More counts may be added: it is `#[non_exhaustive]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -157,7 +187,12 @@ impl BuildReport {
 /// large, KIP-74; a broker that does not cuts it at the limit), is asked
 /// again once with a limit of that batch's whole size; if that answer holds
 /// no complete batch either, the build fails with
-/// [`BuildError::NoCompleteBatch`] rather than end the index early.
+/// [`BuildError::NoCompleteBatch`] rather than end the index early. An
+/// answer with no records at all below the readable end (a broker that
+/// could not read them within the fetch's wait) is asked again allowing a
+/// wait, doubled each time; after ten such answers in a row the build
+/// fails with [`BuildError::NoRecords`], never ends the index
+/// early.
 pub async fn build_index(
     cluster: &Cluster,
     topic: &str,
@@ -186,6 +221,8 @@ pub async fn build_index(
     let mut limit = fetch_bytes.max(1);
     // The last answer held only the start of the batch at `next`.
     let mut cut_before = false;
+    // Answers in a row with no records below the readable end.
+    let mut empty = 0u32;
     loop {
         if end.is_some_and(|e| next >= e) {
             break;
@@ -198,9 +235,10 @@ pub async fn build_index(
         // past it, transactions are still open and any record may yet be
         // aborted, so it is left to a replay's scan past `last_index` (and
         // that replay's own isolation) rather than indexed as data.
+        let wait = crate::replay::unready_wait(empty);
         let params = FetchParams::new(topic, partition, next)
             .with_max_bytes(limit)
-            .with_max_wait(std::time::Duration::ZERO)
+            .with_max_wait(wait)
             .with_isolation(IsolationLevel::ReadCommitted)
             .with_topic_id(topic_id);
         let fetched = cluster.fetch(&params).await?;
@@ -208,6 +246,25 @@ pub async fn build_index(
         report.wire_bytes += fetched.wire_bytes as u64;
         let readable = fetched.readable_end(IsolationLevel::ReadCommitted);
         let end_now = *end.get_or_insert(readable);
+        // Nothing at all although records lie at `next`: not read within
+        // the wait (or, before the build is aligned, the batch holding
+        // `from` skipped). The next fetch may wait, longer each time.
+        let unready = fetched.records.is_empty() && next < readable.min(end_now);
+        if unready {
+            empty += 1;
+            if empty >= MAX_EMPTY_ANSWERS {
+                return Err(BuildError::NoRecords {
+                    topic: topic.to_string(),
+                    partition,
+                    offset: next,
+                    readable_end: readable,
+                    answers: empty,
+                    last_wait: wait,
+                });
+            }
+        } else {
+            empty = 0;
+        }
         if !aligned {
             let mut batches = Batches::new(fetched.records.clone(), DecodeOptions::default());
             let first_base = match batches.next() {
@@ -229,6 +286,9 @@ pub async fn build_index(
                 continue;
             }
             aligned = true;
+        }
+        if unready {
+            continue;
         }
         let before = next;
         let indexed = index_response(

@@ -515,6 +515,62 @@ async fn build_from_inside_a_batch_indexes_every_record_from_there() {
     );
 }
 
+/// A broker that answers fetches that may not wait with no records and no
+/// error below the readable end (storage slower than the wait; Kafka
+/// answers so when a tiered-storage read outlasts its
+/// `remote.fetch.max.wait.ms`): the build asks again allowing a wait and
+/// indexes every record, from the start or from inside a batch. Before,
+/// it took the first empty answer for the log's end and returned an index
+/// of nothing, complete "up to" the offset before `from`, with no error.
+/// A broker that never reads them is an error naming the offset, not an
+/// index that ends early.
+#[tokio::test]
+async fn build_on_a_broker_that_answers_hurried_fetches_with_no_records_indexes_everything() {
+    let scripted = ScriptedCluster::builder()
+        .habits(Habits::EMPTY_WHEN_HURRIED)
+        .start()
+        .await
+        .expect("scripted broker");
+    scripted.create_topic("wal", 1).expect("topic");
+    let cluster = connect(&scripted).await;
+    decimal_records(&cluster, "wal", 100, 10).await;
+    let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
+    for from in [0, 15] {
+        let (index, report) = build_index(&cluster, "wal", 0, &rule, from, None, 1 << 20)
+            .await
+            .unwrap();
+        let mut all: Vec<i64> = index
+            .regions()
+            .flat_map(|(_, r)| r.entries().iter().map(|e| e.offset))
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (from..100).collect::<Vec<_>>(), "{report:?}");
+        assert_eq!(index.last_index(), Some(99), "{report:?}");
+    }
+    for node in scripted.node_ids() {
+        let habits = Habits {
+            empty_below_wait_ms: 10_000,
+            ..Habits::KAFKA
+        };
+        scripted.set_habits(node, habits).unwrap();
+    }
+    let err = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
+        .await
+        .expect_err("no records, ever");
+    assert!(
+        matches!(
+            err,
+            BuildError::NoRecords {
+                offset: 0,
+                readable_end: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("offset 0"), "{err}");
+}
+
 #[tokio::test]
 async fn the_stored_rule_is_the_default_and_another_is_refused_unless_forced() {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");

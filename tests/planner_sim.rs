@@ -52,6 +52,8 @@ const NEVER_CUT: Habits = Habits {
     skip_containing_batch: false,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,
+    empty_below_wait_ms: 0,
+    segment_bytes: 0,
     spend_request_bytes: false,
 };
 
@@ -61,6 +63,8 @@ const SKIP_CONTAINING: Habits = Habits {
     skip_containing_batch: true,
     repeat_last_batch: false,
     omit_below_wait_ms: 0,
+    empty_below_wait_ms: 0,
+    segment_bytes: 0,
     spend_request_bytes: false,
 };
 

@@ -518,6 +518,23 @@ async fn a_broker_that_omits_partitions_when_hurried_still_gives_every_region_it
     assert!(stats.omitted > 0, "{stats:?}");
 }
 
+/// A broker that answers fetches that may not wait with no records and no
+/// error below the high watermark (storage slower than the wait; Kafka
+/// answers so when a tiered-storage read outlasts its
+/// `remote.fetch.max.wait.ms`): the recovery asks again allowing a wait,
+/// and loses nothing. Before, it asked again and again without one and
+/// ended stalled.
+#[tokio::test]
+async fn a_broker_that_answers_hurried_fetches_with_no_records_still_gives_every_region_its_entries(
+) {
+    every_region_gets_its_entries_under(Habits::EMPTY_WHEN_HURRIED).await;
+    every_region_gets_its_entries_under(Habits {
+        empty_below_wait_ms: 50,
+        ..Habits::TANSU_0_6
+    })
+    .await;
+}
+
 /// A broker that never answers for a partition, however long it may wait:
 /// an error naming the habit, the partition and the broker, not a hang and
 /// not a silent end.

@@ -186,6 +186,7 @@ async fn every_strategy_on_kafka_rules_and_on_other_brokers_habits() {
             omit_below_wait_ms: 50,
             ..Habits::TANSU_0_6
         },
+        Habits::EMPTY_WHEN_HURRIED,
     ] {
         for node in broker.node_ids() {
             broker.set_habits(node, habits).expect("habits");

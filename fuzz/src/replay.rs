@@ -469,6 +469,8 @@ fn habits(bits: u8) -> Habits {
         repeat_last_batch: bits & 4 != 0,
         // The cluster client's concern, not the core's.
         omit_below_wait_ms: 0,
+        empty_below_wait_ms: 0,
+        segment_bytes: 0,
         spend_request_bytes: false,
     }
 }

@@ -975,6 +975,62 @@ mod tests {
         assert_eq!(fetched.high_watermark, 100);
     }
 
+    /// A broker may order a response's partitions otherwise than the
+    /// request, split a topic over two entries, or add a partition not
+    /// asked for: each partition asked for gets its own answer, by topic
+    /// and partition, never by position.
+    #[test]
+    fn each_partition_gets_its_own_answer_whatever_the_order() {
+        let part = |index: i32, hw: i64| {
+            PartitionData::default()
+                .with_partition_index(index)
+                .with_high_watermark(hw)
+                .with_records(Some(Bytes::from(format!("records of {index}"))))
+        };
+        let topic = |name: &'static str, partitions| {
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str(name)))
+                .with_partitions(partitions)
+        };
+        let body = FetchResponse::default().with_responses(vec![
+            topic("t", vec![part(9, 900), part(2, 200)]),
+            topic("u", vec![part(1, 10)]),
+            topic("t", vec![part(1, 100)]),
+        ]);
+        let params = [
+            FetchParams::new("t", 1, 0),
+            FetchParams::new("u", 1, 0),
+            FetchParams::new("t", 2, 0),
+        ];
+        let targets: Vec<FetchTarget<'_>> = params
+            .iter()
+            .map(|params| FetchTarget {
+                params,
+                leader_epoch: -1,
+                topic_id: Uuid::nil(),
+            })
+            .collect();
+        let response = Response {
+            body,
+            version: 11,
+            correlation_id: 1,
+            wire_bytes: 0,
+        };
+        let picked = read_fetch_response_for(&targets, "b:1", response).expect("response");
+        let got: Vec<(i64, Bytes)> = picked
+            .into_iter()
+            .map(|p| p.map(|f| (f.high_watermark, f.records)).expect("answered"))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (100, Bytes::from_static(b"records of 1")),
+                (10, Bytes::from_static(b"records of 1")),
+                (200, Bytes::from_static(b"records of 2")),
+            ]
+        );
+    }
+
     #[test]
     fn waits_after_omissions_double_from_10_ms_up_to_500_ms() {
         let waits: Vec<u128> = (1..=MAX_CONSECUTIVE_OMISSIONS)

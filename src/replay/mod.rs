@@ -95,6 +95,24 @@ const FIRST_GROWTH: u64 = 8;
 /// [`Error::Unstable`] past the last stable offset).
 pub const LAGGING_WAIT: Duration = Duration::from_millis(500);
 
+/// How long a fetch may wait at the broker after an answer with no records
+/// below the readable end (see [`OutgoingFetch::max_wait`]); each such
+/// answer in a row doubles it, up to [`LAGGING_WAIT`].
+pub const UNREADY_FIRST_WAIT: Duration = Duration::from_millis(10);
+
+/// The wait to allow after `answers` answers in a row with no records below
+/// the readable end (none: no wait): [`UNREADY_FIRST_WAIT`], doubled after
+/// each further one, up to [`LAGGING_WAIT`].
+pub(crate) fn unready_wait(answers: u32) -> Duration {
+    if answers == 0 {
+        return Duration::ZERO;
+    }
+    let doublings = (answers - 1).min(16);
+    UNREADY_FIRST_WAIT
+        .saturating_mul(1u32 << doublings)
+        .min(LAGGING_WAIT)
+}
+
 /// One region to replay from a partition: its entries in `from..to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegionRange {
@@ -129,6 +147,17 @@ pub struct OutgoingFetch {
     /// records written past the last stable offset (a transaction still
     /// open), when it is [`LAGGING_WAIT`]: Kafka answers such a fetch as
     /// soon as its high watermark (last stable offset) passes the offset.
+    /// After an answer with no records and no error although the fetch
+    /// offset was below the readable end (storage that could not be read
+    /// within the wait: the protocol allows it, and Kafka answers so when a
+    /// read from tiered storage outlasts `remote.fetch.max.wait.ms`), it is
+    /// [`UNREADY_FIRST_WAIT`], doubled after each such answer in a row up
+    /// to [`LAGGING_WAIT`]; Kafka answers it as soon as records are read.
+    /// One fetch at a time is sent then, and an empty answer to a fetch
+    /// that could not wait is not counted as a try. Once a wait got records
+    /// where a shorter one had not, every later fetch of the partition is
+    /// allowed that wait (on Kafka it costs nothing while records are
+    /// there to read).
     pub max_wait: Duration,
     /// The partition's last answer came from a replica whose high
     /// watermark lags behind offsets this replay knows were written. An
@@ -288,6 +317,8 @@ enum Slot {
 #[derive(Debug)]
 struct InFlight {
     fetch: PlannedFetch,
+    /// How long the broker was allowed to wait for its records.
+    wait: Duration,
     round_trip: u64,
     /// The bytes counted in flight for it: its limit, or the batch it
     /// starts in if that is larger (it comes whole, KIP-74).
@@ -380,6 +411,19 @@ pub struct ReplayCore {
     /// still open; the next fetch may wait at the broker for the last
     /// stable offset to pass. That offset, and the first the fetch wanted.
     held_back: Option<(i64, i64)>,
+    /// The last answer had no records although its fetch offset was below
+    /// the readable end, from a replica whose high watermark does not lag:
+    /// the broker could not read them within the wait (or skipped the
+    /// batch holding the offset, see `misaligned`). The next fetch may wait
+    /// at the broker (see [`OutgoingFetch::max_wait`]).
+    unready: bool,
+    /// Since the last answer with records, one to a fetch that was allowed
+    /// to wait had none below the readable end: the wait was too short.
+    waited_in_vain: bool,
+    /// The wait that got records after a shorter one did not: the broker
+    /// needs it, and every later fetch is allowed it (see
+    /// [`OutgoingFetch::max_wait`]).
+    needed_wait: Duration,
     /// The lowest log end the leader reported below offsets known to have
     /// been written: the log was truncated there (see
     /// `ReplayCore::settle_out_of_range`).
@@ -556,6 +600,9 @@ impl ReplayCore {
             known_end,
             lagging: false,
             held_back: None,
+            unready: false,
+            waited_in_vain: false,
+            needed_wait: Duration::ZERO,
             truncated_to: None,
         })
     }
@@ -696,7 +743,10 @@ impl ReplayCore {
     /// [`ResponseDecoder::decode`]). An unknown id is ignored.
     pub fn handle_decoded(&mut self, id: FetchId, answer: FetchAnswer, decoded: Option<Decoded>) {
         let Some(InFlight {
-            fetch, round_trip, ..
+            fetch,
+            wait,
+            round_trip,
+            ..
         }) = self.take_in_flight(id)
         else {
             return;
@@ -707,7 +757,7 @@ impl ReplayCore {
         }
         // A reading of another fetch's answer is not used.
         let decoded = decoded.filter(|d| d.id == id);
-        if let Err(err) = self.settle(fetch, answer, decoded) {
+        if let Err(err) = self.settle(fetch, wait, answer, decoded) {
             self.error = Some(err);
         }
     }

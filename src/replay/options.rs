@@ -120,7 +120,10 @@ pub struct ReplayOptions {
     pub cut_records: CutRecords,
     /// Indexed offsets that no longer exist.
     pub on_lost: LostPolicy,
-    /// Fetches in a row allowed to make no progress before giving up.
+    /// Fetches in a row allowed to make no progress before giving up (an
+    /// answer with no records to a fetch that could not wait is not
+    /// counted: the next one may wait, see
+    /// [`super::OutgoingFetch::max_wait`]).
     pub max_attempts: u32,
     /// How a record's region is found, for records past `last_index` (and
     /// for every record of a full scan): only the regions asked for are

@@ -6,7 +6,8 @@ use std::time::Duration;
 use super::absorb::AbsorbOptions;
 use super::queue::Work;
 use super::{
-    InFlight, OutgoingFetch, ReplayCore, Room, Slot, FIRST_GROWTH, LAGGING_WAIT, SMALLEST_CUT,
+    unready_wait, InFlight, OutgoingFetch, ReplayCore, Room, Slot, FIRST_GROWTH, LAGGING_WAIT,
+    SMALLEST_CUT,
 };
 use crate::cluster::IsolationLevel;
 use crate::plan::{FetchKind, PlanView, PlannedFetch};
@@ -55,6 +56,12 @@ impl ReplayCore {
         if !self.answered && !self.in_flight.is_empty() {
             return None;
         }
+        // After an answer with no records below the readable end, one
+        // fetch at a time, each allowed a longer wait, until records come:
+        // fetches side by side would all come back empty, each a try.
+        if self.unready && !self.in_flight.is_empty() {
+            return None;
+        }
         if self
             .strategy
             .max_in_flight()
@@ -99,22 +106,25 @@ impl ReplayCore {
         self.in_flight_bytes += asked;
         self.in_flight_held += reserved;
         let fits = known.is_some_and(|(base, e)| base == fetch.offset && e.len <= fetch.max_bytes);
+        let max_wait = self.max_wait();
         let out = OutgoingFetch {
             id,
             offset: fetch.offset,
             max_bytes: fetch.max_bytes.max(1),
             isolation: self.options.isolation,
-            max_wait: match self.lagging || self.held_back.is_some() {
-                true => LAGGING_WAIT,
-                false => Duration::ZERO,
-            },
+            max_wait,
             lagging: self.lagging,
-            shareable: fits && self.stalls == 0 && !self.lagging && self.held_back.is_none(),
+            shareable: fits
+                && self.stalls == 0
+                && !self.lagging
+                && self.held_back.is_none()
+                && !self.unready,
         };
         self.in_flight.insert(
             id,
             InFlight {
                 fetch,
+                wait: max_wait,
                 round_trip: round_trip + 1,
                 asked,
                 reserved,
@@ -122,6 +132,19 @@ impl ReplayCore {
         );
         self.note_buffered();
         Some(out)
+    }
+
+    /// How long the next fetch may wait at the broker (see
+    /// [`OutgoingFetch::max_wait`]).
+    fn max_wait(&self) -> Duration {
+        if self.lagging || self.held_back.is_some() {
+            return LAGGING_WAIT;
+        }
+        if !self.unready {
+            return self.needed_wait;
+        }
+        // The answers in a row without progress, the empty one among them.
+        unready_wait(self.stalls.max(1)).max(self.needed_wait)
     }
 
     /// The next work in the queue, past entries already had (a response

@@ -3,6 +3,7 @@
 //! offsets and stalls counted, the tail past `last_index` read.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use walfetch_codec::{Record, RECORD_CHECKSUM_HEADER};
 
@@ -19,10 +20,12 @@ impl ReplayCore {
         Some(f)
     }
 
-    /// Takes in one answered fetch, and its decoder's reading if any.
+    /// Takes in one answered fetch (`wait`: how long the broker was allowed
+    /// to wait for its records), and its decoder's reading if any.
     pub(super) fn settle(
         &mut self,
         fetch: PlannedFetch,
+        wait: Duration,
         answer: FetchAnswer,
         decoded: Option<Decoded>,
     ) -> Result<(), Error> {
@@ -66,6 +69,10 @@ impl ReplayCore {
             self.held_back = Some((readable, first.max(fetch.offset)));
         }
         self.lagging = lags;
+        // Nothing although records lie at the fetch offset: not read in
+        // time (or a batch skipped); the next fetch may wait for them.
+        self.unready = !lags && fetched.records.is_empty() && fetch.offset < readable;
+        self.learn_wait(wait, fetched.records.is_empty());
         self.known_end = self.known_end.max(fetched.high_watermark);
         // A broker cannot have skipped the batch containing a fetch offset
         // known to start one.
@@ -116,14 +123,29 @@ impl ReplayCore {
         // An empty answer to a fetch below the log's end skipped the batch
         // holding the fetch offset too: Kafka returns at least that batch
         // (KIP-74); a broker that skips the containing batch returns
-        // nothing when it is the log's last.
+        // nothing when it is the log's last. Unless the broker could not
+        // read it in time: only an answer to a fetch that was allowed to
+        // wait tells (the fetch after an empty answer is, see
+        // `OutgoingFetch::max_wait`); taken for a skip, one slow read would
+        // have every later fetch of the replay start below its offset.
         let log_end = fetched.readable_end(self.options.isolation);
-        let skipped = fetched.records.is_empty() && fetch.offset < log_end && !aligned;
+        let skipped =
+            fetched.records.is_empty() && fetch.offset < log_end && !aligned && !wait.is_zero();
         if absorbed.misaligned || skipped {
             self.misaligned = Some(fetched.log_start_offset.max(0));
             // Not answered from the fetch offset: a batch start a hint
             // claimed there is not one to plan from again.
             self.layout.forget_hint(fetch.offset);
+        } else if absorbed
+            .batches
+            .first()
+            .is_some_and(|b| b.base < fetch.offset)
+        {
+            // Answered from the batch holding a mid-batch fetch offset: this
+            // broker does not skip it, whatever empty answers suggested
+            // before (a broker that could not read in time, for a wait too
+            // short).
+            self.misaligned = None;
         }
         self.stats.unverified_records += absorbed.unverified;
         if absorbed.overshot {
@@ -206,9 +228,32 @@ impl ReplayCore {
             progress |= end >= self.end;
             self.queue.tail_progress(end);
         }
-        self.count_stall(progress, fetch.offset)?;
+        // No records to a fetch that could not wait says only that they
+        // were not read at once, not that asking fails: the fetches after
+        // it wait (see `OutgoingFetch::max_wait`), and their answers count.
+        // Fetches sent before it, many in flight, all come back so.
+        if progress || !wait.is_zero() || !self.unready {
+            self.count_stall(progress, fetch.offset)?;
+        }
         self.note_buffered();
         Ok(())
+    }
+
+    /// Learns from an answer (to a fetch allowed `wait`; `empty`: with no
+    /// records) whether the broker needs a wait to read records: a wait
+    /// that got records where a shorter one, since the last records, got
+    /// none below the readable end.
+    fn learn_wait(&mut self, wait: Duration, empty: bool) {
+        match (self.unready, empty) {
+            (true, _) => self.waited_in_vain |= !wait.is_zero(),
+            (false, false) => {
+                if self.waited_in_vain {
+                    self.needed_wait = self.needed_wait.max(wait);
+                }
+                self.waited_in_vain = false;
+            }
+            (false, true) => self.waited_in_vain = false,
+        }
     }
 
     /// `OFFSET_OUT_OF_RANGE`: entries outside the log are gone; the rest is
@@ -223,6 +268,7 @@ impl ReplayCore {
     ) -> Result<(), Error> {
         self.log_start = self.log_start.max(log_start);
         self.held_back = None;
+        self.unready = false;
         // The log was truncated below offsets known to have been written:
         // the fetch offset is one of them (below the known end), and the
         // log ends at or below it by the leader's own account. Under

@@ -11,7 +11,10 @@
 //! - it is cut at exactly the byte limit, so the last batch may be partial;
 //! - with "min one batch" (the first partition of a response that returns
 //!   data, KIP-74) the first batch is returned whole even when it is larger
-//!   than the limit;
+//!   than the limit; without it, a first batch larger than the limit makes
+//!   the read return nothing at all, not a cut first batch (Fetch v3+: the
+//!   broker replaces an incomplete first batch with no records, so that the
+//!   consumer fetches the partition again rather than fail);
 //! - nothing at or past the upper bound (the high watermark, or the last
 //!   stable offset for `read_committed`) is returned; a fetch offset at the
 //!   bound gets no bytes, one outside `[log start, log end]` is
@@ -26,7 +29,8 @@
 //! - KIP-74, "Add Fetch Response Size Limit in Bytes" (partitions in request
 //!   order, the first batch of the first non-empty partition returned whole).
 //! - Apache Kafka `LogSegment.read` / `ReplicaManager.readFromLog` (the start
-//!   position, `minOneMessage`, `maxPosition` bounded by the high watermark).
+//!   position, `minOneMessage`, `maxPosition` bounded by the high watermark,
+//!   `firstEntryIncomplete` answered with no records).
 
 use std::ops::Range;
 
@@ -121,6 +125,24 @@ pub struct Habits {
     /// Kafka-compatible broker with `max_wait_ms = 0`, where librdkafka,
     /// which waits up to 500 ms, reads fine). 0: never.
     pub omit_below_wait_ms: u32,
+    /// A fetch that may wait less than this many milliseconds
+    /// (`max_wait_ms`) gets every partition it names answered with no
+    /// records and no error, its high watermark past the fetch offset:
+    /// the storage could not be read within the wait. The protocol allows
+    /// it (a broker answers with what it has once `max_wait_ms` has
+    /// passed, and with 0 that is at once), and Kafka itself answers so,
+    /// whatever the fetch's wait, when a read from tiered storage (KIP-405)
+    /// outlasts its `remote.fetch.max.wait.ms`. 0: never.
+    pub empty_below_wait_ms: u32,
+    /// Kafka's `log.segment.bytes`: the log is rolled into segments, a new
+    /// one begun where the next batch would take the current one past
+    /// this many bytes (a batch larger than that gets one of its own), and
+    /// a read returns bytes of one segment only, so a response ends at the
+    /// end of the segment holding its first batch, with fewer bytes than
+    /// asked although more lie past it (Kafka's `LocalLog.read` reads the
+    /// first segment that has data at the offset). Kafka's own rule with
+    /// segments rolled by size; 0: the log is one segment.
+    pub segment_bytes: u32,
     /// `partition_max_bytes` is ignored: each partition of a request reads
     /// up to what is left of the request's `max_bytes`, and one reached
     /// with nothing left gets no records, even below its high watermark
@@ -137,6 +159,8 @@ impl Habits {
         skip_containing_batch: false,
         repeat_last_batch: false,
         omit_below_wait_ms: 0,
+        empty_below_wait_ms: 0,
+        segment_bytes: 0,
         spend_request_bytes: false,
     };
     /// The habits observed on Tansu 0.6.
@@ -146,12 +170,21 @@ impl Habits {
         skip_containing_batch: true,
         repeat_last_batch: true,
         omit_below_wait_ms: 0,
+        empty_below_wait_ms: 0,
+        segment_bytes: 0,
         spend_request_bytes: true,
     };
     /// Kafka's rules, except that a fetch that may wait less than 50 ms
     /// gets its partitions left out ([`Habits::omit_below_wait_ms`]).
     pub const OMITS_WHEN_HURRIED: Habits = Habits {
         omit_below_wait_ms: 50,
+        ..Habits::KAFKA
+    };
+    /// Kafka's rules, except that a fetch that may wait less than 50 ms
+    /// gets its partitions answered with no records
+    /// ([`Habits::empty_below_wait_ms`]).
+    pub const EMPTY_WHEN_HURRIED: Habits = Habits {
+        empty_below_wait_ms: 50,
         ..Habits::KAFKA
     };
 }
@@ -193,6 +226,7 @@ pub struct ReadRequest {
     pub max_bytes: usize,
     /// Return the first batch whole even when it exceeds `max_bytes`: true
     /// for the first partition of a response that returns data (KIP-74).
+    /// When false, a first batch over `max_bytes` means no bytes at all.
     pub min_one_batch: bool,
     /// How the broker departs from Kafka's rules.
     pub habits: Habits,
@@ -267,12 +301,6 @@ pub fn read(
         });
     }
     let log_end_position = log.last().map_or(0, BatchExtent::end);
-    // The first batch not below the upper bound: the read stops at its start.
-    let bound_index = log.partition_point(|b| b.base_offset < bounds.upper_bound);
-    let max_position = log
-        .get(bound_index)
-        .map_or(log_end_position, |b| b.position);
-
     // The batch that contains the offset, or the first one after it.
     let mut start = log.partition_point(|b| b.last_offset < offset);
     if request.habits.skip_containing_batch
@@ -280,6 +308,14 @@ pub fn read(
     {
         start += 1;
     }
+    // The first batch not below the upper bound, nor past the segment the
+    // read starts in: the read stops at its start.
+    let bound_index = log
+        .partition_point(|b| b.base_offset < bounds.upper_bound)
+        .min(segment_end(log, start, request.habits.segment_bytes));
+    let max_position = log
+        .get(bound_index)
+        .map_or(log_end_position, |b| b.position);
     let empty = |index: usize| {
         let position = log.get(index).map_or(log_end_position, |b| b.position);
         ReadSlice {
@@ -318,6 +354,9 @@ pub fn read(
     } else {
         let limit = if request.min_one_batch {
             request.max_bytes.max(first.len)
+        } else if request.max_bytes < first.len {
+            // Kafka sends no records rather than a first batch cut short.
+            return Ok(empty(start));
         } else {
             request.max_bytes
         };
@@ -337,6 +376,27 @@ pub fn read(
             b.base_offset.min(bounds.upper_bound)
         }),
     })
+}
+
+/// The index of the first batch past the segment that holds batch `index`,
+/// in a log rolled into segments of `segment_bytes` (0: one segment; see
+/// [`Habits::segment_bytes`]).
+fn segment_end(log: &[BatchExtent], index: usize, segment_bytes: u32) -> usize {
+    if segment_bytes == 0 {
+        return log.len();
+    }
+    let limit = segment_bytes as usize;
+    let mut segment_start = 0;
+    for (i, batch) in log.iter().enumerate() {
+        // Rolled: the batch would take the segment past its size.
+        if i > segment_start && batch.end() - log[segment_start].position > limit {
+            if index < i {
+                return i;
+            }
+            segment_start = i;
+        }
+    }
+    log.len()
 }
 
 /// The bytes Kafka returns for a single-partition fetch at `offset` with the
@@ -457,6 +517,10 @@ mod tests {
             overshoot: true,
             ..never_cut
         };
+        let segmented = Habits {
+            segment_bytes: 200,
+            ..Habits::KAFKA
+        };
         let cases = [
             case("offset at batch start, limit covers all", 0, 10_000).ok(0..500, 0..4, false),
             case("offset at second batch start", 10, 10_000).ok(100..500, 1..4, false),
@@ -479,9 +543,16 @@ mod tests {
             case("not the first partition: zero limit, nothing", 0, 0)
                 .not_first()
                 .ok(0..0, 0..0, false),
-            case("not the first partition: first batch cut", 10, 20)
+            case(
+                "not the first partition: a first batch over the limit, nothing",
+                10,
+                20,
+            )
+            .not_first()
+            .ok(100..100, 1..1, false),
+            case("not the first partition: the second batch cut", 10, 170)
                 .not_first()
-                .ok(100..120, 1..2, true),
+                .ok(100..270, 1..3, true),
             case(
                 "offset in a compaction gap starts at the next batch",
                 26,
@@ -532,6 +603,24 @@ mod tests {
             case("skip: mid last batch gives nothing", 35, 10_000)
                 .habits(skip)
                 .ok(500..500, 4..4, false),
+            // Segments of 200 bytes: batch 0 (the next would take it to
+            // 250), batches 1 and 2 (200 bytes), batch 3.
+            case("segments: the read stops at its segment's end", 0, 10_000)
+                .habits(segmented)
+                .ok(0..100, 0..1, false),
+            case("segments: a read in the second segment", 12, 10_000)
+                .habits(segmented)
+                .ok(100..300, 1..3, false),
+            case("segments: a cut within the segment", 10, 170)
+                .habits(segmented)
+                .ok(100..270, 1..3, true),
+            case(
+                "segments: a gap at a segment's end reads the next",
+                26,
+                10_000,
+            )
+            .habits(segmented)
+            .ok(300..500, 3..4, false),
         ];
         let log = sample();
         for c in cases {

@@ -875,7 +875,9 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
         .collect();
     assert_eq!(lens, vec![big.bytes.len(), 0]);
     // max_bytes a bit over the first batch: the second partition's first
-    // batch is cut at exactly what is left (not returned whole).
+    // batch does not fit what is left, and it gets no records (Kafka, for
+    // Fetch v3+, answers an incomplete first batch with none rather than
+    // cut it).
     let room = 50;
     let response = client
         .call(
@@ -890,8 +892,27 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
             .as_ref()
             .expect("records"),
     );
-    assert_eq!(second.len, room);
-    assert_eq!(second.partial, Some((Some(0), room, Some(big.bytes.len()))));
+    assert_eq!((second.len, second.partial), (0, None));
+    // Room for its first batch and a bit: that batch whole, the next one
+    // cut at exactly what is left.
+    let response = client
+        .call(
+            11,
+            &fetch_request(11, &wants, (2 * big.bytes.len() + room) as i32, 0),
+        )
+        .await
+        .expect("Fetch");
+    let second = decode_records(
+        response.responses[1].partitions[0]
+            .records
+            .as_ref()
+            .expect("records"),
+    );
+    assert_eq!(second.batches, vec![0]);
+    assert_eq!(
+        second.partial,
+        Some((Some(10), room, Some(small.bytes.len())))
+    );
     // An empty first partition does not use up "min one batch".
     cluster
         .append("wal", 0, small.bytes.clone())
@@ -914,7 +935,7 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
 
 /// KIP-541: the broker's `fetch.max.bytes` caps a response whatever the
 /// request asks for; the first batch still comes whole, and the partitions
-/// past the cap get nothing.
+/// past the cap get nothing, nor does one whose first batch would be cut.
 #[tokio::test]
 async fn the_brokers_fetch_max_bytes_caps_a_response_as_kip_541_says() {
     let cluster = ScriptedCluster::start(1).await.expect("start");
@@ -944,9 +965,12 @@ async fn the_brokers_fetch_max_bytes_caps_a_response_as_kip_541_says() {
         // Two batches and a half: the first partition is cut there, and
         // the second gets nothing.
         (2 * len + half, vec![2 * len + half, 0]),
-        // Three batches and a half: the second partition is cut at what is
-        // left.
-        (3 * len + half, vec![3 * len, half]),
+        // Three batches and a half: what is left is less than the second
+        // partition's first batch, which gets nothing (not a cut batch).
+        (3 * len + half, vec![3 * len, 0]),
+        // Four batches and a half: the second partition's first batch
+        // whole, the next cut at what is left.
+        (4 * len + half, vec![3 * len, len + half]),
     ];
     for (cap, want) in cases {
         cluster.set_fetch_max_bytes(1, cap).expect("broker");
@@ -1137,6 +1161,65 @@ async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
     let response = client.call(11, &request).await.expect("Fetch");
     let records = only_partition(&response).records.clone().expect("records");
     assert_eq!(decode_records(&records).batches, vec![0, 10, 20, 25]);
+}
+
+#[tokio::test]
+async fn habit_empty_below_wait_answers_hurried_fetches_with_no_records() {
+    let cluster = ScriptedCluster::start(1).await.expect("start");
+    let id = cluster.create_topic("wal", 1).expect("create");
+    four_batches(&cluster);
+    cluster
+        .set_habits(1, Habits::EMPTY_WHEN_HURRIED)
+        .expect("habits");
+    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
+    let mut request = fetch_request(11, &[Want::new("wal", id, 0, 0, 1 << 20)], i32::MAX, 0);
+    // max_wait_ms 0 (and 49): the partition, no error, its high watermark,
+    // and no records.
+    for wait in [0, 49] {
+        request.max_wait_ms = wait;
+        let response = client.call(11, &request).await.expect("Fetch");
+        let partition = only_partition(&response);
+        assert_eq!(partition.error_code, 0);
+        assert_eq!(partition.high_watermark, 30, "wait {wait}");
+        assert_eq!(partition.records.as_ref().map(Bytes::len), Some(0));
+    }
+    // Allowed to wait 50 ms: the partition's records, at once.
+    request.max_wait_ms = 50;
+    let response = client.call(11, &request).await.expect("Fetch");
+    let records = only_partition(&response).records.clone().expect("records");
+    assert_eq!(decode_records(&records).batches, vec![0, 10, 20, 25]);
+}
+
+/// Kafka reads one segment a response: with segments rolled by size, a
+/// response stops at the end of the segment its first batch is in.
+#[tokio::test]
+async fn segments_end_a_response_at_the_segment_end() {
+    let cluster = ScriptedCluster::start(1).await.expect("start");
+    let id = cluster.create_topic("wal", 1).expect("create");
+    let lens: Vec<usize> = four_batches(&cluster).iter().map(|b| b.1).collect();
+    // Two batches a segment.
+    let segment_bytes = u32::try_from(lens[0] + lens[1]).expect("small");
+    cluster
+        .set_habits(
+            1,
+            Habits {
+                segment_bytes,
+                ..Habits::KAFKA
+            },
+        )
+        .expect("habits");
+    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
+    for (offset, batches) in [(0, vec![0, 10]), (5, vec![0, 10]), (22, vec![20, 25])] {
+        let request = fetch_request(11, &[Want::new("wal", id, 0, offset, 1 << 20)], i32::MAX, 0);
+        let response = client.call(11, &request).await.expect("Fetch");
+        let records = only_partition(&response).records.clone().expect("records");
+        let got = decode_records(&records);
+        assert_eq!(
+            (got.batches, got.partial),
+            (batches, None),
+            "offset {offset}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -590,6 +590,9 @@ impl Sim {
             min_one_batch: true,
             habits: self.habits,
         };
+        // A broker whose storage is slower than the fetch may wait answers
+        // with no records (as the scripted broker does).
+        let hurried = fetch.max_wait.as_millis() < u128::from(self.habits.empty_below_wait_ms);
         let mut high_watermark = self.log.high_watermark();
         if self.chance(self.faults.lagging) {
             let start = self.log.log_start_offset();
@@ -618,6 +621,12 @@ impl Sim {
             let mut twice = BytesMut::from(&records[..]);
             twice.extend_from_slice(&self.log.bytes(last.position..last.end()));
             records = twice.freeze();
+        }
+        if hurried {
+            if trace() {
+                eprintln!("sim:   no records: the fetch may not wait");
+            }
+            records = Bytes::new();
         }
         if !records.is_empty() && self.chance(self.faults.truncate) {
             let cut = self.rng.random_range(0..records.len());

@@ -5,7 +5,8 @@
 //! is the request's, at most the broker's `fetch.max.bytes` (KIP-541,
 //! [`crate::ScriptedCluster::set_fetch_max_bytes`]); the first partition
 //! that returns data gets its first batch whole even over that limit, the
-//! others are cut at exactly the limit (see [`crate::fetch_rules`]). Under
+//! others are cut at exactly the limit, or get no records when their first
+//! batch does not fit it (see [`crate::fetch_rules`]). Under
 //! `read_committed` the read stops at the last stable offset and the response
 //! lists the aborted transactions that overlap the returned offsets; under
 //! `read_uncommitted` it stops at the high watermark and the list is null.
@@ -251,6 +252,16 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
                 continue;
             }
             let log = &part.log;
+            if wait_ms < habits.empty_below_wait_ms {
+                // Storage too slow for the wait: the partition, no records.
+                let mut data = error_partition(index, 0);
+                data.high_watermark = log.high_watermark();
+                data.last_stable_offset = log.last_stable_offset();
+                data.log_start_offset = log.log_start_offset();
+                data.aborted_transactions = read_committed.then(Vec::new);
+                out.partitions.push(data);
+                continue;
+            }
             let upper_bound = if read_committed {
                 log.last_stable_offset()
             } else {
