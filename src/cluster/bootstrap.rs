@@ -68,6 +68,7 @@ impl Cluster {
             pool: Pool::new(config.connection.clone(), config.connections_per_broker),
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
+            topic_reads: Default::default(),
             preferred: Default::default(),
             unshared: Default::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),

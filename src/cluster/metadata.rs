@@ -7,12 +7,13 @@
 //!   <https://kafka.apache.org/protocol#The_Messages_Metadata>
 //! - KIP-320 (leader epoch in Metadata v7+), KIP-516 (topic ids, v10+).
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{ClientError, Cluster};
@@ -219,7 +220,70 @@ pub fn metadata_request(topics: Option<&[&str]>, version: i16) -> MetadataReques
     request
 }
 
+/// The last Metadata read that answered about a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TopicRead {
+    /// Counts reads over every topic: a read newer than one seen has a
+    /// higher number.
+    pub(super) number: u64,
+    /// When its answer was taken in.
+    pub(super) at: Instant,
+    /// The broker that answered.
+    pub(super) by: String,
+    /// What it answered.
+    pub(super) answer: Arc<ClusterMetadata>,
+}
+
+/// When each topic's metadata was last read, so that operations waiting
+/// for a partition's leader read it once a backoff between them, not once
+/// each (see [`Cluster::leader`]).
+#[derive(Debug, Default)]
+pub(super) struct TopicReads {
+    reads: Mutex<(u64, HashMap<String, TopicRead>)>,
+}
+
+impl TopicReads {
+    fn lock(&self) -> MutexGuard<'_, (u64, HashMap<String, TopicRead>)> {
+        self.reads.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The last read that answered about `topic`.
+    pub(super) fn last(&self, topic: &str) -> Option<TopicRead> {
+        self.lock().1.get(topic).cloned()
+    }
+
+    /// Forgets when `topic` was read: the next lookup reads it at once.
+    fn forget(&self, topic: &str) {
+        self.lock().1.remove(topic);
+    }
+
+    /// Notes that `by` answered about every topic of `metadata` now.
+    fn answered(&self, metadata: &ClusterMetadata, by: &str) {
+        let mut reads = self.lock();
+        reads.0 += 1;
+        let number = reads.0;
+        let at = Instant::now();
+        let answer = Arc::new(metadata.clone());
+        for topic in metadata.topics.keys() {
+            let read = TopicRead {
+                number,
+                at,
+                by: by.to_owned(),
+                answer: Arc::clone(&answer),
+            };
+            reads.1.insert(topic.clone(), read);
+        }
+    }
+}
+
 impl Cluster {
+    /// Takes in a Metadata answer from `by`: merged into the cache, and
+    /// its topics noted as read now.
+    pub(super) fn take_metadata(&self, metadata: ClusterMetadata, by: &str) {
+        self.topic_reads.answered(&metadata, by);
+        self.cache().merge(metadata);
+    }
+
     /// The metadata cached so far.
     pub fn cached_metadata(&self) -> ClusterMetadata {
         self.cache().clone()
@@ -255,7 +319,7 @@ impl Cluster {
         for address in &candidates {
             match self.read_metadata_from(address, topics).await {
                 Ok(metadata) => {
-                    self.cache().merge(metadata.clone());
+                    self.take_metadata(metadata.clone(), address);
                     return Ok((metadata, address.clone()));
                 }
                 Err(e) => {
@@ -286,7 +350,10 @@ impl Cluster {
         address: &str,
         topics: Option<&[&str]>,
     ) -> Result<ClusterMetadata, ClientError> {
-        let connection = self.pool.get(address).await?;
+        // The least busy connection: on one carrying a slow fetch, the
+        // broker would answer after it (it serves a connection's requests
+        // in order), and every lookup waiting for this read with it.
+        let connection = self.pool.get_spread(address).await?;
         self.read_metadata_on(&connection, topics).await
     }
 
@@ -327,8 +394,17 @@ impl Cluster {
     }
 
     /// Forgets what metadata said about `topic`, so the next operation on
-    /// it reads `Metadata` again.
+    /// it reads `Metadata` again, at once.
     pub fn invalidate(&self, topic: &str) {
+        self.topic_reads.forget(topic);
+        self.cache().topics.remove(topic);
+    }
+
+    /// Forgets what metadata said about `topic` after an answer said it is
+    /// stale (a leader moved, a connection lost): the next operation on it
+    /// reads `Metadata` again, no sooner than a backoff after the last
+    /// read (see [`Cluster::leader`]).
+    pub(crate) fn invalidate_after_error(&self, topic: &str) {
         self.cache().topics.remove(topic);
     }
 }

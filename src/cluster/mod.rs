@@ -12,7 +12,9 @@
 //! partition's metadata is dropped (and a broken connection closed), and the
 //! operation is tried again after an exponential backoff with jitter
 //! ([`RetryPolicy`]), until the policy's deadline. Non-retriable errors are
-//! returned at once, naming the topic, partition and broker.
+//! returned at once, naming the topic, partition and broker. Metadata read
+//! again so is read at most once every [`RetryPolicy::initial_backoff`] a
+//! topic, however many of its partitions wait (see [`Cluster::leader`]).
 //!
 //! Each operation lives in its own file with its request and response code:
 //! its `Cluster` method and the single attempt that method retries
@@ -183,6 +185,8 @@ pub struct Cluster {
     metadata: Mutex<ClusterMetadata>,
     /// Serializes metadata refreshes so that concurrent failures cause one.
     refresh: tokio::sync::Mutex<()>,
+    /// When each topic's metadata was last read (see [`Cluster::leader`]).
+    topic_reads: metadata::TopicReads,
     /// The replicas leaders pointed fetches at (KIP-392).
     preferred: follower::PreferredReplicas,
     /// Brokers seen to starve a partition of a shared Fetch request (see
@@ -215,6 +219,20 @@ impl Cluster {
     /// The leader of a partition: from the cache, or after one Metadata
     /// read. Errors (unknown topic, no leader) are the retriable ones the
     /// operations retry on.
+    ///
+    /// A topic's metadata is read at most once every
+    /// [`RetryPolicy::initial_backoff`] for the lookups that miss the
+    /// cache, as Kafka clients space their metadata refreshes by
+    /// `retry.backoff.ms`: a lookup sooner after a read that named no
+    /// leader for the partition, for a reason that may pass, fails with
+    /// what that read said (the operation retries after its backoff); one
+    /// after a read whose leader an answer has since said is stale waits
+    /// for the rest of that time; and lookups that waited together share
+    /// one read. Without it, every
+    /// partition without a leader (an election under way), and every
+    /// answer `NOT_LEADER_OR_FOLLOWER`, made a Metadata read of its own,
+    /// and a recovery of many partitions flooded the cluster with them
+    /// while it was least able to answer.
     pub async fn leader(
         &self,
         topic: &str,
@@ -223,34 +241,56 @@ impl Cluster {
         if let Some(leader) = self.cache().leader(topic, partition) {
             return Ok(leader);
         }
-        let answered_by = {
+        let seen = self.topic_reads.last(topic);
+        if let Some(read) = &seen {
+            let next = read.at.checked_add(self.config.retry.initial_backoff);
+            if next.is_some_and(|next| Instant::now() < next) {
+                match read.answer.leader(topic, partition) {
+                    // Retried after a backoff: told again until the next
+                    // read may go. (A refusal for good ends the operation,
+                    // and is read again at once: it may have passed.)
+                    None => {
+                        let error = no_leader(&read.answer, &read.by, topic, partition);
+                        if error.is_retriable(true) {
+                            return Err(error);
+                        }
+                    }
+                    Some(_) => {
+                        if let Some(next) = next {
+                            tokio::time::sleep_until(next).await;
+                        }
+                    }
+                }
+            }
+        }
+        let (answer, answered_by) = {
             let _single = self.refresh.lock().await;
             // Another task may have refreshed while this one waited.
             if let Some(leader) = self.cache().leader(topic, partition) {
                 return Ok(leader);
             }
-            self.read_metadata(Some(&[topic])).await?.1
+            // A read answered since this lookup began says what is known,
+            // even if a failure dropped the topic from the cache since.
+            let newer = self
+                .topic_reads
+                .last(topic)
+                .filter(|read| seen.as_ref().is_none_or(|s| read.number > s.number));
+            match newer {
+                Some(read) => (read.answer, read.by),
+                None => {
+                    let (answer, by) = self.read_metadata(Some(&[topic])).await?;
+                    (Arc::new(answer), by)
+                }
+            }
         };
-        let cache = self.cache();
-        if let Some(leader) = cache.leader(topic, partition) {
+        // The cache first: it keeps a leader of a newer epoch than a
+        // broker behind the others answered.
+        if let Some(leader) = self.cache().leader(topic, partition) {
             return Ok(leader);
         }
-        let asked = Asked::new(ApiKey::Metadata, &answered_by, topic, partition);
-        let kafka = |code| asked.failed(code, None);
-        let Some(t) = cache.topics.get(topic) else {
-            return Err(kafka(ErrorCode::UnknownTopicOrPartition));
-        };
-        if !t.error.is_ok() {
-            return Err(kafka(t.error));
-        }
-        match t.partitions.get(&partition) {
-            None => Err(kafka(ErrorCode::UnknownTopicOrPartition)),
-            Some(p) if !p.error.is_ok() && p.leader_id < 0 => Err(kafka(p.error)),
-            Some(p) => Err(ClientError::NoLeader {
-                topic: topic.to_owned(),
-                partition,
-                leader_id: p.leader_id,
-            }),
+        match answer.leader(topic, partition) {
+            Some(leader) => Ok(leader),
+            None => Err(no_leader(&answer, &answered_by, topic, partition)),
         }
     }
 
@@ -391,7 +431,7 @@ impl Cluster {
             }
             if error.invalidates_metadata() {
                 if let Some(topic) = topic {
-                    self.invalidate(topic);
+                    self.invalidate_after_error(topic);
                 }
             }
             let delay = policy.random_backoff(attempts);
@@ -411,6 +451,29 @@ impl Cluster {
             last = Some(error);
             tokio::time::sleep(delay).await;
         }
+    }
+}
+
+/// Why `answer`, a Metadata answer from `by`, names no usable leader of
+/// `topic`/`partition`: the topic's or partition's error code, or
+/// [`ClientError::NoLeader`].
+fn no_leader(answer: &ClusterMetadata, by: &str, topic: &str, partition: i32) -> ClientError {
+    let asked = Asked::new(ApiKey::Metadata, by, topic, partition);
+    let kafka = |code| asked.failed(code, None);
+    let Some(t) = answer.topics.get(topic) else {
+        return kafka(ErrorCode::UnknownTopicOrPartition);
+    };
+    if !t.error.is_ok() {
+        return kafka(t.error);
+    }
+    match t.partitions.get(&partition) {
+        None => kafka(ErrorCode::UnknownTopicOrPartition),
+        Some(p) if !p.error.is_ok() && p.leader_id < 0 => kafka(p.error),
+        Some(p) => ClientError::NoLeader {
+            topic: topic.to_owned(),
+            partition,
+            leader_id: p.leader_id,
+        },
     }
 }
 
@@ -444,6 +507,7 @@ mod tests {
             config,
             metadata: Mutex::new(ClusterMetadata::default()),
             refresh: tokio::sync::Mutex::new(()),
+            topic_reads: Default::default(),
             preferred: Default::default(),
             unshared: Default::default(),
             runtime: None,

@@ -136,7 +136,7 @@ impl Cluster {
                 .as_ref()
                 .is_err_and(ClientError::invalidates_metadata)
             {
-                cluster.invalidate(&topic);
+                cluster.invalidate_after_error(&topic);
             }
             cluster.evict_if_lost(&connection, &result);
             result

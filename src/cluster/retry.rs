@@ -16,7 +16,10 @@ use std::time::Duration;
 /// How a cluster operation retries retriable failures.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
-    /// Delay before the first retry.
+    /// Delay before the first retry; also the least time between two
+    /// Metadata reads of a topic made because operations found no usable
+    /// leader for it (Kafka clients' `retry.backoff.ms`; see
+    /// [`super::Cluster::leader`]).
     pub initial_backoff: Duration,
     /// Largest delay between two attempts.
     pub max_backoff: Duration,

@@ -119,7 +119,7 @@ impl Cluster {
         let leader = self.leader(topic, partition).await?;
         let connection = self.fetch_connection(&leader.address).await?;
         let metadata = self.read_metadata_on(&connection, Some(&[topic])).await?;
-        self.cache().merge(metadata.clone());
+        self.take_metadata(metadata.clone(), connection.broker());
         let asked = Asked::new(ApiKey::Metadata, connection.broker(), topic, partition);
         match metadata.topics.get(topic) {
             Some(t) if t.error.is_ok() => Ok(t.id),

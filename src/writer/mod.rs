@@ -78,7 +78,10 @@
 //! [`Error::WrittenOffsetUnknown`]: written, not indexed. So it looks for
 //! a batch whose answer it cannot decode (a broker's bug): found, the
 //! batch was written; not found, it was not, and its entries fail saying
-//! so. While the leader cannot be found, every batch waiting is held up:
+//! so. While the leader cannot be found (none elected, or the one metadata
+//! names cannot be reached: metadata is then read again, so a leader
+//! elected meanwhile, or a broker at a new address, is found), every batch
+//! waiting is held up:
 //! each one's deadline runs from when the writer was first held up, and
 //! once the leader is back the batches still within theirs go. A throttled
 //! answer (KIP-219) holds back the writer's next sends to that broker

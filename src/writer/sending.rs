@@ -256,7 +256,20 @@ impl Task {
             self.resume_at = Some(until);
             return Ok(None);
         }
-        Ok(Some(self.cluster.connection(&leader.address).await?))
+        match self.cluster.connection(&leader.address).await {
+            Ok(connection) => Ok(Some(connection)),
+            Err(e) => {
+                // The leader metadata named is unreachable (a broker that
+                // crashed, or moved to another address): the next lookup
+                // reads metadata again, which names the new leader once
+                // one is elected, instead of the cached one until the
+                // batches run out of retries.
+                if e.invalidates_metadata() {
+                    self.cluster.invalidate_after_error(topic);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Encodes a batch, stamped with the producer and its next sequence

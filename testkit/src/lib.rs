@@ -14,8 +14,9 @@ mod stats;
 mod tls;
 mod versions;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
@@ -191,16 +192,21 @@ impl ClusterBuilder {
             .into_iter()
             .zip(counters)
             .map(|(listener, (node_id, counters))| {
-                tokio::spawn(server::accept_loop(
+                let task = tokio::spawn(server::accept_loop(
                     listener,
                     shared.clone(),
                     node_id,
                     counters,
                     security.clone(),
-                ))
+                ));
+                (node_id, task)
             })
             .collect();
-        Ok(ScriptedCluster { shared, tasks })
+        Ok(ScriptedCluster {
+            shared,
+            security,
+            tasks: Mutex::new(tasks),
+        })
     }
 }
 
@@ -235,7 +241,11 @@ impl ClusterBuilder {
 /// ```
 pub struct ScriptedCluster {
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
+    /// What every listener requires, for brokers started again.
+    security: server::ListenerSecurity,
+    /// Each running broker's accept loop, by node id (a stopped broker has
+    /// none).
+    tasks: Mutex<BTreeMap<i32, JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for ScriptedCluster {
@@ -248,7 +258,7 @@ impl std::fmt::Debug for ScriptedCluster {
 
 impl Drop for ScriptedCluster {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in self.tasks().values() {
             task.abort();
         }
     }
@@ -485,6 +495,86 @@ impl ScriptedCluster {
         })?;
         self.shared.notify_append();
         Ok(leader)
+    }
+
+    fn tasks(&self) -> MutexGuard<'_, BTreeMap<i32, JoinHandle<()>>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops broker `node_id` as a crash does: its listener closes (new
+    /// connections are refused) and every connection to it is closed,
+    /// requests in flight unanswered. Like Kafka's controller before the
+    /// broker's session expires, the cluster does not notice: Metadata
+    /// (from the other brokers) still lists it and names it the leader of
+    /// its partitions until [`ScriptedCluster::move_leader`] elects
+    /// another. Stopping a stopped broker does nothing.
+    pub async fn stop_broker(&self, node_id: i32) -> Result<(), TestkitError> {
+        if self.addr(node_id).is_none() {
+            return Err(TestkitError::UnknownBroker(node_id));
+        }
+        let task = self.tasks().remove(&node_id);
+        if let Some(task) = task {
+            task.abort();
+            // Once it is dropped, so are its listener and connections.
+            let _ = task.await;
+        }
+        Ok(())
+    }
+
+    /// Starts broker `node_id` again at its address, after
+    /// [`ScriptedCluster::stop_broker`]; its state (logs, leadership,
+    /// counters) is the cluster's and was kept. Returns its address.
+    /// Starting a running broker does nothing.
+    pub async fn start_broker(&self, node_id: i32) -> Result<SocketAddr, TestkitError> {
+        let addr = self
+            .addr(node_id)
+            .ok_or(TestkitError::UnknownBroker(node_id))?;
+        if self.tasks().contains_key(&node_id) {
+            return Ok(addr);
+        }
+        self.listen(node_id, addr).await
+    }
+
+    /// Stops broker `node_id` (if it runs) and starts it again on another
+    /// port, which Metadata and Fetch leader hints advertise from then on
+    /// (unless the builder set the address it advertises), as a broker
+    /// restarted on a new host or port registers its new endpoint.
+    /// Clients that still connect to the old address are refused. Returns
+    /// the new address.
+    pub async fn restart_broker_elsewhere(&self, node_id: i32) -> Result<SocketAddr, TestkitError> {
+        self.stop_broker(node_id).await?;
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        self.listen(node_id, any_port).await
+    }
+
+    /// Serves broker `node_id` on a listener bound at `at`; its address
+    /// (and the advertised one, if it was the listener's) becomes the
+    /// listener's.
+    async fn listen(&self, node_id: i32, at: SocketAddr) -> Result<SocketAddr, TestkitError> {
+        let (listener, addr) = server::bind_at(at).await.map_err(TestkitError::Bind)?;
+        let counters = {
+            let mut state = self.shared.lock();
+            let broker = state
+                .broker_mut(node_id)
+                .ok_or(TestkitError::UnknownBroker(node_id))?;
+            if broker.advertised == broker.addr {
+                broker.advertised = addr;
+            }
+            broker.addr = addr;
+            broker.counters.clone()
+        };
+        let task = tokio::spawn(server::accept_loop(
+            listener,
+            self.shared.clone(),
+            node_id,
+            counters,
+            self.security.clone(),
+        ));
+        if let Some(old) = self.tasks().insert(node_id, task) {
+            old.abort();
+        }
+        tracing::debug!(node_id, %addr, "scripted broker listening again");
+        Ok(addr)
     }
 
     /// Queues a scripted fault (see [`Fault`]); faults are matched in the

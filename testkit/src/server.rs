@@ -44,7 +44,12 @@ const LINGER: Duration = Duration::from_secs(10);
 
 /// Binds a listener on an ephemeral loopback port.
 pub(crate) async fn bind() -> io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    bind_at(SocketAddr::from(([127, 0, 0, 1], 0))).await
+}
+
+/// Binds a listener at `addr` (port 0: an ephemeral one).
+pub(crate) async fn bind_at(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     Ok((listener, addr))
 }

@@ -132,6 +132,45 @@ async fn metadata_advertises_the_address_it_is_given() {
     );
 }
 
+/// Each broker's node id and port, as Metadata v12 gives them.
+async fn broker_ports(client: &mut RawClient) -> Vec<(i32, i32)> {
+    let mut request = MetadataRequest::default();
+    request.topics = None;
+    let response = client.call(12, &request).await.expect("Metadata v12");
+    response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.port))
+        .collect()
+}
+
+/// A stopped broker refuses connections and closes those it had; the
+/// others still name it in Metadata. Started again it listens at its
+/// address; restarted elsewhere, Metadata gives its new address and the
+/// old one is refused.
+#[tokio::test]
+async fn a_broker_stops_starts_and_moves_to_another_address() {
+    let cluster = ScriptedCluster::start(2).await.expect("start");
+    let first = cluster.addr(1).expect("broker 1");
+    let mut open = RawClient::connect(first).await;
+    cluster.stop_broker(1).await.expect("stop");
+    assert!(open.is_closed().await, "a connection survived the crash");
+    assert!(tokio::net::TcpStream::connect(first).await.is_err());
+    let mut other = RawClient::connect(cluster.addr(2).expect("broker 2")).await;
+    let port = |a: std::net::SocketAddr| i32::from(a.port());
+    assert_eq!(broker_ports(&mut other).await[0], (1, port(first)));
+    assert_eq!(cluster.start_broker(1).await.expect("start"), first);
+    let mut again = RawClient::connect(first).await;
+    assert_eq!(broker_ports(&mut again).await[0], (1, port(first)));
+    let moved = cluster.restart_broker_elsewhere(1).await.expect("move");
+    assert_ne!(moved, first);
+    assert_eq!(cluster.addr(1), Some(moved));
+    assert!(again.is_closed().await);
+    assert!(tokio::net::TcpStream::connect(first).await.is_err());
+    assert_eq!(broker_ports(&mut other).await[0], (1, port(moved)));
+    assert!(cluster.stop_broker(9).await.is_err());
+}
+
 #[tokio::test]
 async fn metadata_every_version() {
     let cluster = ScriptedCluster::start(3).await.expect("start");
