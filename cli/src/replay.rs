@@ -315,27 +315,41 @@ fn interrupt() -> tokio::sync::oneshot::Receiver<()> {
     rx
 }
 
-/// stdin can be read once: refuses more than one of `--index -` and
-/// `--checkpoints -` (the second would read nothing, and fail as a file
-/// that is not an index, or an empty JSON document).
+/// stdin can be read once: refuses more than one reader of it among
+/// `--index`, `--checkpoints` and `-F` (the second would read nothing, and
+/// fail as a file that is not an index, an empty JSON document, or
+/// settings missing).
 fn stdin_read_once(args: &Args) -> anyhow::Result<()> {
-    let stdin = |p: &Path| p.as_os_str() == "-";
-    let mut readers: Vec<&str> = args
+    let mut readers: Vec<String> = args
         .indexes
         .iter()
-        .filter(|p| stdin(p))
-        .map(|_| "--index -")
+        .filter(|p| reads_stdin(p))
+        .map(|p| format!("--index {}", p.display()))
         .collect();
-    if args.checkpoints.as_deref().is_some_and(stdin) {
-        readers.push("--checkpoints -");
+    if let Some(p) = args.checkpoints.as_deref().filter(|p| reads_stdin(p)) {
+        readers.push(format!("--checkpoints {}", p.display()));
+    }
+    // `-F -` names a file called `-`: only descriptor 0's names read stdin.
+    if let Some(p) =
+        (args.client.properties_file.as_deref()).filter(|p| p.as_os_str() != "-" && reads_stdin(p))
+    {
+        readers.push(format!("-F {}", p.display()));
     }
     anyhow::ensure!(
         readers.len() <= 1,
-        "{} are given: stdin can be read once, so at most one of them may be `-` (give the \
+        "{} are given: stdin can be read once, so at most one of them may read it (give the \
          others as files)",
         readers.join(" and ")
     );
     Ok(())
+}
+
+/// Whether reading `path` reads this process's stdin: `-` (for
+/// `--index` and `--checkpoints`) or a name of descriptor 0.
+fn reads_stdin(path: &Path) -> bool {
+    ["-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]
+        .iter()
+        .any(|s| path.as_os_str() == *s)
 }
 
 /// The entries written to stdout, in all and per region: what the stats

@@ -1204,6 +1204,17 @@ fn stdin_given_twice_is_refused() {
             "-t", "wal:0", "-t", "wal:1", "--index", "-", "--index", "-", "--region", "1",
         ][..],
         &["-t", "wal:0", "--index", "-", "--checkpoints", "-"][..],
+        &["-t", "wal:0", "--index", "-", "-F", "/dev/stdin"][..],
+        &[
+            "-t",
+            "wal:0",
+            "--index",
+            "/dev/stdin",
+            "--region",
+            "1",
+            "-F",
+            "/dev/fd/0",
+        ][..],
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
             .args(["replay", "-b", "127.0.0.1:1"])
