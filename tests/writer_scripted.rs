@@ -1621,3 +1621,170 @@ fn a_writer_made_outside_a_runtime_runs_in_its_clusters() {
     assert_eq!(offset, 0);
     assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 1);
 }
+
+/// [`a_batch_whose_answer_was_lost_is_looked_for_before_it_goes_under_a_new_producer_id`]
+/// against a broker that answers a fetch allowed to wait under 50 ms with
+/// no records and no error below its high watermark (Kafka does when a read
+/// from tiered storage outlasts `remote.fetch.max.wait.ms`). The writer
+/// looked for the batch with one fetch that may not wait, took the empty
+/// answer for "not in the log", and sent the batch again under a new
+/// producer id: the entry was written twice. It now asks again, allowing
+/// a growing wait, and finds it.
+#[tokio::test]
+async fn a_lost_answer_is_found_in_a_log_that_answers_hurried_fetches_with_nothing() {
+    let (scripted, cluster) = scripted().await;
+    scripted
+        .set_habits(1, walfetch_testkit::Habits::EMPTY_WHEN_HURRIED)
+        .unwrap();
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
+    let once = writer
+        .append(WalEntry::new(2, "written once"))
+        .await
+        .unwrap();
+    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    scripted.expire_producers(TOPIC, 0).unwrap();
+    let offset = once.await;
+    writer.close().await.unwrap();
+    let log = read_log(&cluster, TOPIC, 0).await;
+    let copies = log
+        .iter()
+        .flat_map(|b| &b.records)
+        .filter(|r| r.value.as_deref() == Some(&b"written once"[..]))
+        .count();
+    assert_eq!(copies, 1, "the entry is in the log {copies} times");
+    assert_eq!(
+        offset.unwrap(),
+        1,
+        "acknowledged where the first send put it"
+    );
+}
+
+/// ... and against a broker that never reads the log in time (every fetch
+/// answered with no records): the search gives up, and the entry fails
+/// saying it may have been written (it was), never sent again.
+#[tokio::test]
+async fn a_lost_answer_not_found_in_a_log_never_read_in_time_may_have_been_written() {
+    let (scripted, cluster) = scripted().await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    scripted
+        .set_habits(
+            1,
+            walfetch_testkit::Habits {
+                empty_below_wait_ms: 60_000,
+                ..walfetch_testkit::Habits::KAFKA
+            },
+        )
+        .unwrap();
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
+    let lost = writer.append(WalEntry::new(2, "lost")).await.unwrap();
+    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    scripted.expire_producers(TOPIC, 0).unwrap();
+    let error = lost.await.unwrap_err();
+    assert!(matches!(error, Error::MaybeWritten { .. }), "{error}");
+    assert!(error.to_string().contains("held no batch"), "{error}");
+    writer.close().await.unwrap();
+    scripted
+        .set_habits(1, walfetch_testkit::Habits::KAFKA)
+        .unwrap();
+    assert_eq!(scripted.high_watermark(TOPIC, 0).unwrap(), 2, "once");
+}
+
+/// [`a_batch_whose_answer_cannot_be_decoded_is_looked_for_in_the_log`]
+/// against a broker that answers hurried fetches with no records: the
+/// entries once failed saying they were not written, while they were in
+/// the log (a caller writing them again would write them twice).
+#[tokio::test]
+async fn an_undecodable_answer_is_found_in_a_log_that_answers_hurried_fetches_with_nothing() {
+    let (scripted, cluster) = scripted().await;
+    scripted
+        .set_habits(1, walfetch_testkit::Habits::EMPTY_WHEN_HURRIED)
+        .unwrap();
+    let config = config(WriterMode::Clustered).with_max_in_flight(1);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut appended = written(append_all(&writer, &entries(0, 30)).await);
+    // Produce v9's topic count is byte 9 of the frame (see
+    // `a_batch_whose_answer_cannot_be_decoded_is_looked_for_in_the_log`).
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+        at: 9,
+        bytes: vec![0x7f],
+    }));
+    appended.extend(written(append_all(&writer, &entries(30, 90)).await));
+    assert!(scripted.pending_faults().is_empty(), "the fault was met");
+    let index = writer.close().await.expect("closed");
+    check(&cluster, &appended, &index).await;
+}
+
+/// The partition's leader dropped from the cache just after a Metadata
+/// read (another partition of the topic answered `NOT_LEADER_OR_FOLLOWER`
+/// to a fetch), with a retry backoff of 3 s: the next read of the topic
+/// may go only 3 s after the last. The writer task once waited those 3 s
+/// inside its next send (the leader lookup), reading no answer: a batch
+/// written meanwhile was acknowledged only then. Now its sends wait and its
+/// answers do not. Paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_paced_metadata_read_does_not_hold_back_the_writers_answers() {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(TOPIC, 2).expect("topic");
+    let mut config = ClusterConfig::new([scripted.bootstrap()]);
+    config.retry = RetryPolicy {
+        initial_backoff: Duration::from_secs(3),
+        max_backoff: Duration::from_secs(3),
+        deadline: Duration::from_secs(60),
+        ..RetryPolicy::default()
+    };
+    let cluster = Arc::new(Cluster::connect(config).await.expect("bootstrap"));
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    // A Metadata read now.
+    cluster.invalidate(TOPIC);
+    cluster.leader(TOPIC, 0).await.unwrap();
+    // The next batch is written at once and answered after 200 ms.
+    scripted
+        .script(Fault::on(ApiKey::Produce).then(FaultAction::Delay(Duration::from_millis(200))));
+    let started = tokio::time::Instant::now();
+    let answered_late = writer
+        .append(WalEntry::new(2, "answered late"))
+        .await
+        .unwrap();
+    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The topic's leaders dropped from the cache: the next lookup must
+    // wait for the next read.
+    scripted.script(
+        Fault::on(ApiKey::Fetch)
+            .partition(1)
+            .then(FaultAction::PartitionError(
+                ResponseError::NotLeaderOrFollower.code(),
+            )),
+    );
+    let fetching = {
+        let cluster = Arc::clone(&cluster);
+        tokio::spawn(async move {
+            let params = walfetch::cluster::FetchParams::new(TOPIC, 1, 0);
+            cluster.fetch(&params).await
+        })
+    };
+    while !scripted.pending_faults().is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // A batch to send while the lookup is held back.
+    let behind = writer.append(WalEntry::new(3, "behind")).await.unwrap();
+    assert_eq!(answered_late.await.unwrap(), 1);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "a written batch was acknowledged after {took:?}"
+    );
+    assert_eq!(behind.await.unwrap(), 2);
+    fetching.await.unwrap().unwrap();
+    writer.close().await.unwrap();
+}

@@ -84,6 +84,32 @@ pub enum ClientError {
         /// The `max_wait_ms` of the last of them.
         last_wait: Duration,
     },
+    /// Fetch answers kept holding no batch at a fetch offset below the
+    /// partition's high watermark, no error either, also when allowed to
+    /// wait longer and longer: the broker did not read the records in
+    /// time (Kafka answers so when a read from tiered storage outlasts its
+    /// `remote.fetch.max.wait.ms`). What the WAL writer meets when it
+    /// cannot read the log to look for a batch whose answer it lost: the
+    /// batch's entries then fail saying they may have been written.
+    #[error(
+        "topic {topic:?} partition {partition}: {answers} Fetch answers in a row at offset \
+         {offset} held no batch although the high watermark is {high_watermark} (the last \
+         allowed to wait {last_wait:?}): the broker did not read the records in time"
+    )]
+    NoRecords {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The fetch offset.
+        offset: i64,
+        /// The high watermark the last answer gave.
+        high_watermark: i64,
+        /// Answers in a row that held no batch.
+        answers: u32,
+        /// The `max_wait_ms` of the last fetch.
+        last_wait: Duration,
+    },
     /// No broker answered a Metadata request (bootstrap, or a refresh).
     #[error(
         "no broker answered Metadata (tried {}): {}{last}",

@@ -468,10 +468,7 @@ fn more_than_one_batch(records: &[u8]) -> bool {
 
 /// The wait to allow after `omissions` (≥ 1) consecutive omissions.
 fn wait_after_omissions(omissions: u32) -> Duration {
-    let doublings = omissions.saturating_sub(1).min(16);
-    OMITTED_FIRST_WAIT
-        .saturating_mul(1u32 << doublings)
-        .min(OMITTED_WAIT_CAP)
+    super::patience::growing_wait(omissions.max(1), OMITTED_FIRST_WAIT, OMITTED_WAIT_CAP)
 }
 
 /// How a partition fared in a request it shared.

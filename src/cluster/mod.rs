@@ -38,6 +38,7 @@ mod follower;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod patience;
 mod pool;
 mod produce;
 mod retry;
@@ -77,6 +78,7 @@ pub use list_offsets::{ListedOffset, OffsetSpec};
 #[doc(hidden)]
 pub use metadata::metadata_request;
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
+pub(crate) use patience::growing_wait;
 use pool::Pool;
 #[doc(hidden)]
 pub use produce::{produce_request, read_produce_response};
@@ -176,6 +178,18 @@ impl ClusterConfig {
     }
 }
 
+/// What a leader lookup that may not wait found
+/// ([`Cluster::leader_unless_paced`]).
+#[derive(Debug, Clone)]
+pub(crate) enum LeaderLookup {
+    /// The partition's leader.
+    Found(PartitionLeader),
+    /// Not known now: metadata said the cached leader is stale, and the
+    /// topic's Metadata may be read again from this instant (a backoff
+    /// after the last read).
+    ReadAt(Instant),
+}
+
 /// A client of one Kafka cluster. Share it behind an [`Arc`]; every method
 /// takes `&self` and may run concurrently.
 #[derive(Debug)]
@@ -238,8 +252,37 @@ impl Cluster {
         topic: &str,
         partition: i32,
     ) -> Result<PartitionLeader, ClientError> {
+        loop {
+            match self.look_up_leader(topic, partition, true).await? {
+                LeaderLookup::Found(leader) => return Ok(leader),
+                // (Not answered to a lookup that may wait.)
+                LeaderLookup::ReadAt(at) => tokio::time::sleep_until(at).await,
+            }
+        }
+    }
+
+    /// [`Cluster::leader`] for a task that must not wait (the WAL writer,
+    /// which reads its answers and takes entries meanwhile): where that
+    /// waits for the next Metadata read of the topic, this says when it may
+    /// go ([`LeaderLookup::ReadAt`]), and the caller comes back then.
+    pub(crate) async fn leader_unless_paced(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<LeaderLookup, ClientError> {
+        self.look_up_leader(topic, partition, false).await
+    }
+
+    /// [`Cluster::leader`]'s lookup; with `wait` false, a lookup that must
+    /// wait for the topic's next Metadata read returns when instead.
+    async fn look_up_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        wait: bool,
+    ) -> Result<LeaderLookup, ClientError> {
         if let Some(leader) = self.cache().leader(topic, partition) {
-            return Ok(leader);
+            return Ok(LeaderLookup::Found(leader));
         }
         let seen = self.topic_reads.last(topic);
         if let Some(read) = &seen {
@@ -255,11 +298,11 @@ impl Cluster {
                             return Err(error);
                         }
                     }
-                    Some(_) => {
-                        if let Some(next) = next {
-                            tokio::time::sleep_until(next).await;
-                        }
-                    }
+                    Some(_) => match next {
+                        Some(next) if !wait => return Ok(LeaderLookup::ReadAt(next)),
+                        Some(next) => tokio::time::sleep_until(next).await,
+                        None => {}
+                    },
                 }
             }
         }
@@ -267,7 +310,7 @@ impl Cluster {
             let _single = self.refresh.lock().await;
             // Another task may have refreshed while this one waited.
             if let Some(leader) = self.cache().leader(topic, partition) {
-                return Ok(leader);
+                return Ok(LeaderLookup::Found(leader));
             }
             // A read answered since this lookup began says what is known,
             // even if a failure dropped the topic from the cache since.
@@ -286,10 +329,10 @@ impl Cluster {
         // The cache first: it keeps a leader of a newer epoch than a
         // broker behind the others answered.
         if let Some(leader) = self.cache().leader(topic, partition) {
-            return Ok(leader);
+            return Ok(LeaderLookup::Found(leader));
         }
         match answer.leader(topic, partition) {
-            Some(leader) => Ok(leader),
+            Some(leader) => Ok(LeaderLookup::Found(leader)),
             None => Err(no_leader(&answer, &answered_by, topic, partition)),
         }
     }

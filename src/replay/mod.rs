@@ -104,13 +104,7 @@ pub const UNREADY_FIRST_WAIT: Duration = Duration::from_millis(10);
 /// the readable end (none: no wait): [`UNREADY_FIRST_WAIT`], doubled after
 /// each further one, up to [`LAGGING_WAIT`].
 pub(crate) fn unready_wait(answers: u32) -> Duration {
-    if answers == 0 {
-        return Duration::ZERO;
-    }
-    let doublings = (answers - 1).min(16);
-    UNREADY_FIRST_WAIT
-        .saturating_mul(1u32 << doublings)
-        .min(LAGGING_WAIT)
+    crate::cluster::growing_wait(answers, UNREADY_FIRST_WAIT, LAGGING_WAIT)
 }
 
 /// One region to replay from a partition: its entries in `from..to`.

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use walfetch_codec::{BatchBuilder, Batches, DecodeOptions, NewRecord, RecordsBuffer};
@@ -12,7 +11,7 @@ use walfetch_codec::{BatchBuilder, Batches, DecodeOptions, NewRecord, RecordsBuf
 use super::sending::batch_requeue;
 use super::{lock, Batch, Error, InFlight, Task};
 use crate::cluster::{
-    ClientError, Cluster, FetchParams, IsolationLevel, OffsetSpec, ProducerIdentity,
+    ClientError, Cluster, FetchParams, IsolationLevel, LeaderLookup, OffsetSpec, ProducerIdentity,
 };
 use crate::connection::ConnectionError;
 use crate::error_code::ErrorCode;
@@ -318,14 +317,18 @@ impl Task {
         };
         let batch_len = u32::try_from(encoded.bytes.len()).unwrap_or(u32::MAX);
         let known = lock(&self.index).source().topic_id.is_some();
+        // (A lookup that would wait for the topic's next Metadata read
+        // leaves the id to a later batch: the task does not wait.)
         let topic_id = match known {
             true => None,
-            false => self
+            false => match self
                 .cluster
-                .leader(&self.config.topic, self.config.partition)
+                .leader_unless_paced(&self.config.topic, self.config.partition)
                 .await
-                .ok()
-                .map(|l| l.topic_id),
+            {
+                Ok(LeaderLookup::Found(leader)) => Some(leader.topic_id),
+                _ => None,
+            },
         };
         {
             let mut index = lock(&self.index);
@@ -486,6 +489,10 @@ pub(super) fn may_be_written(error: &ClientError) -> bool {
     ) || (error.is_retriable(true) && !error.is_retriable(false))
 }
 
+/// Answers in a row holding no batch below the high watermark after which
+/// [`locate`] gives up ([`ClientError::NoRecords`]).
+const MAX_EMPTY_ANSWERS: u32 = 10;
+
 /// Finds where the broker put batches it answered without saying where
 /// (a duplicate without its offset, an answer that cannot be decoded, an
 /// answer lost): for each of `stamps` (producer id, epoch and base
@@ -493,6 +500,14 @@ pub(super) fn may_be_written(error: &ClientError) -> bool {
 /// acknowledged batch) that carries it, or `None` when the log holds none
 /// up to its high watermark. One read of the log finds them all; it stops
 /// once each is found.
+///
+/// A fetch may not wait (Tansu 0.6 would sleep it out, the batches at
+/// hand); an answer with no batch below the high watermark (a broker that
+/// could not read its storage in no time) is not "not in the log": the
+/// fetch is asked again allowing a wait that grows with each such answer,
+/// as [`crate::scan::build_index`] does, and after [`MAX_EMPTY_ANSWERS`]
+/// in a row the search fails ([`ClientError::NoRecords`]): the batch may
+/// be there, unseen.
 async fn locate(
     cluster: &Cluster,
     topic: &str,
@@ -502,11 +517,13 @@ async fn locate(
 ) -> Result<Vec<Option<i64>>, ClientError> {
     let mut found: Vec<Option<i64>> = vec![None; stamps.len()];
     let mut offset = from;
+    // Answers in a row with no batch below the high watermark.
+    let mut empty = 0u32;
     while found.iter().any(Option::is_none) {
-        // The batches are there: no wait (Tansu 0.6 would sleep it out).
+        let wait = crate::replay::unready_wait(empty);
         let params = FetchParams::new(topic, partition, offset)
             .with_max_bytes(4 << 20)
-            .with_max_wait(Duration::ZERO);
+            .with_max_wait(wait);
         let fetched = match cluster.fetch(&params).await {
             Ok(fetched) => fetched,
             // The log starts past `offset` now (retention): on from its
@@ -530,6 +547,10 @@ async fn locate(
             }
             Err(e) => return Err(e),
         };
+        if offset >= fetched.high_watermark {
+            // Read up to the high watermark.
+            break;
+        }
         let mut next = offset;
         for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
             let Ok(batch) = batch else { break };
@@ -546,7 +567,23 @@ async fn locate(
             }
             next = next.max(batch.last_offset() + 1);
         }
-        if next == offset || next >= fetched.high_watermark {
+        if next == offset {
+            // No batch read, records lying at `offset`: not read in time.
+            empty += 1;
+            if empty >= MAX_EMPTY_ANSWERS {
+                return Err(ClientError::NoRecords {
+                    topic: topic.to_string(),
+                    partition,
+                    offset,
+                    high_watermark: fetched.high_watermark,
+                    answers: empty,
+                    last_wait: wait,
+                });
+            }
+            continue;
+        }
+        empty = 0;
+        if next >= fetched.high_watermark {
             break;
         }
         offset = next;

@@ -9,7 +9,7 @@ use walfetch_codec::BatchBuilder;
 
 use super::answers::may_be_written;
 use super::{Batch, Encoded, InFlight, Task};
-use crate::cluster::{ClientError, IsolationLevel, OffsetSpec};
+use crate::cluster::{ClientError, IsolationLevel, LeaderLookup, OffsetSpec};
 use crate::connection::Connection;
 use crate::error::Error;
 
@@ -177,7 +177,8 @@ impl Task {
             }
             let connection = match self.leader_connection().await {
                 Ok(Some(connection)) => connection,
-                // Throttled: sends wait (`resume_at`), answers do not.
+                // Throttled, or the leader's lookup paced: sends wait
+                // (`resume_at`), answers do not.
                 Ok(None) => return,
                 Err(e) => {
                     // A try, as a send is: the backoff grows with each
@@ -245,13 +246,24 @@ impl Task {
     }
 
     /// The leader's connection, or `None` while a throttled answer from
-    /// the leader holds requests to it back (KIP-219): then nothing is sent
-    /// until the throttle ends (`resume_at`), and the task goes on reading
-    /// answers and taking entries meanwhile (the pool would hold it in a
-    /// wait instead, and the answers of batches already written with it).
+    /// the leader holds requests to it back (KIP-219), or while the
+    /// leader is not known and the topic's metadata may not be read again
+    /// yet (read at most once a backoff, see [`Cluster::leader`]): then
+    /// nothing is sent until then (`resume_at`), and the task goes on
+    /// reading answers and taking entries meanwhile (the pool, or the
+    /// lookup, would hold it in a wait instead, and the answers of batches
+    /// already written).
+    ///
+    /// [`Cluster::leader`]: crate::cluster::Cluster::leader
     async fn leader_connection(&mut self) -> Result<Option<Arc<Connection>>, ClientError> {
         let (topic, partition) = (&self.config.topic, self.config.partition);
-        let leader = self.cluster.leader(topic, partition).await?;
+        let leader = match self.cluster.leader_unless_paced(topic, partition).await? {
+            LeaderLookup::Found(leader) => leader,
+            LeaderLookup::ReadAt(at) => {
+                self.resume_at = Some(at);
+                return Ok(None);
+            }
+        };
         if let Some(until) = self.cluster.throttled_until(&leader.address) {
             self.resume_at = Some(until);
             return Ok(None);
