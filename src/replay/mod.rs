@@ -149,9 +149,8 @@ pub struct OutgoingFetch {
     /// to [`LAGGING_WAIT`]; Kafka answers it as soon as records are read.
     /// One fetch at a time is sent then, and an empty answer to a fetch
     /// that could not wait is not counted as a try. Once a wait got records
-    /// at a fetch offset where a shorter one had not (an empty answer taken
-    /// for a broker skipping the batch holding a mid-batch offset does not
-    /// count), every later fetch of the partition is allowed that wait (on Kafka it costs nothing while records are
+    /// where a shorter one had not, every later fetch of the partition is
+    /// allowed that wait (on Kafka it costs nothing while records are
     /// there to read).
     pub max_wait: Duration,
     /// The partition's last answer came from a replica whose high
@@ -163,10 +162,8 @@ pub struct OutgoingFetch {
     /// Whether the fetch may share a request with other partitions' fetches:
     /// it starts at a known batch whose length is within its limit, so it
     /// needs no first batch returned whole past the limit (which a broker
-    /// does for the first partition of a response only), the last fetch
-    /// of this partition made progress, and it may not wait
-    /// ([`OutgoingFetch::max_wait`] zero: a request shared by several
-    /// partitions waits as long as its first fetch allows).
+    /// does for the first partition of a response only), and the last fetch
+    /// of this partition made progress.
     pub shareable: bool,
 }
 
@@ -316,11 +313,6 @@ struct InFlight {
     fetch: PlannedFetch,
     /// How long the broker was allowed to wait for its records.
     wait: Duration,
-    /// Planned while the broker was taken to skip the batch holding a
-    /// mid-batch fetch offset (`ReplayCore::misaligned`): possibly below
-    /// where the fetch before it asked, so records it gets say nothing of
-    /// the wait (see `ReplayCore::learn_wait`).
-    below_skip: bool,
     round_trip: u64,
     /// The bytes counted in flight for it: its limit, or the batch it
     /// starts in if that is larger (it comes whole, KIP-74).
@@ -383,10 +375,6 @@ pub struct ReplayCore {
     /// Set once the broker skipped the batch containing a mid-batch fetch
     /// offset: the log start it reported (see [`PlanView::misaligned`]).
     misaligned: Option<i64>,
-    /// The broker answered a fetch at a mid-batch offset from the batch
-    /// holding it: it does not skip that batch, and a later empty answer is
-    /// not taken for a skip (see `misaligned`).
-    serves_containing_batch: bool,
     /// Whether each indexed entry is checked to be of its region by
     /// `options.region_rule` when yielded (the rule is known).
     verify_entries: bool,
@@ -424,9 +412,8 @@ pub struct ReplayCore {
     /// at the broker (see [`OutgoingFetch::max_wait`]).
     unready: bool,
     /// Since the last answer with records, one to a fetch that was allowed
-    /// to wait had none below the readable end, and no skipped batch
-    /// explains it: the wait was too short. That fetch's offset and wait.
-    waited_in_vain: Option<(i64, Duration)>,
+    /// to wait had none below the readable end: the wait was too short.
+    waited_in_vain: bool,
     /// The wait that got records after a shorter one did not: the broker
     /// needs it, and every later fetch is allowed it (see
     /// [`OutgoingFetch::max_wait`]).
@@ -600,7 +587,6 @@ impl ReplayCore {
             yielded_ends: Vec::new(),
             log_start: 0,
             misaligned: None,
-            serves_containing_batch: false,
             verify_entries: bound.verify,
             cut_usable,
             overshoots: false,
@@ -609,7 +595,7 @@ impl ReplayCore {
             lagging: false,
             held_back: None,
             unready: false,
-            waited_in_vain: None,
+            waited_in_vain: false,
             needed_wait: Duration::ZERO,
             truncated_to: None,
         })
@@ -753,7 +739,6 @@ impl ReplayCore {
         let Some(InFlight {
             fetch,
             wait,
-            below_skip,
             round_trip,
             ..
         }) = self.take_in_flight(id)
@@ -766,7 +751,7 @@ impl ReplayCore {
         }
         // A reading of another fetch's answer is not used.
         let decoded = decoded.filter(|d| d.id == id);
-        if let Err(err) = self.settle(fetch, wait, below_skip, answer, decoded) {
+        if let Err(err) = self.settle(fetch, wait, answer, decoded) {
             self.error = Some(err);
         }
     }
@@ -1181,29 +1166,5 @@ mod tests {
             first_only,
         );
         assert_eq!(yielded(&mut core), (0..10).collect::<Vec<_>>());
-    }
-
-    /// A broker that skips the batch holding a mid-batch fetch offset
-    /// answers a fetch at one in the log's last batch with nothing
-    /// (Tansu 0.6). The fetch after, allowed a wait, gets nothing either,
-    /// which tells the skip; the one planned below it because of that gets
-    /// records. That wait did not bring them (the lower offset did): the
-    /// fetches after do not wait. Before, each later fetch of the
-    /// partition was allowed it, which Tansu sleeps out on every fetch.
-    #[test]
-    fn a_wait_is_not_learned_from_a_fetch_planned_below_a_skip() {
-        let (mut core, first) = core_of(&[2, 7]);
-        assert!(first.max_wait.is_zero());
-        core.handle_response(first.id, answer(Bytes::new()));
-        let waited = core.poll_fetch(Room::UNLIMITED, 1).expect("asked again");
-        assert_eq!(waited.offset, 2);
-        assert!(!waited.max_wait.is_zero(), "{waited:?}");
-        core.handle_response(waited.id, answer(Bytes::new()));
-        let below = core.poll_fetch(Room::UNLIMITED, 2).expect("asked below");
-        assert!(below.offset < 2, "{below:?}");
-        core.handle_response(below.id, answer(batch(0)));
-        assert_eq!(yielded(&mut core), vec![2]);
-        let next = core.poll_fetch(Room::UNLIMITED, 3).expect("entry 7");
-        assert!(next.max_wait.is_zero(), "{next:?}");
     }
 }

@@ -21,14 +21,11 @@ impl ReplayCore {
     }
 
     /// Takes in one answered fetch (`wait`: how long the broker was allowed
-    /// to wait for its records; `below_skip`: planned while the broker was
-    /// taken to skip batches, see `InFlight::below_skip`), and its
-    /// decoder's reading if any.
+    /// to wait for its records), and its decoder's reading if any.
     pub(super) fn settle(
         &mut self,
         fetch: PlannedFetch,
         wait: Duration,
-        below_skip: bool,
         answer: FetchAnswer,
         decoded: Option<Decoded>,
     ) -> Result<(), Error> {
@@ -75,6 +72,7 @@ impl ReplayCore {
         // Nothing although records lie at the fetch offset: not read in
         // time (or a batch skipped); the next fetch may wait for them.
         self.unready = !lags && fetched.records.is_empty() && fetch.offset < readable;
+        self.learn_wait(wait, fetched.records.is_empty());
         self.known_end = self.known_end.max(fetched.high_watermark);
         // A broker cannot have skipped the batch containing a fetch offset
         // known to start one.
@@ -131,18 +129,8 @@ impl ReplayCore {
         // `OutgoingFetch::max_wait`); taken for a skip, one slow read would
         // have every later fetch of the replay start below its offset.
         let log_end = fetched.readable_end(self.options.isolation);
-        let skipped = fetched.records.is_empty()
-            && fetch.offset < log_end
-            && !aligned
-            && !wait.is_zero()
-            && !self.serves_containing_batch;
-        self.learn_wait(
-            &fetch,
-            wait,
-            fetched.records.is_empty(),
-            skipped,
-            below_skip,
-        );
+        let skipped =
+            fetched.records.is_empty() && fetch.offset < log_end && !aligned && !wait.is_zero();
         if absorbed.misaligned || skipped {
             self.misaligned = Some(fetched.log_start_offset.max(0));
             // Not answered from the fetch offset: a batch start a hint
@@ -158,7 +146,6 @@ impl ReplayCore {
             // before (a broker that could not read in time, for a wait too
             // short).
             self.misaligned = None;
-            self.serves_containing_batch = true;
         }
         self.stats.unverified_records += absorbed.unverified;
         if absorbed.overshot {
@@ -252,40 +239,20 @@ impl ReplayCore {
         Ok(())
     }
 
-    /// Learns from an answer (to `fetch`, allowed `wait`; `empty`: with no
-    /// records) whether the broker needs a wait to read records: records
-    /// to a fetch at the offset of one whose shorter wait, since the last
-    /// records, got none below the readable end. An empty answer taken for
-    /// a skip (`skipped`) is explained by the skip, not by a wait too
-    /// short; records to a fetch planned while the broker was taken to
-    /// skip batches (`below_skip`, maybe below the offset that failed)
-    /// came from where it asked, not from how long it waited. Learned
-    /// from either, on a broker that sleeps out every wait (Tansu 0.6),
-    /// the wait would cost that much on every later fetch of the
-    /// partition.
-    fn learn_wait(
-        &mut self,
-        fetch: &PlannedFetch,
-        wait: Duration,
-        empty: bool,
-        skipped: bool,
-        below_skip: bool,
-    ) {
+    /// Learns from an answer (to a fetch allowed `wait`; `empty`: with no
+    /// records) whether the broker needs a wait to read records: a wait
+    /// that got records where a shorter one, since the last records, got
+    /// none below the readable end.
+    fn learn_wait(&mut self, wait: Duration, empty: bool) {
         match (self.unready, empty) {
-            (true, _) => {
-                if !wait.is_zero() && !skipped {
-                    self.waited_in_vain = Some((fetch.offset, wait));
-                }
-            }
+            (true, _) => self.waited_in_vain |= !wait.is_zero(),
             (false, false) => {
-                let failed = self.waited_in_vain.take();
-                if let Some((offset, short)) = failed {
-                    if !below_skip && offset == fetch.offset && wait > short {
-                        self.needed_wait = self.needed_wait.max(wait);
-                    }
+                if self.waited_in_vain {
+                    self.needed_wait = self.needed_wait.max(wait);
                 }
+                self.waited_in_vain = false;
             }
-            (false, true) => self.waited_in_vain = None,
+            (false, true) => self.waited_in_vain = false,
         }
     }
 
