@@ -940,3 +940,47 @@ fn a_wrong_hint_on_a_broker_that_skips_the_containing_batch_loses_nothing() {
         assert_eq!(out.regions[&1], log.expected(&range), "{on_lost:?}");
     }
 }
+
+/// A fetch allowed to wait at the broker goes in a request of its own: a
+/// request shared by several partitions' fetches takes its wait from its
+/// first fetch, so a waiting fetch in it could go out with none while the
+/// core believes it waited, and take an empty answer for a stall (or a
+/// skip). Before, once a wait was learned (on a broker that answers
+/// hurried fetches with no records), the fetches after it carried it and
+/// could still be shared.
+#[test]
+fn a_fetch_allowed_to_wait_is_not_shared() {
+    let log = pure_log(30, 3, 4);
+    let ranges: Vec<RegionRange> = (0..3).map(|r| log.whole(r)).collect();
+    // Small fetches: many of them, after the wait is learned.
+    let plan = PlanConfig {
+        max_fetch_bytes: 2000,
+        probe_bytes: 1000,
+        ..PlanConfig::default()
+    };
+    for strategy in [StrategyKind::Index, StrategyKind::Estimate] {
+        let out = Sim::new(&log, Habits::EMPTY_WHEN_HURRIED, 5)
+            .in_flight(2)
+            .run(
+                &log.full_index(),
+                &ranges,
+                ReplayOptions::default()
+                    .with_strategy(strategy)
+                    .with_plan(plan),
+            );
+        assert!(out.error.is_none(), "{strategy:?}: {:?}", out.error);
+        for r in &ranges {
+            assert_eq!(out.regions[&r.region], log.expected(r), "{strategy:?}");
+        }
+        assert!(
+            out.fetches.iter().any(|f| !f.max_wait.is_zero()),
+            "{strategy:?}: no fetch waited"
+        );
+        for f in &out.fetches {
+            assert!(
+                !f.shareable || f.max_wait.is_zero(),
+                "{strategy:?}: a shareable fetch allowed to wait: {f:?}"
+            );
+        }
+    }
+}

@@ -162,8 +162,9 @@ pub struct OutgoingFetch {
     /// Whether the fetch may share a request with other partitions' fetches:
     /// it starts at a known batch whose length is within its limit, so it
     /// needs no first batch returned whole past the limit (which a broker
-    /// does for the first partition of a response only), and the last fetch
-    /// of this partition made progress.
+    /// does for the first partition of a response only), the last fetch
+    /// of this partition made progress, and it may not wait (`max_wait`
+    /// zero: a shared request waits as long as its first fetch allows).
     pub shareable: bool,
 }
 

@@ -114,11 +114,12 @@ impl ReplayCore {
             isolation: self.options.isolation,
             max_wait,
             lagging: self.lagging,
-            shareable: fits
-                && self.stalls == 0
-                && !self.lagging
-                && self.held_back.is_none()
-                && !self.unready,
+            // A request shared by several partitions' fetches waits as
+            // long as its first fetch allows (see `cluster::fetch`): a
+            // fetch allowed to wait (a replica that lags, records held
+            // back, storage not read in time, a wait learned) goes alone,
+            // so that it waits as long as the core counts on.
+            shareable: fits && self.stalls == 0 && max_wait.is_zero(),
         };
         self.in_flight.insert(
             id,
