@@ -2,7 +2,7 @@
 //! replay that does IO. Shared by [`super::Consumer`] and
 //! [`super::Recovery`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
@@ -107,8 +107,17 @@ pub(super) struct Driver {
     brokers: Vec<Option<String>>,
     /// The starting guess of every link.
     prior: CostModel,
-    /// Where the next turn to yield and to send starts, for fairness.
-    yield_from: usize,
+    /// The cores that may have an entry or an error to yield, in the order
+    /// they take turns; `waiting[i]` says core `i` is in it. A core joins
+    /// when the driver hands it something (an answer, an error, a fetch
+    /// polled) and leaves when it has nothing to yield, so that an entry
+    /// costs one core's poll, not one of every partition's.
+    ready: VecDeque<usize>,
+    waiting: Vec<bool>,
+    /// How many times a core was polled for an entry.
+    #[cfg(test)]
+    entry_polls: u64,
+    /// Where the next turn to send starts, for fairness.
     send_from: usize,
     done: bool,
     /// The check, once every core has ended, that each topic still has the
@@ -136,6 +145,10 @@ impl Driver {
         let prior = options.plan.cost;
         let requests = cores.iter().map(ReplayCore::fetches).sum();
         let brokers = vec![None; cores.len()];
+        // Every core may have something to yield at first (an error made
+        // while it was set up, or nothing to fetch).
+        let ready = (0..cores.len()).collect();
+        let waiting = vec![true; cores.len()];
         Self {
             cluster,
             cores,
@@ -155,7 +168,10 @@ impl Driver {
             links: HashMap::new(),
             brokers,
             prior,
-            yield_from: 0,
+            ready,
+            waiting,
+            #[cfg(test)]
+            entry_polls: 0,
             send_from: 0,
             done: false,
             confirm: None,
@@ -238,6 +254,9 @@ impl Driver {
                 Poll::Ready(None) if sent == 0 && idle => {
                     for core in &mut self.cores {
                         core.fail_stalled();
+                    }
+                    for i in 0..self.cores.len() {
+                        self.wake(i);
                     }
                 }
                 Poll::Ready(None) => idle = sent == 0,
@@ -340,6 +359,7 @@ impl Driver {
             decoded,
             ..
         } = answered;
+        self.wake(i);
         let core = &mut self.cores[i];
         if let Some(rt) = core.round_trip_of(id) {
             self.answered = self.answered.max(rt);
@@ -374,16 +394,32 @@ impl Driver {
         }
     }
 
-    /// An entry or error ready in some core, taking turns.
+    /// Has core `i` polled for entries at the next turns (see
+    /// [`Driver::ready`]).
+    fn wake(&mut self, i: usize) {
+        if !std::mem::replace(&mut self.waiting[i], true) {
+            self.ready.push_back(i);
+        }
+    }
+
+    /// An entry or error ready in some core, taking turns: a core that
+    /// yields goes to the back of the turns, one with nothing to yield
+    /// leaves them until the driver hands it something.
     fn pop_ready(&mut self) -> Option<Result<(usize, Entry), Error>> {
-        let n = self.cores.len();
+        if self.ready.is_empty() {
+            return None;
+        }
         let now = Instant::now();
-        for k in 0..n {
-            let i = (self.yield_from + k) % n;
+        while let Some(i) = self.ready.pop_front() {
+            #[cfg(test)]
+            {
+                self.entry_polls += 1;
+            }
             if let Some(item) = self.cores[i].poll_entry(now) {
-                self.yield_from = (i + 1) % n;
+                self.ready.push_back(i);
                 return Some(item.map(|entry| (i, entry)));
             }
+            self.waiting[i] = false;
         }
         None
     }
@@ -422,9 +458,17 @@ impl Driver {
                 };
                 let core = &mut self.cores[i];
                 let (held_before, asked_before) = (core.held_bytes(), core.in_flight_bytes());
-                let Some(out) = core.poll_fetch(room, self.answered) else {
+                let drained = core.is_drained();
+                let polled = core.poll_fetch(room, self.answered);
+                // A core that ends, or gives up on its entries, when
+                // polled for a fetch has that to yield.
+                if !drained && core.is_drained() {
+                    self.wake(i);
+                }
+                let Some(out) = polled else {
                     continue;
                 };
+                let core = &mut self.cores[i];
                 held += core.held_bytes().saturating_sub(held_before);
                 asked += core.in_flight_bytes().saturating_sub(asked_before);
                 let limit = i32::try_from(out.max_bytes).unwrap_or(i32::MAX).max(1);
@@ -654,5 +698,115 @@ async fn out_of_range(
             ..
         }) => offsets().await,
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use futures::StreamExt;
+    use walfetch_codec::{BatchBuilder, Compression, NewRecord};
+    use walfetch_testkit::ScriptedCluster;
+
+    use crate::cluster::{Cluster, ClusterConfig};
+    use crate::consumer::Recovery;
+    use crate::index::{Hint, IndexEntry, IndexSource, RegionId, WalIndex};
+
+    const TOPICS: usize = 32;
+    const REGIONS: u64 = 4;
+    const BATCHES: i64 = 60;
+
+    /// `TOPICS` topics of one partition, each of `BATCHES` region-pure lz4
+    /// batches of two records, regions in turn; each partition's index.
+    fn write_topics(scripted: &ScriptedCluster) -> Vec<(String, WalIndex)> {
+        let mut indexes = Vec::new();
+        for t in 0..TOPICS {
+            let topic = format!("wal-{t}");
+            let id = scripted.create_topic(&topic, 1).expect("topic");
+            let mut index = WalIndex::new();
+            index.set_source(IndexSource::new(&topic, 0).with_topic_id(id));
+            for b in 0..BATCHES {
+                let region = b.unsigned_abs() % REGIONS;
+                let records: Vec<NewRecord> = (0..2)
+                    .map(|i| NewRecord {
+                        key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
+                        ..NewRecord::value(i, format!("{topic} batch {b} record {i}"))
+                    })
+                    .collect();
+                let batch = BatchBuilder::new(0)
+                    .compression(Compression::Lz4)
+                    .encode(&records)
+                    .expect("encoded");
+                let len = u32::try_from(batch.bytes.len()).expect("small");
+                let base = scripted.append(&topic, 0, batch.bytes).expect("appended");
+                for offset in base..base + 2 {
+                    let hint = Hint {
+                        batch_base: base,
+                        batch_len: len,
+                        record_end: len,
+                    };
+                    let entry = IndexEntry {
+                        offset,
+                        hint: Some(hint),
+                    };
+                    index.push(region, entry).expect("in order");
+                }
+            }
+            index.set_last_index(2 * BATCHES - 1);
+            indexes.push((topic, index));
+        }
+        indexes
+    }
+
+    /// Recovers every region of every topic from offset 0, checking that
+    /// each gets all its entries; the recovery, ended.
+    async fn recover_all(cluster: Cluster, indexes: &[(String, WalIndex)]) -> Recovery {
+        let mut builder = Recovery::builder(std::sync::Arc::new(cluster));
+        for (topic, index) in indexes {
+            builder = builder.index(topic.as_str(), 0, index);
+            for region in 0..REGIONS {
+                builder = builder.region(topic.as_str(), 0, region, 0);
+            }
+        }
+        let mut recovery = builder.build().await.expect("built");
+        let mut got: BTreeMap<(String, RegionId), u64> = BTreeMap::new();
+        while let Some(entry) = recovery.next().await {
+            let entry = entry.expect("an entry");
+            *got.entry((entry.topic.to_string(), entry.region))
+                .or_default() += 1;
+        }
+        assert_eq!(got.len(), TOPICS * REGIONS as usize);
+        assert!(got.values().all(|&n| n == 2 * BATCHES as u64 / REGIONS));
+        recovery
+    }
+
+    /// A restart recovering regions of many partitions polls a core for
+    /// an entry about once an entry, not once per partition for each:
+    /// only the cores handed something since they last had nothing to
+    /// yield take turns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_entry_costs_one_core_poll_however_many_partitions() {
+        let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+        let indexes = write_topics(&scripted);
+        let cluster = Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
+            .await
+            .expect("connected");
+        let recovery = recover_all(cluster, &indexes).await;
+        // An entry is one poll; besides, a core polled with nothing to
+        // yield once after each answer, once at the start and once when
+        // it ends.
+        let stats = recovery.stats();
+        let entries = stats.entries;
+        assert_eq!(entries, TOPICS as u64 * 2 * BATCHES as u64);
+        let polls = recovery.driver.entry_polls;
+        let bound = entries + stats.fetches + 2 * TOPICS as u64;
+        assert!(
+            polls <= bound,
+            "{polls} polls of cores for {entries} entries over {TOPICS} partitions \
+             ({} fetches): more than {bound}",
+            stats.fetches
+        );
     }
 }
