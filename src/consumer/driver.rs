@@ -580,9 +580,9 @@ impl Driver {
     }
 }
 
-/// Confirms, with one Metadata read per topic and bound id, that every
-/// core's topic still has the id its fetches were bound to
-/// ([`Cluster::confirm_topic_id`]); nil ids are not read.
+/// Confirms, with one Metadata read naming every topic, that every core's
+/// topic still has the id its fetches were bound to
+/// ([`Cluster::confirm_topic_ids`]); nil ids are not read.
 fn confirm_topic_ids(
     cluster: Arc<Cluster>,
     cores: &[ReplayCore],
@@ -595,9 +595,11 @@ fn confirm_topic_ids(
         }
     }
     Box::pin(async move {
-        for (topic, partition, id) in bound {
-            cluster.confirm_topic_id(&topic, partition, id).await?;
-        }
+        let bound: Vec<(&str, i32, Uuid)> = bound
+            .iter()
+            .map(|(t, p, id)| (t.as_str(), *p, *id))
+            .collect();
+        cluster.confirm_topic_ids(&bound).await?;
         Ok(())
     })
 }
@@ -807,6 +809,27 @@ mod tests {
             "{polls} polls of cores for {entries} entries over {TOPICS} partitions \
              ({} fetches): more than {bound}",
             stats.fetches
+        );
+    }
+
+    /// A restart recovering many topics reads their metadata in one
+    /// request when it starts and confirms their ids in one when it ends,
+    /// not in a request per topic, one after another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_topics_metadata_is_read_in_one_request_at_each_end() {
+        let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+        let indexes = write_topics(&scripted);
+        let cluster = Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
+            .await
+            .expect("connected");
+        scripted.reset_stats();
+        recover_all(cluster, &indexes).await;
+        let node = scripted.node_ids()[0];
+        let stats = scripted.stats(node).expect("a broker's counters");
+        assert_eq!(
+            stats.requests_of(kafka_protocol::messages::ApiKey::Metadata),
+            2,
+            "Metadata requests of a recovery of {TOPICS} topics"
         );
     }
 }

@@ -162,6 +162,8 @@ impl<'a> RecoveryBuilder<'a> {
         // broker's Metadata version know it. The id checked binds every
         // fetch of the partition from here on, so a topic recreated while
         // the recovery runs is that mismatch too, not read as the indexed.
+        let partitions: Vec<(&str, i32)> = plans.iter().map(|(t, p, _, _)| (*t, *p)).collect();
+        self.cluster.look_up_leaders(&partitions).await;
         let mut topic_ids = Vec::with_capacity(plans.len());
         for (topic, partition, index, _) in &plans {
             let index = (self.options.strategy != StrategyKind::Scan).then_some(*index);
