@@ -811,25 +811,4 @@ mod tests {
             stats.fetches
         );
     }
-
-    /// A restart recovering many topics reads their metadata in one
-    /// request when it starts and confirms their ids in one when it ends,
-    /// not in a request per topic, one after another.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn many_topics_metadata_is_read_in_one_request_at_each_end() {
-        let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-        let indexes = write_topics(&scripted);
-        let cluster = Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
-            .await
-            .expect("connected");
-        scripted.reset_stats();
-        recover_all(cluster, &indexes).await;
-        let node = scripted.node_ids()[0];
-        let stats = scripted.stats(node).expect("a broker's counters");
-        assert_eq!(
-            stats.requests_of(kafka_protocol::messages::ApiKey::Metadata),
-            2,
-            "Metadata requests of a recovery of {TOPICS} topics"
-        );
-    }
 }
