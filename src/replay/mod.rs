@@ -374,7 +374,7 @@ pub struct ReplayCore {
     /// No fetch starts below the log start.
     log_start: i64,
     /// Set once the broker skipped the batch containing a mid-batch fetch
-    /// offset: the log start it reported (see [`PlanView::misaligned`]).
+    /// offset: the log start it reported (see [`crate::plan::PlanView::misaligned`]).
     misaligned: Option<i64>,
     /// Whether each indexed entry is checked to be of its region by
     /// `options.region_rule` when yielded (the rule is known).
@@ -382,10 +382,10 @@ pub struct ReplayCore {
     /// Whether the records of a batch cut at the byte limit can be used:
     /// the policy allows it and, under [`CutRecords::Checked`], no record
     /// without a per-record checksum was met. When not, the strategy plans
-    /// whole batches (see [`PlanView::cut_records`]).
+    /// whole batches (see [`crate::plan::PlanView::cut_records`]).
     cut_usable: bool,
     /// The broker answered a fetch with whole batches past its byte limit
-    /// (see [`PlanView::overshoots`]).
+    /// (see [`crate::plan::PlanView::overshoots`]).
     overshoots: bool,
     /// A fetch of this replay was answered.
     answered: bool,
