@@ -5,6 +5,11 @@
 //! - Every bootstrap address is parsed before anything is sent; a
 //!   malformed one fails at once, naming it
 //!   ([`crate::connection::ConnectionError::InvalidAddress`]).
+//! - A connect or request timeout of zero is refused at once
+//!   ([`ClientError::InvalidArgument`]), as librdkafka refuses a
+//!   `socket.timeout.ms` under 10 ms: under it an operation would succeed
+//!   or fail by the order in which a loaded machine runs a response and a
+//!   timer that fall due together.
 //! - A failure that says the address leads nowhere usable (a name that
 //!   does not resolve, a peer that is not a Kafka broker, a handshake the
 //!   broker refused: [`crate::connection::ConnectionError::is_wrong_peer`])
@@ -49,6 +54,17 @@ impl Cluster {
             return Err(ClientError::InvalidArgument(
                 "no bootstrap broker given".to_owned(),
             ));
+        }
+        for (name, timeout) in [
+            ("connect", config.connection.connect_timeout),
+            ("request", config.connection.request_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ClientError::InvalidArgument(format!(
+                    "the {name} timeout is zero: nothing could be waited for \
+                     (librdkafka's socket.timeout.ms takes 10 ms at least)"
+                )));
+            }
         }
         let mut addresses = Vec::with_capacity(config.bootstrap.len());
         for given in &config.bootstrap {

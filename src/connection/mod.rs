@@ -96,10 +96,12 @@ pub struct ConnectionConfig {
     pub client_id: String,
     /// How long opening a connection may take, twice: resolving the name
     /// and establishing TCP, then the `ApiVersions` answer that opens the
-    /// connection. Default 5 s.
+    /// connection. Default 5 s; zero is refused by
+    /// [`crate::cluster::Cluster::connect`].
     pub connect_timeout: Duration,
     /// How long a request may wait for its response (Fetch adds its
-    /// `max_wait` to this).
+    /// `max_wait` to this). Zero is refused by
+    /// [`crate::cluster::Cluster::connect`].
     pub request_timeout: Duration,
     /// The largest response frame accepted; a larger length prefix breaks
     /// the connection with [`ConnectionError::FrameTooLarge`].
