@@ -19,6 +19,11 @@
 //! whose log cannot be trimmed between runs). The round trip of the link is
 //! measured in the same run (`walfetch::calibrate::measure_link`).
 //!
+//! Beside them, GreptimeDB's producer as its Kafka log store runs it (a
+//! request a region write, one after another, on rskafka 0.6:
+//! `writer/greptime.rs`) writes the first tenth of the same entries, once
+//! flat out and once at the rate.
+//!
 //! Then the replay cost of the hot, a median and a cold region on three
 //! layouts — the interleaved writer's and the clustered writer's (5 in
 //! flight, at the workload's rate), and the replay bench's region-pure
@@ -42,6 +47,9 @@
 //! Run without `--bench` (as `cargo test --benches` does), it runs the
 //! quick profile.
 
+#[path = "writer/greptime.rs"]
+mod greptime;
+
 // Shared with the replay bench; each bench uses part of them.
 #[allow(dead_code)]
 #[path = "replay/contenders.rs"]
@@ -63,20 +71,25 @@ mod workload;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
+use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
 use tokio::sync::mpsc;
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::Compression;
+use walfetch::index::{IndexEntry, WalIndex};
 use walfetch::plan::PlanConfig;
-use walfetch::writer::{Appended, WalWriter, WriterConfig, WriterMode};
+use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
 use contenders::{Clients, Contender};
+use greptime::GreptimeProducer;
 use harness::{BrokerKind, Listener, Running};
 use proxy::Proxy;
 use report::Row;
@@ -348,20 +361,140 @@ fn quantile(sorted: &[Duration], q: f64) -> f64 {
     sorted.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-/// Appends `arrivals` to `topic` with one writer configured by `config`,
-/// at their arrival times when `paced`, and measures it.
+/// A run's writer: walfetch's in a mode with so many requests in flight,
+/// or GreptimeDB's producer on rskafka (`greptime.rs`).
+#[derive(Debug, Clone, Copy)]
+enum Config {
+    Walfetch(WriterMode, usize),
+    Greptime,
+}
+
+/// The mode column of GreptimeDB's producer.
+const GREPTIME_MODE: &str = "GreptimeDB's producer (rskafka 0.6)";
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::Walfetch(mode, _) => mode.name(),
+            Config::Greptime => GREPTIME_MODE,
+        }
+    }
+
+    fn in_flight(self) -> usize {
+        match self {
+            Config::Walfetch(_, in_flight) => in_flight,
+            Config::Greptime => 1,
+        }
+    }
+}
+
+/// A running writer of a run.
+enum Producer {
+    Walfetch(WalWriter),
+    Greptime(GreptimeProducer),
+}
+
+/// An appended entry's offset to come.
+type Pending = Pin<Box<dyn Future<Output = Result<i64, String>> + Send>>;
+
+impl Producer {
+    /// Starts `config`'s writer on `topic`.
+    async fn start(
+        config: Config,
+        (cluster, rskafka): (&Arc<Cluster>, &rskafka::client::Client),
+        args: &Args,
+        topic: &str,
+    ) -> Result<Self, String> {
+        Ok(match config {
+            Config::Walfetch(mode, in_flight) => Producer::Walfetch(WalWriter::new(
+                Arc::clone(cluster),
+                WriterConfig::new(topic.to_owned(), 0)
+                    .with_mode(mode)
+                    .with_max_in_flight(in_flight)
+                    .with_compression(args.compression)
+                    .with_max_batch_bytes(args.batch_bytes)
+                    .with_linger(args.linger),
+            )),
+            Config::Greptime => {
+                let client = rskafka
+                    .partition_client(topic.to_owned(), 0, UnknownTopicHandling::Retry)
+                    .await
+                    .map_err(|e| format!("{topic}: rskafka partition client: {e}"))?;
+                // Warmed up, as a running database's client is: the
+                // partition's leader known, its connection open.
+                client
+                    .get_offset(OffsetAt::Latest)
+                    .await
+                    .map_err(|e| format!("{topic}: rskafka warm-up: {e}"))?;
+                Producer::Greptime(GreptimeProducer::new(Arc::new(client), args.compression))
+            }
+        })
+    }
+
+    async fn append(&self, entry: WalEntry) -> Result<Pending, String> {
+        Ok(match self {
+            Producer::Walfetch(writer) => {
+                let appended = writer.append(entry).await.map_err(|e| e.to_string())?;
+                Box::pin(async move { appended.await.map_err(|e| e.to_string()) })
+            }
+            Producer::Greptime(producer) => {
+                let answer = producer.produce(entry).await?;
+                Box::pin(async move {
+                    answer
+                        .await
+                        .map_err(|_| "the request was dropped".to_owned())?
+                })
+            }
+        })
+    }
+
+    /// Flat out, the last entries go when they are appended rather than
+    /// after a linger, as a producer's benchmark flushes (or closes) it
+    /// after its last send: the linger would otherwise end every run.
+    /// GreptimeDB's producer has no linger.
+    async fn flush(&self) -> Result<(), String> {
+        match self {
+            Producer::Walfetch(writer) => writer.flush().await.map_err(|e| e.to_string()),
+            Producer::Greptime(_) => Ok(()),
+        }
+    }
+
+    /// Stops the writer; the index of what it wrote (GreptimeDB's: the
+    /// offsets of `entries`, sorted by offset, no hints).
+    async fn close(self, entries: &[WrittenEntry]) -> Result<WalIndex, String> {
+        match self {
+            Producer::Walfetch(writer) => writer.close().await.map_err(|e| e.to_string()),
+            Producer::Greptime(producer) => {
+                producer.close().await?;
+                let mut index = WalIndex::new();
+                for e in entries {
+                    let entry = IndexEntry {
+                        offset: e.offset,
+                        hint: None,
+                    };
+                    index.push(e.region, entry).map_err(|e| e.to_string())?;
+                }
+                if let Some(last) = entries.last() {
+                    index.set_last_index(last.offset);
+                }
+                Ok(index)
+            }
+        }
+    }
+}
+
+/// Appends `arrivals` to `topic` with `producer`, `config`'s writer, at
+/// their arrival times when `paced`, and measures it.
 async fn write_run(
-    cluster: &Arc<Cluster>,
-    broker: &str,
+    (cluster, broker): (&Arc<Cluster>, &str),
     arrivals: &[Arrival],
-    config: WriterConfig,
+    (producer, config): (Producer, Config),
+    topic: &str,
     paced: bool,
 ) -> Result<WriteRun, String> {
-    let (mode, in_flight) = (config.mode, config.max_in_flight);
-    let topic = config.topic.clone();
-    let writer = WalWriter::new(Arc::clone(cluster), config);
+    let writer = producer;
     // Acknowledgements are collected as they come, whatever their order.
-    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant, Appended)>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Instant, Pending)>();
     let n = arrivals.len();
     let collector = tokio::spawn(async move {
         let mut pending = FuturesUnordered::new();
@@ -371,7 +504,7 @@ async fn write_run(
             tokio::select! {
                 next = rx.recv(), if open => match next {
                     Some((i, at, appended)) => pending.push(async move {
-                        let r = appended.await.map_err(|e| e.to_string());
+                        let r = appended.await;
                         (i, r, at.elapsed())
                     }),
                     None => open = false,
@@ -399,9 +532,6 @@ async fn write_run(
             .map_err(|_| format!("{topic}: the collector stopped"))?;
     }
     drop(tx);
-    // Flat out, the last entries go when they are appended rather than
-    // after a linger, as a producer's benchmark flushes (or closes) it
-    // after its last send: the linger would otherwise end every run.
     if !paced {
         writer
             .flush()
@@ -415,10 +545,7 @@ async fn write_run(
     let cpu_ms = harness::cpu_time()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before).as_secs_f64() * 1e3);
-    let index = writer
-        .close()
-        .await
-        .map_err(|e| format!("{topic}: close: {e}"))?;
+    let checksums = matches!(config, Config::Walfetch(..));
     let mut latencies = Vec::with_capacity(n);
     let mut entries = Vec::with_capacity(n);
     for (a, ack) in arrivals.iter().zip(acks) {
@@ -429,19 +556,23 @@ async fn write_run(
             offset,
             region: a.entry.region,
             payload: a.entry.payload.clone(),
-            headers: workload::written_headers(&a.entry, true),
+            headers: workload::written_headers(&a.entry, checksums),
         });
     }
     latencies.sort_unstable();
     entries.sort_by_key(|e| e.offset);
+    let index = writer
+        .close(&entries)
+        .await
+        .map_err(|e| format!("{topic}: close: {e}"))?;
     let end = entries.last().map_or(0, |e| e.offset + 1);
-    let layout = floor::scan(cluster, &topic, 0, end).await?;
+    let layout = floor::scan(cluster, topic, 0, end).await?;
     let payload: usize = entries.iter().map(|e| e.payload.len()).sum();
     let p99 = quantile(&latencies, 0.99);
     let row = WriteRow {
         broker: broker.to_owned(),
-        mode: mode.name().to_owned(),
-        in_flight,
+        mode: config.name().to_owned(),
+        in_flight: config.in_flight(),
         pace: if paced { "rate" } else { "flat out" }.to_owned(),
         entries: n,
         batches: layout.batches.len(),
@@ -565,6 +696,11 @@ async fn bench_broker(
             .await
             .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
     );
+    let rskafka = running
+        .rskafka_client()?
+        .build()
+        .await
+        .map_err(|e| format!("{name}: rskafka: {e}"))?;
     let spec = args.spec(false);
     let arrivals = workload::arrivals(&spec);
     let mut writes = Vec::new();
@@ -588,26 +724,41 @@ async fn bench_broker(
             (false, true, false) => 1,
             (false, false, _) => 11,
         };
-        let configs: Vec<(WriterMode, usize)> = [WriterMode::Interleaved, WriterMode::Clustered]
+        let configs: Vec<Config> = [WriterMode::Interleaved, WriterMode::Clustered]
             .into_iter()
-            .flat_map(|mode| [1, 5].map(|in_flight| (mode, in_flight)))
+            .flat_map(|mode| [1, 5].map(|in_flight| Config::Walfetch(mode, in_flight)))
+            .chain([Config::Greptime])
             .collect();
         let mut runs: Vec<Vec<(String, WriteRun)>> = configs.iter().map(|_| Vec::new()).collect();
         for rep in 0..reps {
-            for (&(mode, in_flight), runs) in configs.iter().zip(&mut runs) {
+            for (&config, runs) in configs.iter().zip(&mut runs) {
+                // GreptimeDB's producer sends a request an entry, one at
+                // a time, and falls behind the rate: one run of the first
+                // tenth of the entries.
+                let arrivals = match config {
+                    Config::Greptime if rep > 0 => continue,
+                    Config::Greptime => &arrivals[..arrivals.len().div_ceil(10)],
+                    Config::Walfetch(..) => &arrivals[..],
+                };
                 let topic = format!(
-                    "w-{}-{in_flight}-{}-{rep}",
-                    mode.name(),
+                    "w-{}-{}-{}-{rep}",
+                    match config {
+                        Config::Walfetch(mode, _) => mode.name(),
+                        Config::Greptime => "greptimedb",
+                    },
+                    config.in_flight(),
                     if paced { "rate" } else { "flat" }
                 );
                 create(&cluster, &topic).await?;
-                let config = WriterConfig::new(topic.clone(), 0)
-                    .with_mode(mode)
-                    .with_max_in_flight(in_flight)
-                    .with_compression(args.compression)
-                    .with_max_batch_bytes(args.batch_bytes)
-                    .with_linger(args.linger);
-                let run = write_run(&cluster, name, &arrivals, config, paced).await?;
+                let producer = Producer::start(config, (&cluster, &rskafka), args, &topic).await?;
+                let run = write_run(
+                    (&cluster, name),
+                    arrivals,
+                    (producer, config),
+                    &topic,
+                    paced,
+                )
+                .await?;
                 // A flat-out run's log is not replayed: the in-process
                 // broker drops it, or every run would find the broker
                 // holding all the runs before it, and run slower.
@@ -619,7 +770,7 @@ async fn bench_broker(
                 runs.push((topic, run));
             }
         }
-        for (&(mode, in_flight), mut runs) in configs.iter().zip(runs) {
+        for (&config, mut runs) in configs.iter().zip(runs) {
             let rounds: Vec<f64> = runs.iter().map(|(_, r)| r.row.entries_per_s).collect();
             let p99s: Vec<f64> = runs.iter().map(|(_, r)| r.row.p99_ms).collect();
             let key = |r: &WriteRun| match paced {
@@ -628,7 +779,7 @@ async fn bench_broker(
             };
             runs.sort_by(|a, b| key(&a.1).total_cmp(&key(&b.1)));
             let (topic, mut run) = runs.swap_remove(runs.len() / 2);
-            run.row.runs = reps;
+            run.row.runs = runs.len() + 1;
             run.row.round_entries_per_s = rounds;
             run.row.round_p99_ms = p99s;
             // The other paced runs are not replayed either.
@@ -640,11 +791,12 @@ async fn bench_broker(
                 }
             }
             writes.push(run.row);
-            if paced && in_flight == 5 {
-                let layout = match mode {
-                    WriterMode::Clustered => CLUSTERED_LAYOUT,
-                    _ => INTERLEAVED_LAYOUT,
-                };
+            let layout = match config {
+                Config::Walfetch(WriterMode::Clustered, 5) => Some(CLUSTERED_LAYOUT),
+                Config::Walfetch(WriterMode::Interleaved, 5) => Some(INTERLEAVED_LAYOUT),
+                _ => None,
+            };
+            if let Some(layout) = layout.filter(|_| paced) {
                 layouts.push((layout, topic, run.written));
             }
         }
@@ -734,6 +886,43 @@ fn markdown(
             w.cpu_ms.map_or("–".to_owned(), |cpu| format!("{cpu:.0}")),
             w.runs
         );
+    }
+    md.push_str("\n### Side by side with GreptimeDB's producer (same run)\n\nGreptimeDB's Kafka log store as it runs today (`greptime.rs`: a request a region write, produced one after another, no linger) on stock rskafka 0.6 from crates.io, against walfetch's clustered writer, 5 in flight, on the same workload and broker. GreptimeDB's producer writes the first tenth of the entries, once (it falls behind the rate). rskafka 0.6 sets no `TCP_NODELAY`: a request larger than its 8 KiB write buffer goes out in two writes, and the second waits for the broker's delayed acknowledgement (about 40 ms on Linux); GreptimeDB builds on its own fork of rskafka, not checked here.\n\n| broker | pace | walfetch clustered, 5 in flight | GreptimeDB's producer | walfetch ÷ GreptimeDB |\n|---|---|---|---|---|\n");
+    for broker in round_trips.keys() {
+        let find = |mode: &str, in_flight: usize, pace: &str| {
+            writes.iter().find(|w| {
+                &w.broker == broker && w.mode == mode && w.in_flight == in_flight && w.pace == pace
+            })
+        };
+        if let (Some(w), Some(g)) = (
+            find("clustered", 5, "flat out"),
+            find(GREPTIME_MODE, 1, "flat out"),
+        ) {
+            let _ = writeln!(
+                md,
+                "| {broker} | flat out | {:.0} entries/s, {} batches | {:.0} entries/s, {} batches ({} entries) | {:.1}× the entries/s |",
+                w.entries_per_s,
+                w.batches,
+                g.entries_per_s,
+                g.batches,
+                g.entries,
+                w.entries_per_s / g.entries_per_s
+            );
+        }
+        if let (Some(w), Some(g)) = (find("clustered", 5, "rate"), find(GREPTIME_MODE, 1, "rate")) {
+            let _ = writeln!(
+                md,
+                "| {broker} | rate | append p50 {:.2} ms, p99 {:.2} ms, {} batches | append p50 {:.2} ms, p99 {:.2} ms, {} batches ({} entries) | {:.3}× the p99 |",
+                w.p50_ms,
+                w.p99_ms,
+                w.batches,
+                g.p50_ms,
+                g.p99_ms,
+                g.batches,
+                g.entries,
+                w.p99_ms / g.p99_ms
+            );
+        }
     }
     md.push_str("\n### Replay cost of each layout (walfetch with the writer's hints, complete index)\n\n`walfetch hints` plans with the library's default cost model (it may read other regions' batches to save a fetch); `fewest bytes` plans with a per-fetch cost of zero (runs never merge).\n\n| broker | layout | batches | region | plan | entries | own bytes | wire bytes | ×own | ×floor | fetches | round trips |\n|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in replays {
