@@ -2,7 +2,7 @@
 //! `cargo run --release --example tansu_fetch_cost [-- --batches N]`.
 //!
 //! Starts a Tansu 0.6 broker (in-memory storage, loopback; see
-//! `walfetch::local_broker`), writes N batches of one 4 KB record each
+//! `walfetch_brokers::tansu`), writes N batches of one 4 KB record each
 //! (lz4, incompressible: about the size of a GreptimeDB region's write
 //! request in the replay bench), then times single-batch fetches at spread
 //! offsets:
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures::future::try_join_all;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::{BatchBuilder, Compression, NewRecord};
-use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch_brokers::tansu::{find_tansu, TansuBroker};
 
 const TOPIC: &str = "fetch-cost";
 /// Fetches timed per measurement.
@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             _ => return Err("usage: tansu_fetch_cost [--batches N]".into()),
         }
     }
-    let broker = LocalBroker::start(&find_tansu()?, None).await?;
+    let broker = TansuBroker::start(&find_tansu()?, None).await?;
     let writer = Cluster::connect(ClusterConfig::new([broker.address()])).await?;
     writer.create_topics(&[NewTopic::new(TOPIC, 1)]).await?;
     // Incompressible bytes, so each batch stays about 4 KB.

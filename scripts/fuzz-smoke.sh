@@ -7,8 +7,11 @@
 #
 # Usage: scripts/fuzz-smoke.sh [SECONDS]
 #
-# Needs the nightly toolchain (libFuzzer's instrumentation) and cargo-fuzz,
-# which is installed here if missing. The codec forbids unsafe code, so the
+# libFuzzer's instrumentation needs unstable compiler flags: the nightly
+# toolchain (`cargo +nightly`) where rustup has one, else the stable toolchain
+# with RUSTC_BOOTSTRAP=1, which lets stable accept them (the machines CI runs
+# on may have no nightly). cargo-fuzz is installed here if missing; set
+# FUZZ_TOOLCHAIN=stable or =nightly to choose. The codec forbids unsafe code, so the
 # targets are built without a sanitizer (-s none): AddressSanitizer would
 # only slow them down.
 set -euo pipefail
@@ -20,8 +23,24 @@ esac
 
 cd "$(dirname "$0")/../fuzz"
 
-if ! cargo +nightly --version >/dev/null 2>&1; then
-  echo "fuzz-smoke: the nightly toolchain is required (rustup toolchain install nightly)" >&2
+toolchain="${FUZZ_TOOLCHAIN:-}"
+if [ -z "$toolchain" ]; then
+  if cargo +nightly --version >/dev/null 2>&1; then
+    toolchain=nightly
+  else
+    toolchain=stable
+  fi
+fi
+case "$toolchain" in
+  nightly) ;;
+  stable)
+    echo "fuzz-smoke: no nightly toolchain; building on stable with RUSTC_BOOTSTRAP=1" >&2
+    export RUSTC_BOOTSTRAP=1
+    ;;
+  *) echo "fuzz-smoke: FUZZ_TOOLCHAIN must be nightly or stable, not '$toolchain'" >&2; exit 2 ;;
+esac
+if ! cargo "+$toolchain" --version >/dev/null 2>&1; then
+  echo "fuzz-smoke: the $toolchain toolchain is not installed (rustup toolchain install $toolchain)" >&2
   exit 1
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -31,16 +50,16 @@ fi
 
 # -a: debug assertions and overflow checks, so that arithmetic a hostile
 # input overflows is a crash here, not a wrapped value.
-cargo +nightly fuzz build -a -s none
+cargo "+$toolchain" fuzz build -a -s none
 
-for target in $(cargo +nightly fuzz list); do
+for target in $(cargo "+$toolchain" fuzz list); do
   mkdir -p "corpus/$target"
   seeds=()
   if [ -d "seeds/$target" ]; then
     seeds=("seeds/$target")
   fi
   echo "fuzz-smoke: $target for ${seeds:+seeded }${seconds}s" >&2
-  cargo +nightly fuzz run -a -s none "$target" "corpus/$target" "${seeds[@]}" -- \
+  cargo "+$toolchain" fuzz run -a -s none "$target" "corpus/$target" "${seeds[@]}" -- \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 done
 echo "fuzz-smoke: every target ran ${seconds}s without a crash" >&2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this script).
-# Installs what it needs first: the Tansu test broker and the Python packages
+# Installs what it needs first: Apache Kafka (the first test broker, jars from
+# Maven Central into ~/.cache/walfetch), the Tansu test broker and the Python packages
 # of the interop tests (confluent-kafka, which bundles librdkafka, and
 # kafka-python; pinned in scripts/requirements-test.txt), each skipped when
 # its pinned version is already installed, and cargo-fuzz, skipped when
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "setup: test broker, librdkafka and kafka-python"
+step "setup: test brokers (Apache Kafka, Tansu), librdkafka and kafka-python"
+scripts/setup-kafka.sh
 scripts/setup-broker.sh
 scripts/setup-python.sh
 

@@ -121,8 +121,6 @@ pub mod consumer;
 pub mod error;
 pub mod error_code;
 pub mod index;
-#[doc(hidden)]
-pub mod local_broker;
 pub mod plan;
 pub mod replay;
 pub mod scan;

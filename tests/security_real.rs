@@ -27,7 +27,7 @@ use walfetch::cluster::{
 };
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
-use walfetch::local_broker::LocalBroker;
+use walfetch_brokers::tansu::TansuBroker;
 use walfetch_testkit::TestCa;
 
 use support::stunnel::TlsTansu;
@@ -169,7 +169,7 @@ async fn stunnel_certificate_from_an_unknown_authority_fails_fast() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tansu_refuses_unknown_scram_users_and_plain() {
-    let broker = LocalBroker::start_with(&tansu_binary(), None, &["--authentication"])
+    let broker = TansuBroker::start_with(&tansu_binary(), None, &["--authentication"])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     for sasl in [

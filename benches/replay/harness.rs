@@ -12,7 +12,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio::runtime::Runtime;
 use walfetch::connection::{SaslConfig, Security, TlsConfig};
-use walfetch::local_broker::{find_tansu, LocalBroker};
+use walfetch_brokers::tansu::{find_tansu, TansuBroker};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 use crate::proxy::{self, Proxy};
@@ -193,7 +193,7 @@ pub(crate) fn start(
             let binary = find_tansu().map_err(|e| e.to_string())?;
             let advertised = proxy_addr.to_string();
             let tansu = clients
-                .block_on(LocalBroker::start(&binary, Some(&advertised)))
+                .block_on(TansuBroker::start(&binary, Some(&advertised)))
                 .map_err(|e| e.to_string())?;
             let addr = tansu
                 .address()

@@ -28,9 +28,9 @@ use walfetch::consumer::{
     Consumer, Recovery, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
 };
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::local_broker::{find_tansu, install_tansu, LocalBroker, TANSU_VERSION};
 use walfetch::plan::PlanConfig;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch_brokers::tansu::{find_tansu, install_tansu, TansuBroker, TANSU_VERSION};
 
 use crate::connect::connect;
 use crate::output::outln;
@@ -544,7 +544,7 @@ type Written = std::collections::BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 )]
 enum Running {
     Embedded(walfetch_testkit::ScriptedCluster),
-    Tansu(LocalBroker),
+    Tansu(TansuBroker),
 }
 
 /// The broker to run on: `-b`, or one the demo starts; its address and a
@@ -570,7 +570,7 @@ async fn start_broker(args: &Args) -> anyhow::Result<(Option<Running>, String, S
                     install_tansu()?
                 }
             };
-            let broker = LocalBroker::start(&binary, None).await?;
+            let broker = TansuBroker::start(&binary, None).await?;
             let address = broker.address();
             let name = format!("Tansu {TANSU_VERSION} ({}) at {address}", binary.display());
             Ok((Some(Running::Tansu(broker)), address, name))

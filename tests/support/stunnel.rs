@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use walfetch::local_broker::LocalBroker;
+use walfetch_brokers::tansu::TansuBroker;
 use walfetch_testkit::TestCa;
 
 use super::tansu::tansu_binary;
@@ -49,7 +49,7 @@ pub(crate) struct TlsTansu {
     stunnel: Child,
     port: u16,
     dir: PathBuf,
-    pub(crate) broker: LocalBroker,
+    pub(crate) broker: TansuBroker,
 }
 
 impl TlsTansu {
@@ -67,7 +67,7 @@ impl TlsTansu {
         let cert = ca.server_cert(&["127.0.0.1"]).expect("server certificate");
         let port = free_port();
         let advertised = format!("127.0.0.1:{port}");
-        let broker = LocalBroker::start(&tansu_binary(), Some(&advertised))
+        let broker = TansuBroker::start(&tansu_binary(), Some(&advertised))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let dir =

@@ -1,6 +1,6 @@
 //! A real broker for integration tests: Tansu 0.6.0 with in-memory storage
 //! on a free loopback port, one per test, started by
-//! [`walfetch::local_broker`].
+//! [`walfetch_brokers::tansu`].
 //!
 //! Tansu starts in milliseconds and takes ~16 MB, so every test gets its own
 //! broker: tests cannot see each other's topics, and Drop stops the broker
@@ -14,12 +14,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use walfetch::cluster::{Cluster, ClusterConfig, NewTopic, RetryPolicy};
-pub(crate) use walfetch::local_broker::TANSU_VERSION;
-use walfetch::local_broker::{find_tansu_in, tansu_version, LocalBroker, INSTALL_HINT};
+pub(crate) use walfetch_brokers::tansu::TANSU_VERSION;
+use walfetch_brokers::tansu::{find_tansu_in, tansu_version, TansuBroker, INSTALL_HINT};
 
 /// A running Tansu broker.
 pub(crate) struct Tansu {
-    broker: LocalBroker,
+    broker: TansuBroker,
 }
 
 /// The tansu binary: `$TANSU_BIN`, `tansu` on PATH, or `~/.cargo/bin/tansu`;
@@ -49,7 +49,7 @@ impl Tansu {
             // Not fatal: the habit tests exist to notice what a new version changes.
             eprintln!("note: {} reports {version:?}; the tests pin down the habits of Tansu {TANSU_VERSION}", bin.display());
         }
-        let broker = LocalBroker::start(&bin, None)
+        let broker = TansuBroker::start(&bin, None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Self { broker }
