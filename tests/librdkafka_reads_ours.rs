@@ -1,7 +1,7 @@
 //! Batches walfetch's codec encodes, with every compression (and both
 //! snappy framings), decode in an independent client: librdkafka 2.16.0
 //! through the confluent-kafka Python package, reading them back from the
-//! real broker with CRC checks on.
+//! real brokers (Apache Kafka and Tansu) with CRC checks on.
 //!
 //! Needs `python3` with `confluent-kafka` at the version pinned in
 //! `scripts/requirements-test.txt` (`scripts/setup-python.sh` installs it;
@@ -10,13 +10,14 @@
 
 mod support;
 
+use support::broker::TestBroker;
+
 use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use support::tansu::Tansu;
 use walfetch::codec::{BatchBuilder, Compression, NewRecord, SnappyFraming};
 
 fn records(seed: usize) -> Vec<NewRecord> {
@@ -53,8 +54,7 @@ fn as_json(base: i64, r: &NewRecord) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn librdkafka_reads_what_walfetch_encodes() {
+async fn librdkafka_reads_what_walfetch_encodes(broker: &TestBroker) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scripts/fixtures/librdkafka_consume.py"
@@ -66,7 +66,6 @@ async fn librdkafka_reads_what_walfetch_encodes() {
         probe.is_ok_and(|s| s.success()),
         "this test needs python3 with confluent-kafka: `scripts/setup-python.sh` installs the pinned version (scripts/test.sh runs it)"
     );
-    let broker = Tansu::start().await;
     let cases = [
         (Compression::None, SnappyFraming::Xerial),
         (Compression::Gzip, SnappyFraming::Xerial),
@@ -76,7 +75,7 @@ async fn librdkafka_reads_what_walfetch_encodes() {
         (Compression::Zstd, SnappyFraming::Xerial),
     ];
     for (i, (codec, framing)) in cases.into_iter().enumerate() {
-        let topic = format!("ours-{codec}-{i}");
+        let topic = broker.topic(&format!("ours-{codec}-{i}"));
         let cluster = broker.cluster_with_topic(&topic, 1).await;
         let mut want = Vec::new();
         for b in 0..3 {
@@ -108,3 +107,5 @@ async fn librdkafka_reads_what_walfetch_encodes() {
         assert_eq!(got, want, "{codec} {framing:?}");
     }
 }
+
+on_brokers!(librdkafka_reads_what_walfetch_encodes);

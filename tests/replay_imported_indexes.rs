@@ -1,4 +1,4 @@
-//! Replays with indexes from elsewhere, on the real broker: a WAL written
+//! Replays with indexes from elsewhere, on the real brokers (Apache Kafka and Tansu, one test body on each): a WAL written
 //! as GreptimeDB writes it (by walfetch's encoder, and by rskafka, the
 //! client GreptimeDB produces with) with its index imported from
 //! GreptimeDB's index file, and an index built by `build_index` over a
@@ -7,13 +7,14 @@
 
 mod support;
 
+use support::broker::TestBroker;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use support::greptime;
 use support::recovery::librdkafka_wal;
-use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::consumer::{Consumer, Recovery, ReplayOptions, ReplayRange};
 use walfetch::index::{import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
@@ -108,10 +109,8 @@ async fn recover_with_greptimes_index(
 /// A WAL written as GreptimeDB writes it (`support::greptime`: one region
 /// per lz4 batch, the region in the record key's JSON meta, split
 /// entries), recovered with GreptimeDB's index.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
-    let broker = Tansu::start().await;
-    let topic = "greptime_wal_topic_0";
+async fn replay_a_wal_greptimedb_wrote_with_its_imported_index(broker: &TestBroker) {
+    let topic: &str = &broker.topic("greptime_wal_topic_0");
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
     let written = greptime::write(&cluster, topic, 60).await;
     recover_with_greptimes_index(&cluster, topic, &written).await;
@@ -120,13 +119,11 @@ async fn replay_a_wal_greptimedb_wrote_with_its_imported_index() {
 /// The same WAL written by rskafka, the client GreptimeDB produces with:
 /// one `produce` call per entry (a region's write request), lz4 and zstd.
 /// Its batches are rskafka's own encoding, not walfetch's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_a_wal_rskafka_wrote_as_greptimedb_does() {
+async fn replay_a_wal_rskafka_wrote_as_greptimedb_does(broker: &TestBroker) {
     use rskafka::client::partition::{Compression, UnknownTopicHandling};
     use rskafka::client::ClientBuilder;
     use rskafka::record::Record;
 
-    let broker = Tansu::start().await;
     let client = ClientBuilder::new(vec![broker.address()])
         .build()
         .await
@@ -135,6 +132,7 @@ async fn replay_a_wal_rskafka_wrote_as_greptimedb_does() {
         ("greptime_rskafka_lz4", Compression::Lz4),
         ("greptime_rskafka_zstd", Compression::Zstd),
     ] {
+        let topic: &str = &broker.topic(topic);
         let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
         let partition = client
             .partition_client(topic, 0, UnknownTopicHandling::Retry)
@@ -172,11 +170,9 @@ async fn replay_a_wal_rskafka_wrote_as_greptimedb_does() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it() {
-    let broker = Tansu::start().await;
+async fn replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it(broker: &TestBroker) {
     for (i, compression) in ["none", "lz4"].into_iter().enumerate() {
-        let topic = format!("librdkafka-wal-{i}");
+        let topic = broker.topic(&format!("librdkafka-wal-{i}"));
         let cluster = Arc::new(broker.cluster_with_topic(&topic, 1).await);
         let mut written = librdkafka_wal(&broker.address(), &topic, 400, 6, compression, 1);
         let written = written.remove(&0).unwrap_or_default();
@@ -196,3 +192,9 @@ async fn replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it() {
         }
     }
 }
+
+on_brokers!(
+    replay_a_wal_rskafka_wrote_as_greptimedb_does,
+    replay_a_wal_greptimedb_wrote_with_its_imported_index,
+    replay_a_topic_librdkafka_wrote_with_an_index_built_by_scanning_it,
+);

@@ -73,8 +73,12 @@ impl VersionRange {
 }
 
 impl fmt::Display for VersionRange {
-    /// `v4..=11`.
+    /// `v4..=11`; an empty range (a policy narrowed to nothing the
+    /// message types implement) is `no version`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("no version");
+        }
         write!(f, "v{}..={}", self.min, self.max)
     }
 }
@@ -290,6 +294,18 @@ mod tests {
         );
         let v = policy.negotiate("b:1", &broker(&[(ApiKey::Fetch, 0, 12)]));
         assert_eq!(v.version(ApiKey::Fetch).expect("fetch"), 12);
+    }
+
+    #[test]
+    fn a_policy_narrowed_to_nothing_says_so() {
+        let policy = VersionPolicy::default().with_range(ApiKey::Fetch, VersionRange::new(0, 3));
+        let v = policy.negotiate("b:1", &broker(&[(ApiKey::Fetch, 4, 18)]));
+        let msg = v
+            .version(ApiKey::Fetch)
+            .expect_err("nothing asked")
+            .to_string();
+        assert!(msg.contains("walfetch supports no version"), "{msg}");
+        assert!(msg.contains("v4..=18"), "{msg}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Shared test equipment. Each test binary uses only part of it.
 #![allow(dead_code)]
 
+pub(crate) mod broker;
 pub(crate) mod greptime;
+pub(crate) mod kafka;
 pub(crate) mod recovery;
 pub(crate) mod sim;
 pub(crate) mod stunnel;

@@ -303,6 +303,75 @@ const INIT_PRODUCER_ID: &[Field] = &[
     f("ongoing_txn_producer_epoch", I16).since(6),
 ];
 
+// The administrative APIs below are not used by recovery: the test
+// harnesses send them (deleting topics and records, granting ACLs,
+// transactions), and they pass the same bounds check as every response.
+
+// DeleteTopics (flexible from v4).
+const DELETE_TOPICS_RESULT: &[Field] = &[
+    f("name", Str),
+    f("topic_id", Uuid).since(6),
+    f("error_code", I16),
+    f("error_message", Str).since(5),
+];
+const DELETE_TOPICS: &[Field] = &[
+    f("throttle_time_ms", I32).since(1),
+    f("responses", Structs(DELETE_TOPICS_RESULT)),
+];
+
+// DeleteRecords (flexible from v2).
+const DELETE_RECORDS_PARTITION: &[Field] = &[
+    f("partition_index", I32),
+    f("low_watermark", I64),
+    f("error_code", I16),
+];
+const DELETE_RECORDS_TOPIC: &[Field] = &[
+    f("name", Str),
+    f("partitions", Structs(DELETE_RECORDS_PARTITION)),
+];
+const DELETE_RECORDS: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("topics", Structs(DELETE_RECORDS_TOPIC)),
+];
+
+// CreateAcls (flexible from v2).
+const CREATE_ACLS_RESULT: &[Field] = &[f("error_code", I16), f("error_message", Str)];
+const CREATE_ACLS: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("results", Structs(CREATE_ACLS_RESULT)),
+];
+
+// AddPartitionsToTxn (flexible from v3; batched by transaction from v4,
+// KIP-890).
+const ADD_PARTITIONS_RESULT: &[Field] =
+    &[f("partition_index", I32), f("partition_error_code", I16)];
+const ADD_PARTITIONS_TOPIC: &[Field] = &[
+    f("name", Str),
+    f("results_by_partition", Structs(ADD_PARTITIONS_RESULT)),
+];
+const ADD_PARTITIONS_TXN_RESULT: &[Field] = &[
+    f("transactional_id", Str),
+    f("topic_results", Structs(ADD_PARTITIONS_TOPIC)),
+];
+const ADD_PARTITIONS_TO_TXN: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("error_code", I16).since(4),
+    f("results_by_transaction", Structs(ADD_PARTITIONS_TXN_RESULT)).since(4),
+    f(
+        "results_by_topic_v3_and_below",
+        Structs(ADD_PARTITIONS_TOPIC),
+    )
+    .until(3),
+];
+
+// EndTxn (flexible from v3).
+const END_TXN: &[Field] = &[
+    f("throttle_time_ms", I32),
+    f("error_code", I16),
+    f("producer_id", I64).since(5),
+    f("producer_epoch", I16).since(5),
+];
+
 /// One API's response body: its top-level fields, and the first version
 /// that is flexible (compact lengths and tagged fields, KIP-482).
 #[derive(Debug, Clone, Copy)]
@@ -324,6 +393,11 @@ pub(super) fn schema(api: ApiKey) -> Option<Schema> {
         ApiKey::SaslHandshake => (SASL_HANDSHAKE, i16::MAX),
         ApiKey::SaslAuthenticate => (SASL_AUTHENTICATE, 2),
         ApiKey::InitProducerId => (INIT_PRODUCER_ID, 2),
+        ApiKey::DeleteTopics => (DELETE_TOPICS, 4),
+        ApiKey::DeleteRecords => (DELETE_RECORDS, 2),
+        ApiKey::CreateAcls => (CREATE_ACLS, 2),
+        ApiKey::AddPartitionsToTxn => (ADD_PARTITIONS_TO_TXN, 3),
+        ApiKey::EndTxn => (END_TXN, 3),
         _ => return None,
     };
     Some(Schema {
@@ -566,6 +640,83 @@ mod tests {
                 .with_producer_id(ProducerId(7000))
                 .with_producer_epoch(2);
             assert_exact(ApiKey::InitProducerId, v, &encode(&m, v));
+        }
+    }
+
+    #[test]
+    fn administrative_schemas_match_every_version() {
+        use kafka_protocol::messages::add_partitions_to_txn_response::{
+            AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
+            AddPartitionsToTxnTopicResult,
+        };
+        use kafka_protocol::messages::create_acls_response::AclCreationResult;
+        use kafka_protocol::messages::delete_records_response::{
+            DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+        };
+        use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+        use kafka_protocol::messages::{
+            AddPartitionsToTxnResponse, CreateAclsResponse, DeleteRecordsResponse,
+            DeleteTopicsResponse, EndTxnResponse, TransactionalId,
+        };
+        // Every version the message types implement.
+        let versions = |api: ApiKey| {
+            let range = api.valid_versions();
+            range.min..=range.max
+        };
+        for v in versions(ApiKey::DeleteTopics) {
+            let m = DeleteTopicsResponse::default()
+                .with_throttle_time_ms(1)
+                .with_responses(vec![DeletableTopicResult::default()
+                    .with_name(Some(name("t")))
+                    .with_error_code(3)
+                    .with_error_message(Some(s("gone")))]);
+            assert_exact(ApiKey::DeleteTopics, v, &encode(&m, v));
+        }
+        for v in versions(ApiKey::DeleteRecords) {
+            let m = DeleteRecordsResponse::default()
+                .with_throttle_time_ms(1)
+                .with_topics(vec![DeleteRecordsTopicResult::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![DeleteRecordsPartitionResult::default()
+                        .with_partition_index(2)
+                        .with_low_watermark(40)
+                        .with_error_code(1)])]);
+            assert_exact(ApiKey::DeleteRecords, v, &encode(&m, v));
+        }
+        for v in versions(ApiKey::CreateAcls) {
+            let m = CreateAclsResponse::default()
+                .with_throttle_time_ms(1)
+                .with_results(vec![AclCreationResult::default()
+                    .with_error_code(0)
+                    .with_error_message(Some(s("ok")))]);
+            assert_exact(ApiKey::CreateAcls, v, &encode(&m, v));
+        }
+        let topics = vec![AddPartitionsToTxnTopicResult::default()
+            .with_name(name("t"))
+            .with_results_by_partition(vec![AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(1)
+                .with_partition_error_code(0)])];
+        for v in versions(ApiKey::AddPartitionsToTxn) {
+            let m = if v < 4 {
+                AddPartitionsToTxnResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_results_by_topic_v3_and_below(topics.clone())
+            } else {
+                AddPartitionsToTxnResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_results_by_transaction(vec![AddPartitionsToTxnResult::default()
+                        .with_transactional_id(TransactionalId(s("tx")))
+                        .with_topic_results(topics.clone())])
+            };
+            assert_exact(ApiKey::AddPartitionsToTxn, v, &encode(&m, v));
+        }
+        for v in versions(ApiKey::EndTxn) {
+            let m = EndTxnResponse::default()
+                .with_throttle_time_ms(1)
+                .with_error_code(0)
+                .with_producer_id(ProducerId(9))
+                .with_producer_epoch(1);
+            assert_exact(ApiKey::EndTxn, v, &encode(&m, v));
         }
     }
 }

@@ -1,9 +1,12 @@
-//! End to end against the real broker (Tansu 0.6.0): WAL writers build the
-//! index while writing regions into one partition, then every region is
-//! replayed with each strategy and compared with what was written.
+//! End to end against the real brokers (Apache Kafka and Tansu 0.6.0, one
+//! test body on each): WAL writers build the index while writing regions
+//! into one partition, then every region is replayed with each strategy
+//! and compared with what was written.
 #![allow(clippy::unwrap_used)]
 
 mod support;
+
+use support::broker::TestBroker;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -149,14 +152,12 @@ fn expected(entries: &[(i64, WalEntry)]) -> Vec<Row> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_region_replays_exactly_with_every_strategy() {
-    let broker = Tansu::start().await;
+async fn every_region_replays_exactly_with_every_strategy(broker: &TestBroker) {
     for (i, compression) in [Compression::None, Compression::Lz4]
         .into_iter()
         .enumerate()
     {
-        let topic = format!("wal-{i}");
+        let topic = broker.topic(&format!("wal-{i}"));
         let cluster = Arc::new(broker.cluster_with_topic(&topic, 1).await);
         let (written, index) = write(
             &cluster,
@@ -194,10 +195,8 @@ async fn every_region_replays_exactly_with_every_strategy() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_writers_interleaving_and_an_offsets_only_index() {
-    let broker = Tansu::start().await;
-    let topic = "wal-two-writers";
+async fn two_writers_interleaving_and_an_offsets_only_index(broker: &TestBroker) {
+    let topic: &str = &broker.topic("wal-two-writers");
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
     let (a, b) = tokio::join!(
         write(&cluster, topic, Compression::None, 400, 7, 0),
@@ -300,3 +299,8 @@ async fn on_tansu_a_region_gets_its_own_batches_once_the_overshoot_is_seen() {
     );
     assert_eq!(stats.fetches, 10, "one fetch a wanted batch");
 }
+
+on_brokers!(
+    every_region_replays_exactly_with_every_strategy,
+    two_writers_interleaving_and_an_offsets_only_index,
+);

@@ -1,7 +1,8 @@
-//! The WAL writer against a real broker, Tansu 0.6: both layouts, one and
-//! five requests in flight, idempotent; the log read back holds every
-//! entry once, regions in append order, and the index's offsets and hints
-//! are exact. And what Tansu does with a batch sent twice.
+//! The WAL writer against the real brokers, Apache Kafka and Tansu 0.6 (one
+//! test body on each): both layouts, one and five requests in flight,
+//! idempotent; the log read back holds every entry once, regions in append
+//! order, and the index's offsets and hints are exact. And what each broker
+//! does with a batch sent twice.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -14,7 +15,7 @@ use walfetch::codec::Compression;
 use walfetch::index::RegionId;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
-use support::tansu::Tansu;
+use support::broker::{BrokerKind, TestBroker};
 use support::wal_log::{check_written, read_log};
 
 fn entries(count: usize) -> Vec<(RegionId, Bytes)> {
@@ -27,8 +28,7 @@ fn entries(count: usize) -> Vec<(RegionId, Bytes)> {
         .collect()
 }
 
-#[tokio::test]
-async fn writes_every_entry_once_in_order_with_exact_hints_on_tansu() {
+async fn writes_every_entry_once_in_order_with_exact_hints(broker: &TestBroker) {
     for (n, (mode, in_flight, compression)) in [
         (WriterMode::Clustered, 5, Compression::None),
         (WriterMode::Clustered, 5, Compression::Lz4),
@@ -38,9 +38,8 @@ async fn writes_every_entry_once_in_order_with_exact_hints_on_tansu() {
     .into_iter()
     .enumerate()
     {
-        let tansu = Tansu::start().await;
-        let topic = format!("wal{n}");
-        let cluster = Arc::new(tansu.cluster_with_topic(&topic, 1).await);
+        let topic = broker.topic(&format!("wal{n}"));
+        let cluster = Arc::new(broker.cluster_with_topic(&topic, 1).await);
         let config = WriterConfig::new(topic.clone(), 0)
             .with_mode(mode)
             .with_max_in_flight(in_flight)
@@ -59,7 +58,7 @@ async fn writes_every_entry_once_in_order_with_exact_hints_on_tansu() {
         let mut appended = Vec::new();
         for (region, payload, offset) in pending {
             let offset = offset.await.unwrap_or_else(|e| {
-                panic!("{mode:?} {in_flight} in flight: {e}\n{}", tansu.log_text())
+                panic!("{mode:?} {in_flight} in flight: {e}\n{}", broker.log_text())
             });
             appended.push((region, payload, offset));
         }
@@ -76,20 +75,19 @@ async fn writes_every_entry_once_in_order_with_exact_hints_on_tansu() {
     }
 }
 
-/// Tansu's habit, which the scripted broker's
-/// `DuplicateAnswer::DuplicateSequenceNumber` mode copies (and
-/// `tests/writer_scripted.rs` drives the writer through): it keeps
-/// idempotent producers' sequences, refuses a gap with
-/// `OUT_OF_ORDER_SEQUENCE_NUMBER`, and answers a batch sent again with
-/// `DUPLICATE_SEQUENCE_NUMBER`, without its offset (Kafka since 1.0 answers
-/// with the original offset), and does not append it twice.
-#[tokio::test]
-async fn tansu_refuses_duplicates_with_duplicate_sequence_number() {
+/// Both brokers keep idempotent producers' sequences, refuse a gap with
+/// `OUT_OF_ORDER_SEQUENCE_NUMBER` and do not append a batch sent again.
+/// They answer that batch differently: Kafka (since 1.0, for any of the
+/// producer's last five batches) with `NONE` and the offset it was first
+/// written at; Tansu with `DUPLICATE_SEQUENCE_NUMBER` and no offset, which
+/// the scripted broker's `DuplicateAnswer::DuplicateSequenceNumber` mode
+/// copies (and `tests/writer_scripted.rs` drives the writer through).
+async fn a_batch_sent_twice_is_written_once(broker: &TestBroker) {
     use walfetch::codec::{BatchBuilder, NewRecord};
     use walfetch::error_code::ErrorCode;
-    let tansu = Tansu::start().await;
-    let cluster = Arc::new(tansu.cluster_with_topic("p", 1).await);
-    let id = cluster.init_producer_id("p", 0).await.unwrap();
+    let p: &str = &broker.topic("p");
+    let cluster = Arc::new(broker.cluster_with_topic(p, 1).await);
+    let id = cluster.init_producer_id(p, 0).await.unwrap();
     let batch = |seq: i32, n: i32| {
         let records: Vec<NewRecord> = (0..n)
             .map(|i| NewRecord::value(i, format!("s{seq}-{i}")))
@@ -102,25 +100,31 @@ async fn tansu_refuses_duplicates_with_duplicate_sequence_number() {
     };
     let mut answers = Vec::new();
     for (seq, n) in [(0, 3), (0, 3), (3, 2), (7, 1), (3, 2), (5, 1), (0, 3)] {
-        answers.push(match cluster.produce("p", 0, batch(seq, n)).await {
+        answers.push(match cluster.produce(p, 0, batch(seq, n)).await {
             Ok(base) => Ok(base),
             Err(e) => Err(e.code().unwrap_or_else(|| panic!("{e}"))),
         });
     }
-    let dup = Err(ErrorCode::DuplicateSequenceNumber);
+    // What a batch sent again at `offset` is answered with.
+    let dup = |offset: i64| match broker.kind() {
+        BrokerKind::Kafka => Ok(offset),
+        BrokerKind::Tansu => Err(ErrorCode::DuplicateSequenceNumber),
+    };
     assert_eq!(
         answers,
         [
             Ok(0),
-            dup,
+            dup(0),
             Ok(3),
             Err(ErrorCode::OutOfOrderSequenceNumber),
-            dup,
+            dup(3),
             Ok(5),
-            dup
-        ]
+            dup(0)
+        ],
+        "on {}",
+        broker.name()
     );
-    let log = read_log(&cluster, "p", 0).await;
+    let log = read_log(&cluster, p, 0).await;
     let batches: Vec<(i64, i32, usize)> = log
         .iter()
         .map(|b| {
@@ -133,3 +137,8 @@ async fn tansu_refuses_duplicates_with_duplicate_sequence_number() {
         .collect();
     assert_eq!(batches, [(0, 0, 3), (3, 3, 2), (5, 5, 1)]);
 }
+
+on_brokers!(
+    writes_every_entry_once_in_order_with_exact_hints,
+    a_batch_sent_twice_is_written_once,
+);

@@ -1,5 +1,6 @@
 //! Recovering many regions over many partitions in one pass, on the real
-//! broker (Tansu, started by the harness): a WAL written by walfetch's
+//! brokers (Apache Kafka and Tansu, started by the harness, one test body
+//! on each): a WAL written by walfetch's
 //! writer, and one written by librdkafka with an index built by scanning
 //! it. Every region gets exactly its entries from its checkpoint on, with
 //! the index complete and with `last_index` halfway (the rest read once by
@@ -7,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod support;
+
+use support::broker::TestBroker;
 
 use std::sync::Arc;
 
@@ -16,16 +19,13 @@ use rand::{RngExt, SeedableRng};
 use support::recovery::{
     checkpoints, expected, halfway, librdkafka_wal, recover, write_partition, Written,
 };
-use support::tansu::Tansu;
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::index::{IdFormat, RegionId, RegionRule};
 use walfetch::scan::build_index;
 use walfetch::writer::WriterConfig;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_pass_over_a_wal_walfetch_wrote() {
-    let broker = Tansu::start().await;
-    let topic = "recovery-walwriter";
+async fn one_pass_over_a_wal_walfetch_wrote(broker: &TestBroker) {
+    let topic: &str = &broker.topic("recovery-walwriter");
     let partitions = 3;
     let cluster = Arc::new(broker.cluster_with_topic(topic, partitions).await);
     let mut rng = StdRng::seed_from_u64(42);
@@ -61,10 +61,8 @@ async fn one_pass_over_a_wal_walfetch_wrote() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_pass_over_a_wal_librdkafka_wrote_with_indexes_built_by_scanning() {
-    let broker = Tansu::start().await;
-    let topic = "recovery-librdkafka";
+async fn one_pass_over_a_wal_librdkafka_wrote_with_indexes_built_by_scanning(broker: &TestBroker) {
+    let topic: &str = &broker.topic("recovery-librdkafka");
     let partitions = 2;
     let cluster = Arc::new(broker.cluster_with_topic(topic, partitions).await);
     let written = librdkafka_wal(&broker.address(), topic, 600, 6, "lz4", partitions);
@@ -88,3 +86,8 @@ async fn one_pass_over_a_wal_librdkafka_wrote_with_indexes_built_by_scanning() {
         assert!(got == want, "{name}: regions differ");
     }
 }
+
+on_brokers!(
+    one_pass_over_a_wal_walfetch_wrote,
+    one_pass_over_a_wal_librdkafka_wrote_with_indexes_built_by_scanning,
+);
