@@ -23,7 +23,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{write_partition, Written};
+use support::recovery::{from_start, start_recovery, write_partition, Written};
 use walfetch::cluster::{fetch_on, Cluster, ClusterConfig, FetchParams, NewTopic, RetryPolicy};
 use walfetch::consumer::{Recovery, ReplayOptions};
 use walfetch::error::Error;
@@ -110,16 +110,7 @@ async fn recovery(
     let options = ReplayOptions::default()
         .with_max_buffered_bytes(16 << 10)
         .with_max_in_flight(1);
-    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
-    for (p, index) in (0..).zip(indexes) {
-        builder = builder.index(topic, p, index);
-    }
-    for (&p, regions) in written {
-        for &region in regions.keys() {
-            builder = builder.region(topic, p, region, 0);
-        }
-    }
-    builder.build().await
+    start_recovery(cluster, topic, indexes, &from_start(written), options).await
 }
 
 /// The node index leading `topic`/`partition` now (fresh metadata).

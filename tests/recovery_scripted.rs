@@ -17,7 +17,9 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{checkpoints, expected, halfway, recover, write_partition, Written};
+use support::recovery::{
+    checkpoints, expected, from_start, halfway, recover, start_recovery, write_partition, Written,
+};
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
 use walfetch::consumer::{
@@ -1007,16 +1009,9 @@ async fn recovery_of(
     indexes: &[WalIndex],
     options: ReplayOptions,
 ) -> Recovery {
-    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
-    for (p, index) in (0..).zip(indexes) {
-        builder = builder.index(TOPIC, p, index);
-    }
-    for (&p, regions) in written {
-        for &region in regions.keys() {
-            builder = builder.region(TOPIC, p, region, 0);
-        }
-    }
-    builder.build().await.unwrap()
+    start_recovery(cluster, TOPIC, indexes, &from_start(written), options)
+        .await
+        .unwrap()
 }
 
 /// Small fetches of partitions on different brokers shared one request

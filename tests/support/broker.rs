@@ -147,24 +147,16 @@ impl TestBroker {
 #[macro_export]
 macro_rules! on_brokers {
     ($($name:ident),+ $(,)?) => {
-        mod kafka {
+        $crate::on_brokers!(@module kafka, Kafka, $($name),+);
+        $crate::on_brokers!(@module tansu, Tansu, $($name),+);
+    };
+    (@module $module:ident, $kind:ident, $($name:ident),+) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let broker = $crate::support::broker::TestBroker::start(
-                        $crate::support::broker::BrokerKind::Kafka,
-                    )
-                    .await;
-                    super::$name(&broker).await;
-                }
-            )+
-        }
-        mod tansu {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let broker = $crate::support::broker::TestBroker::start(
-                        $crate::support::broker::BrokerKind::Tansu,
+                        $crate::support::broker::BrokerKind::$kind,
                     )
                     .await;
                     super::$name(&broker).await;

@@ -58,6 +58,34 @@ pub(crate) fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId)
     out
 }
 
+/// Every region of `written` from offset 0: checkpoints for a recovery
+/// of everything.
+pub(crate) fn from_start(written: &Written) -> BTreeMap<(i32, RegionId), i64> {
+    written
+        .iter()
+        .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
+        .collect()
+}
+
+/// Builds a recovery of every region in `checkpoints` of `topic`, each
+/// from its checkpoint, with `indexes` (one per partition, from 0).
+pub(crate) async fn start_recovery(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    indexes: &[WalIndex],
+    checkpoints: &BTreeMap<(i32, RegionId), i64>,
+    options: ReplayOptions,
+) -> Result<Recovery, Error> {
+    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
+    for (p, index) in (0..).zip(indexes) {
+        builder = builder.index(topic, p, index);
+    }
+    for (&(p, region), &from) in checkpoints {
+        builder = builder.region(topic, p, region, from);
+    }
+    builder.build().await
+}
+
 /// Runs a recovery of every region in `checkpoints` of `topic`; what each
 /// region got. Every entry must belong to the region it is tagged with, by
 /// the options' region rule.
@@ -74,14 +102,7 @@ pub(crate) async fn recover(
         .unwrap_or(walfetch::index::RegionRule::Key(
             walfetch::index::IdFormat::BigEndian,
         ));
-    let mut builder = Recovery::builder(Arc::clone(cluster)).options(options);
-    for (p, index) in (0..).zip(indexes) {
-        builder = builder.index(topic, p, index);
-    }
-    for (&(p, region), &from) in checkpoints {
-        builder = builder.region(topic, p, region, from);
-    }
-    let mut recovery = builder.build().await?;
+    let mut recovery = start_recovery(cluster, topic, indexes, checkpoints, options).await?;
     let mut got = Written::new();
     // Every region asked for is in the output, even with nothing to yield.
     for &(p, region) in checkpoints.keys() {
