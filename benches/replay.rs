@@ -1,8 +1,10 @@
 //! End-to-end replay benchmark: walfetch side by side with what users run
 //! today, on the same broker and data, in one run.
 //!
-//! For each broker — the scripted one that follows Kafka's cutting rules
-//! (`walfetch-testkit`) and the real Tansu 0.6 — and each workload (see
+//! For each broker — Apache Kafka (one KRaft node of the cached install,
+//! default settings), the scripted one that follows Kafka's fetch rules
+//! (`walfetch-testkit`, checked against Kafka by
+//! `tests/fetch_rules_kafka.rs`) and the real Tansu 0.6 — and each workload (see
 //! `replay/workload.rs`: R regions with Zipf-skewed activity, entry sizes
 //! mostly 200 B – 4 KiB with a tail to 256 KiB, linger- and size-capped
 //! batches from one or two interleaving [`walfetch::writer::WalWriter`]s,
@@ -28,7 +30,9 @@
 //! Every contender connects through a byte-counting TCP proxy on loopback
 //! (the broker advertises the proxy's address), so wire bytes are counted
 //! the same way for all. Every replay's output is checked against the
-//! written entries; a wrong contender fails the bench.
+//! written entries, and its wire bytes against the floor (no client can
+//! move fewer under the broker's rules); a wrong contender, or a floor
+//! that is not one, fails the bench.
 //!
 //! Output: a markdown table on stdout and in
 //! `target/replay-bench/report.md`, every figure in
@@ -88,7 +92,9 @@ usage: cargo bench --bench replay -- [options]
   --quick              small data, one run: checks every contender (< 2 min)
   --only S             run only scenario S: replay (one region at a time) or
                        restart (every region at once); default both
-  --broker B           scripted | tansu | both (default both)
+  --broker B           comma-separated: kafka, scripted, tansu; or all
+                       (default: all; Kafka is started from the cached
+                       install, see scripts/setup-kafka.sh)
   --workloads LIST     comma-separated <compression>-<writers>w[-pure],
                        compression none|lz4|zstd, writers 1|2; -pure writes one
                        region per batch (GreptimeDB's layout, batches <= 1 MiB),
@@ -151,7 +157,7 @@ impl Args {
     fn defaults(quick: bool) -> Self {
         Self {
             quick,
-            brokers: vec![BrokerKind::Scripted, BrokerKind::Tansu],
+            brokers: vec![BrokerKind::Kafka, BrokerKind::Scripted, BrokerKind::Tansu],
             workloads: vec![
                 (Compression::Lz4, 1, true),
                 (Compression::None, 1, false),
@@ -202,12 +208,8 @@ impl Args {
                 "--bench" | "--quick" => {}
                 "--help" | "-h" => return Ok(None),
                 "--broker" => {
-                    out.brokers = match value("--broker")?.as_str() {
-                        "scripted" => vec![BrokerKind::Scripted],
-                        "tansu" => vec![BrokerKind::Tansu],
-                        "both" => vec![BrokerKind::Scripted, BrokerKind::Tansu],
-                        other => return Err(format!("--broker: unknown {other:?}\n\n{USAGE}")),
-                    }
+                    out.brokers = BrokerKind::parse_list(&value("--broker")?)
+                        .map_err(|e| format!("{e}\n\n{USAGE}"))?;
                 }
                 "--workloads" => {
                     out.workloads = value("--workloads")?
@@ -603,6 +605,7 @@ async fn bench_broker(
                             ));
                         }
                     }
+                    floor::check_above(&context(c), result.wire_bytes, floor.wire_bytes_for(name))?;
                     if run >= warmups {
                         results.entry(c).or_default().push(result);
                     }

@@ -101,7 +101,8 @@ writer benchmark: interleaved vs clustered, 1 vs 5 in flight, paced vs flat out;
 usage: cargo bench --bench writer -- [options]
 
   --quick              small workload, one replay run (seconds)
-  --broker B           scripted | tansu | both (default scripted)
+  --broker B           comma-separated: scripted, kafka, tansu; or all
+                       (default scripted)
   --regions N          regions sharing the partition (default 64; quick 16)
   --entries N          entries per run (default 20000; quick 1500)
   --rate N             entries per second when paced (default 5000, the replay bench's)
@@ -165,12 +166,8 @@ impl Args {
                 "--bench" | "--quick" => {}
                 "--help" | "-h" => return Ok(None),
                 "--broker" => {
-                    out.brokers = match value("--broker")?.as_str() {
-                        "scripted" => vec![BrokerKind::Scripted],
-                        "tansu" => vec![BrokerKind::Tansu],
-                        "both" => vec![BrokerKind::Scripted, BrokerKind::Tansu],
-                        other => return Err(format!("--broker: unknown {other:?}\n\n{USAGE}")),
-                    }
+                    out.brokers = BrokerKind::parse_list(&value("--broker")?)
+                        .map_err(|e| format!("{e}\n\n{USAGE}"))?;
                 }
                 "--regions" => out.regions = num("--regions", value("--regions")?)?,
                 "--entries" => out.entries = num("--entries", value("--entries")?)?,

@@ -213,6 +213,31 @@ impl Floor {
     }
 }
 
+impl Floor {
+    /// The least wire bytes (responses) a replay on `broker` can move: the
+    /// framed Kafka-rules floor, or on Tansu the never-cut floor.
+    pub(crate) fn wire_bytes_for(&self, broker: &str) -> u64 {
+        if !kafka_rules(broker) {
+            self.whole_batch_bytes
+        } else {
+            self.kafka_framed_bytes
+        }
+    }
+}
+
+/// Checks that a run moved no fewer response bytes than `floor`: the floor
+/// is a proven lower bound under the broker's rules, so a run below it
+/// means the broker does not follow those rules (or the count is wrong),
+/// and every figure judged against it would be void.
+pub(crate) fn check_above(context: &str, wire_bytes: u64, floor: u64) -> Result<(), String> {
+    if wire_bytes < floor {
+        return Err(format!(
+            "{context}: moved {wire_bytes} response bytes, below the floor of {floor}: the broker does not follow the rules the floor assumes"
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `broker` (a bench broker's name) follows Kafka's fetch rules;
 /// Tansu 0.6 never cuts a batch and skips the batch holding a mid-batch
 /// offset.

@@ -12,6 +12,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio::runtime::Runtime;
 use walfetch::connection::{SaslConfig, Security, TlsConfig};
+use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 use walfetch_brokers::tansu::{find_tansu, TansuBroker};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
@@ -21,6 +22,9 @@ use crate::proxy::{self, Proxy};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BrokerKind {
     Scripted,
+    /// Apache Kafka, one KRaft node of the cached install, with its
+    /// default settings (1 GiB segments).
+    Kafka,
     Tansu,
 }
 
@@ -29,10 +33,41 @@ impl BrokerKind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             BrokerKind::Scripted => "scripted (Kafka rules)",
+            BrokerKind::Kafka => KAFKA_NAME,
             BrokerKind::Tansu => "tansu 0.6",
         }
     }
+
+    /// Reads `--broker`: a comma-separated list of `scripted`, `kafka`
+    /// and `tansu`, or `all` (every one, Kafka first), or `both` (scripted
+    /// and Tansu, as before Kafka was in the benches).
+    pub(crate) fn parse_list(list: &str) -> Result<Vec<Self>, String> {
+        let mut out = Vec::new();
+        for name in list.split(',') {
+            let kinds: &[Self] = match name {
+                "scripted" => &[Self::Scripted],
+                "kafka" => &[Self::Kafka],
+                "tansu" => &[Self::Tansu],
+                "both" => &[Self::Scripted, Self::Tansu],
+                "all" => &[Self::Kafka, Self::Scripted, Self::Tansu],
+                other => {
+                    return Err(format!(
+                        "--broker: unknown {other:?} (scripted, kafka, tansu, both or all)"
+                    ))
+                }
+            };
+            for kind in kinds {
+                if !out.contains(kind) {
+                    out.push(*kind);
+                }
+            }
+        }
+        Ok(out)
+    }
 }
+
+/// Kafka's name in the tables.
+const KAFKA_NAME: &str = "kafka 4.4";
 
 /// How clients reach a bench's broker: Kafka's `security.protocol`
 /// values the scripted broker serves. The proxy forwards the bytes as they
@@ -76,7 +111,7 @@ pub(crate) fn check_listener(listener: Listener, brokers: &[BrokerKind]) -> Resu
         Listener::Plaintext => Ok(()),
         _ if brokers == [BrokerKind::Scripted] => Ok(()),
         _ => Err(format!(
-            "--security {}: with --broker scripted only (Tansu 0.6 serves plain TCP)",
+            "--security {}: with --broker scripted only (Tansu 0.6 serves plain TCP; the benches start Kafka with its plain listener)",
             listener.name()
         )),
     }
@@ -144,10 +179,11 @@ impl Running {
     }
 }
 
-/// Starts `broker` (the scripted one on `infra`, Tansu as a process) with
+/// Starts `broker` (the scripted one on `infra`, Kafka and Tansu as
+/// processes) with
 /// the proxy in front of it, the address clients are given, holding bytes
 /// `one_way` in each direction (zero: plain loopback), and reached through
-/// `listener` (the scripted broker only: Tansu 0.6 serves plain TCP).
+/// `listener` (the scripted broker only, so far).
 pub(crate) fn start(
     broker: BrokerKind,
     infra: &Runtime,
@@ -188,6 +224,21 @@ pub(crate) fn start(
                 .map(|a| a.1)
                 .ok_or("scripted broker: no address")?;
             (Box::new(cluster), addr)
+        }
+        BrokerKind::Kafka => {
+            let install = find_kafka().map_err(|e| e.to_string())?;
+            // Clients learn the proxy's address from Metadata, so that
+            // every connection they open after bootstrap is counted too.
+            let config = KafkaConfig::nodes(1)
+                .setting("advertised.listeners", format!("PLAINTEXT://{proxy_addr}"));
+            let kafka = clients
+                .block_on(KafkaCluster::start(&install, config))
+                .map_err(|e| e.to_string())?;
+            let addr = kafka
+                .address(0)
+                .parse()
+                .map_err(|e| format!("kafka address: {e}"))?;
+            (Box::new(kafka), addr)
         }
         BrokerKind::Tansu => {
             let binary = find_tansu().map_err(|e| e.to_string())?;

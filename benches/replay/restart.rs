@@ -861,6 +861,18 @@ pub(crate) async fn bench(
                         c.name()
                     )
                 })?;
+                // Records only: one response may carry several partitions,
+                // so the per-fetch framing of a one-partition floor does not
+                // add up over partitions.
+                floor::check_above(
+                    &format!(
+                        "{name} {} restart over {partitions} partition(s), {}",
+                        spec.name,
+                        c.name()
+                    ),
+                    result.wire_bytes,
+                    restart.floor_bytes(name),
+                )?;
                 if !warmup {
                     results.entry(c).or_default().push(result);
                 }

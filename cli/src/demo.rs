@@ -1,5 +1,6 @@
 //! `walfetch demo`: the whole story, on an embedded Kafka-rules broker by
-//! default (nothing to install), on a local Tansu with `--broker tansu`, or
+//! default (nothing to install), on Apache Kafka with `--broker kafka`, on a
+//! local Tansu with `--broker tansu`, or
 //! on any cluster with `-b`. Writes a WAL of many regions into one
 //! partition the way GreptimeDB does by default (one region per batch, lz4;
 //! `--layout interleaved` mixes regions in every batch), building the index
@@ -30,6 +31,9 @@ use walfetch::consumer::{
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::PlanConfig;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch_brokers::kafka::{
+    find_kafka, find_or_install_kafka, KafkaCluster, KafkaConfig, KAFKA_VERSION,
+};
 use walfetch_brokers::tansu::{find_tansu, install_tansu, TansuBroker, TANSU_VERSION};
 
 use crate::connect::connect;
@@ -48,7 +52,11 @@ const MAX_ENTRIES: u64 = 200_000;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "What it installs: nothing by default: the broker is walfetch's embedded
-one, in process, which follows Kafka's fetch rules. With --broker tansu, the
+one, in process, which follows Kafka's fetch rules. With --broker kafka,
+Apache Kafka 4.4.0 if it is not installed yet (scripts/setup-kafka.sh: its
+jars from Maven Central with Maven, into ~/.cache/walfetch; run on the
+machine's JDK 17+), one KRaft node with its own temporary directory on a
+free loopback port, stopped and removed at the end. With --broker tansu, the
 Tansu broker if it is not installed yet (`cargo install tansu` into
 ~/.cargo/bin, about 10 minutes on 2 cores), run with in-memory storage on a
 free loopback port and stopped at the end: only the installed binary stays.
@@ -59,6 +67,7 @@ tools.
 
 Examples:
   walfetch demo
+  walfetch demo --broker kafka
   walfetch demo --broker tansu --layout interleaved
   walfetch demo -b 127.0.0.1:9092 --entries 5000 --regions 16 --compression zstd
 
@@ -74,7 +83,8 @@ pub(crate) struct Args {
     #[command(flatten)]
     client: crate::connect::ClientArgs,
     /// The broker to start when -b is not given: embedded (in process,
-    /// Kafka's fetch rules, nothing to install) or tansu (a local Tansu,
+    /// Kafka's fetch rules, nothing to install), kafka (Apache Kafka, one
+    /// local KRaft node, installed if missing) or tansu (a local Tansu,
     /// installed if missing).
     #[arg(long, value_enum, default_value_t = DemoBroker::Embedded, conflicts_with = "brokers")]
     broker: DemoBroker,
@@ -105,6 +115,8 @@ pub(crate) struct Args {
 enum DemoBroker {
     /// walfetch's in-process broker (Kafka's fetch rules).
     Embedded,
+    /// Apache Kafka: one local KRaft node of the cached install.
+    Kafka,
     /// A local Tansu.
     Tansu,
 }
@@ -544,6 +556,7 @@ type Written = std::collections::BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 )]
 enum Running {
     Embedded(walfetch_testkit::ScriptedCluster),
+    Kafka(Box<KafkaCluster>),
     Tansu(TansuBroker),
 }
 
@@ -561,6 +574,22 @@ async fn start_broker(args: &Args) -> anyhow::Result<(Option<Running>, String, S
             let address = broker.bootstrap();
             let name = format!("embedded, in process, Kafka's fetch rules, at {address}");
             Ok((Some(Running::Embedded(broker)), address, name))
+        }
+        DemoBroker::Kafka => {
+            let install = match find_kafka() {
+                Ok(install) => install,
+                Err(_) => {
+                    say!("walfetch demo: Apache Kafka {KAFKA_VERSION} is not installed; installing it with scripts/setup-kafka.sh (its jars from Maven Central, about a minute) ...");
+                    find_or_install_kafka()?
+                }
+            };
+            let broker = KafkaCluster::start(&install, KafkaConfig::nodes(1)).await?;
+            let address = broker.address(0);
+            let name = format!(
+                "Apache Kafka {KAFKA_VERSION} (one KRaft node, default settings, {}) at {address}",
+                install.home.display()
+            );
+            Ok((Some(Running::Kafka(Box::new(broker))), address, name))
         }
         DemoBroker::Tansu => {
             let binary = match find_tansu() {

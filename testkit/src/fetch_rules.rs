@@ -36,6 +36,8 @@ use std::ops::Range;
 
 use walfetch_codec::{BatchHeader, HEADER_LEN, LOG_OVERHEAD};
 
+use crate::segments::{Layout, SegmentCarry};
+
 /// Where one batch lies in a partition log: its offsets and its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BatchExtent {
@@ -199,6 +201,10 @@ pub struct ReadBounds {
     /// Nothing at or past this offset is returned: the high watermark, or
     /// the last stable offset for `read_committed`. A batch boundary.
     pub upper_bound: i64,
+    /// Where the log's first batch stands in its segment (batches before
+    /// it removed by a moved log start); matters only with
+    /// [`Habits::segment_bytes`].
+    pub carry: SegmentCarry,
 }
 
 impl ReadBounds {
@@ -212,6 +218,7 @@ impl ReadBounds {
             log_start_offset: start,
             log_end_offset: end,
             upper_bound: end,
+            carry: SegmentCarry::default(),
         }
     }
 }
@@ -253,10 +260,23 @@ pub struct ReadSlice {
     pub batches: Range<usize>,
     /// Whether the last batch is cut short.
     pub partial: bool,
-    /// The first offset past the returned bytes: the base offset of the
-    /// first batch not touched, or the upper bound. Aborted transactions
-    /// that start before it overlap the response.
-    pub upper_offset: i64,
+    /// Which aborted transactions Kafka lists with the read, under
+    /// `read_committed`.
+    pub aborted: AbortedList,
+}
+
+/// The aborted transactions Kafka lists with a `read_committed` read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AbortedList {
+    /// None at all (a null list): the first batch did not fit the byte
+    /// limit, and Kafka replaced the cut read with no records.
+    Null,
+    /// An empty list: the fetch offset is at or past the upper bound.
+    Empty,
+    /// Those whose abort marker is at or past the fetch offset and whose
+    /// first offset is before this bound (Kafka's, from its sparse offset
+    /// index: see [`crate::segments`]).
+    Before(i64),
 }
 
 impl ReadSlice {
@@ -310,28 +330,30 @@ pub fn read(
     }
     // The first batch not below the upper bound, nor past the segment the
     // read starts in: the read stops at its start.
+    let layout = Layout::new(log, bounds.carry, request.habits.segment_bytes);
     let bound_index = log
         .partition_point(|b| b.base_offset < bounds.upper_bound)
-        .min(segment_end(log, start, request.habits.segment_bytes));
+        .min(layout.segment_end(start));
     let max_position = log
         .get(bound_index)
         .map_or(log_end_position, |b| b.position);
-    let empty = |index: usize| {
+    let empty = |index: usize, aborted: AbortedList| {
         let position = log.get(index).map_or(log_end_position, |b| b.position);
         ReadSlice {
             bytes: position..position,
             batches: index..index,
             partial: false,
-            upper_offset: log.get(index).map_or(bounds.upper_bound, |b| {
-                b.base_offset.min(bounds.upper_bound)
-            }),
+            aborted,
         }
     };
+    let aborted_after = |read: usize| {
+        AbortedList::Before(layout.aborted_bound(log, start, read, bounds.log_end_offset))
+    };
     let Some(first) = log.get(start) else {
-        return Ok(empty(start));
+        return Ok(empty(start, AbortedList::Empty));
     };
     if offset >= bounds.upper_bound || start >= bound_index {
-        return Ok(empty(start));
+        return Ok(empty(start, AbortedList::Empty));
     }
 
     let end = if request.habits.never_cut {
@@ -354,16 +376,20 @@ pub fn read(
     } else {
         let limit = if request.min_one_batch {
             request.max_bytes.max(first.len)
+        } else if request.max_bytes == 0 {
+            // Kafka reads nothing, but lists aborted transactions.
+            return Ok(empty(start, aborted_after(0)));
         } else if request.max_bytes < first.len {
-            // Kafka sends no records rather than a first batch cut short.
-            return Ok(empty(start));
+            // Kafka sends no records rather than a first batch cut short,
+            // and no aborted transactions either.
+            return Ok(empty(start, AbortedList::Null));
         } else {
             request.max_bytes
         };
         first.position + limit.min(max_position - first.position)
     };
     if end == first.position {
-        return Ok(empty(start));
+        return Ok(empty(start, aborted_after(0)));
     }
     // The batches touched: up to the one holding the last byte.
     let last = start + log[start..bound_index].partition_point(|b| b.position < end);
@@ -372,31 +398,8 @@ pub fn read(
         bytes: first.position..end,
         batches: start..last,
         partial,
-        upper_offset: log.get(last).map_or(bounds.upper_bound, |b| {
-            b.base_offset.min(bounds.upper_bound)
-        }),
+        aborted: aborted_after(end - first.position),
     })
-}
-
-/// The index of the first batch past the segment that holds batch `index`,
-/// in a log rolled into segments of `segment_bytes` (0: one segment; see
-/// [`Habits::segment_bytes`]).
-fn segment_end(log: &[BatchExtent], index: usize, segment_bytes: u32) -> usize {
-    if segment_bytes == 0 {
-        return log.len();
-    }
-    let limit = segment_bytes as usize;
-    let mut segment_start = 0;
-    for (i, batch) in log.iter().enumerate() {
-        // Rolled: the batch would take the segment past its size.
-        if i > segment_start && batch.end() - log[segment_start].position > limit {
-            if index < i {
-                return i;
-            }
-            segment_start = i;
-        }
-    }
-    log.len()
 }
 
 /// The bytes Kafka returns for a single-partition fetch at `offset` with the
@@ -657,22 +660,46 @@ mod tests {
     }
 
     #[test]
-    fn upper_offset_bounds_the_aborted_transactions() {
+    fn kafka_lists_aborted_transactions_up_to_its_index_bound() {
+        let aborted = |log: &[BatchExtent], bounds: ReadBounds, request: ReadRequest| {
+            read(log, bounds, request).map(|s| s.aborted)
+        };
         let log = sample();
-        let slice =
-            read(&log, ReadBounds::of(&log), ReadRequest::kafka(0, 120)).map(|s| s.upper_offset);
+        let bounds = ReadBounds::of(&log);
+        // 500 bytes, no index entry: the bound is the log end offset, past
+        // the batches returned.
         assert_eq!(
-            slice,
-            Ok(20),
-            "a partial second batch: the next untouched batch starts at 20"
+            aborted(&log, bounds, ReadRequest::kafka(0, 120)),
+            Ok(AbortedList::Before(40))
         );
-        let mut bounds = ReadBounds::of(&log);
-        bounds.upper_bound = 20;
-        let slice = read(&log, bounds, ReadRequest::kafka(0, 10_000)).map(|s| s.upper_offset);
-        assert_eq!(slice, Ok(20));
-        let slice =
-            read(&log, ReadBounds::of(&log), ReadRequest::kafka(0, 10_000)).map(|s| s.upper_offset);
-        assert_eq!(slice, Ok(40));
+        let mut committed = bounds;
+        committed.upper_bound = 20;
+        assert_eq!(
+            aborted(&log, committed, ReadRequest::kafka(20, 10_000)),
+            Ok(AbortedList::Empty),
+            "at the last stable offset: an empty list"
+        );
+        let later = |max_bytes| ReadRequest {
+            min_one_batch: false,
+            ..ReadRequest::kafka(12, max_bytes)
+        };
+        assert_eq!(
+            aborted(&log, bounds, later(10)),
+            Ok(AbortedList::Null),
+            "a first batch over the limit: no records and a null list"
+        );
+        assert_eq!(
+            aborted(&log, bounds, later(0)),
+            Ok(AbortedList::Before(40)),
+            "no bytes left: no records, the list all the same"
+        );
+        // With an index entry (5,000 bytes before the third batch), the
+        // bound is that entry's offset.
+        let big = layout(&[(0, 9, 3000), (10, 19, 2000), (20, 24, 50), (30, 39, 200)]);
+        assert_eq!(
+            aborted(&big, ReadBounds::of(&big), ReadRequest::kafka(0, 3000)),
+            Ok(AbortedList::Before(24))
+        );
     }
 
     #[test]

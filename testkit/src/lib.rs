@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod fetch_rules;
+pub mod segments;
 
 mod error;
 mod faults;

@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use walfetch_codec::{BatchHeader, Batches, ControlType, DecodeOptions, Error as CodecError};
 
 use crate::fetch_rules::{self, BatchExtent, OffsetOutOfRange, ReadBounds, ReadRequest, ReadSlice};
+use crate::segments::SegmentCarry;
 
 /// Why a batch could not be appended.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +72,9 @@ pub struct PartitionLog {
     extents: Vec<BatchExtent>,
     log_start_offset: i64,
     log_end_offset: i64,
+    /// Sizes of the batches a moved log start removed, in order: the
+    /// layout of the segment the first stored batch is in.
+    removed: Vec<usize>,
     /// Producer id → first offset of its open transaction.
     open_txns: BTreeMap<i64, i64>,
     aborted: Vec<AbortedTxn>,
@@ -246,21 +250,27 @@ impl PartitionLog {
     /// retention): batches wholly below it are dropped; a batch that
     /// contains it stays, so a fetch at the new start offset still returns
     /// that batch from its first byte. Positions restart at the first kept
-    /// batch. An offset past the log end empties the log and moves the end.
+    /// batch, but the segments keep their layout (Kafka deletes whole
+    /// segments only: the sizes of the dropped batches are remembered). An
+    /// offset past the log end empties the log and moves the end.
     pub fn advance_log_start(&mut self, offset: i64) {
         if offset <= self.log_start_offset {
             return;
         }
         self.log_start_offset = offset;
         if offset >= self.log_end_offset {
+            // Every segment goes; the next batch begins a new one.
             self.batches.clear();
             self.extents.clear();
+            self.removed.clear();
             self.log_end_offset = offset;
             self.open_txns.clear();
             self.aborted.clear();
             return;
         }
         let keep = self.extents.partition_point(|e| e.last_offset < offset);
+        self.removed
+            .extend(self.extents[..keep].iter().map(|e| e.len));
         self.batches.drain(..keep);
         let mut position = 0;
         self.extents = self
@@ -286,6 +296,7 @@ impl PartitionLog {
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             upper_bound: upper_bound.min(self.high_watermark()),
+            carry: SegmentCarry::after(self.removed.iter().copied(), request.habits.segment_bytes),
         };
         fetch_rules::read(&self.extents, bounds, request)
     }
@@ -438,6 +449,32 @@ mod tests {
             .encode_marker(kind, 0, 0)
             .expect("encode")
             .bytes
+    }
+
+    #[test]
+    fn a_moved_log_start_keeps_the_segments_where_they_were() {
+        use crate::fetch_rules::Habits;
+        let mut log = PartitionLog::new();
+        for _ in 0..6 {
+            log.append(batch(1), 0).expect("append");
+        }
+        let len = log.extents()[0].len;
+        // Segments of two batches: [0, 1] [2, 3] [4, 5].
+        let request = ReadRequest {
+            habits: Habits {
+                segment_bytes: u32::try_from(2 * len).expect("small"),
+                ..Habits::KAFKA
+            },
+            ..ReadRequest::kafka(3, 10 * len)
+        };
+        let before = log.read(request, i64::MAX).expect("in range");
+        assert_eq!(before.batches, 3..4, "offset 3 ends its segment");
+        log.advance_log_start(1);
+        let after = log.read(request, i64::MAX).expect("in range");
+        // Batch 0 is gone, but offset 3 still ends its segment (counted
+        // from the first kept batch, the read would run to offset 4).
+        assert_eq!(after.batches.len(), 1);
+        assert_eq!(log.extents()[after.batches.start].base_offset, 3);
     }
 
     #[test]

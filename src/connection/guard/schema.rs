@@ -372,6 +372,25 @@ const END_TXN: &[Field] = &[
     f("producer_epoch", I16).since(5),
 ];
 
+// FindCoordinator (flexible from v3; batched by key from v4, KIP-699).
+const COORDINATOR: &[Field] = &[
+    f("key", Str),
+    f("node_id", I32),
+    f("host", Str),
+    f("port", I32),
+    f("error_code", I16),
+    f("error_message", Str),
+];
+const FIND_COORDINATOR: &[Field] = &[
+    f("throttle_time_ms", I32).since(1),
+    f("error_code", I16).until(3),
+    f("error_message", Str).since(1).until(3),
+    f("node_id", I32).until(3),
+    f("host", Str).until(3),
+    f("port", I32).until(3),
+    f("coordinators", Structs(COORDINATOR)).since(4),
+];
+
 /// One API's response body: its top-level fields, and the first version
 /// that is flexible (compact lengths and tagged fields, KIP-482).
 #[derive(Debug, Clone, Copy)]
@@ -398,6 +417,7 @@ pub(super) fn schema(api: ApiKey) -> Option<Schema> {
         ApiKey::CreateAcls => (CREATE_ACLS, 2),
         ApiKey::AddPartitionsToTxn => (ADD_PARTITIONS_TO_TXN, 3),
         ApiKey::EndTxn => (END_TXN, 3),
+        ApiKey::FindCoordinator => (FIND_COORDINATOR, 3),
         _ => return None,
     };
     Some(Schema {
@@ -654,9 +674,10 @@ mod tests {
             DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
         };
         use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+        use kafka_protocol::messages::find_coordinator_response::Coordinator;
         use kafka_protocol::messages::{
             AddPartitionsToTxnResponse, CreateAclsResponse, DeleteRecordsResponse,
-            DeleteTopicsResponse, EndTxnResponse, TransactionalId,
+            DeleteTopicsResponse, EndTxnResponse, FindCoordinatorResponse, TransactionalId,
         };
         // Every version the message types implement.
         let versions = |api: ApiKey| {
@@ -717,6 +738,26 @@ mod tests {
                 .with_producer_id(ProducerId(9))
                 .with_producer_epoch(1);
             assert_exact(ApiKey::EndTxn, v, &encode(&m, v));
+        }
+        for v in versions(ApiKey::FindCoordinator) {
+            let m = if v < 4 {
+                FindCoordinatorResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_error_message(Some(s("e")))
+                    .with_node_id(BrokerId(3))
+                    .with_host(s("h"))
+                    .with_port(9092)
+            } else {
+                FindCoordinatorResponse::default()
+                    .with_throttle_time_ms(1)
+                    .with_coordinators(vec![Coordinator::default()
+                        .with_key(s("tx"))
+                        .with_node_id(BrokerId(3))
+                        .with_host(s("h"))
+                        .with_port(9092)
+                        .with_error_message(Some(s("e")))])
+            };
+            assert_exact(ApiKey::FindCoordinator, v, &encode(&m, v));
         }
     }
 }

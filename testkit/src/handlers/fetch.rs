@@ -48,7 +48,7 @@ use kafka_protocol::ResponseError;
 
 use super::{check_leader_epoch, Ctx};
 use crate::faults::FaultAction;
-use crate::fetch_rules::{extents_of, Habits, ReadRequest};
+use crate::fetch_rules::{extents_of, AbortedList, Habits, ReadRequest};
 use crate::state::{ClusterState, KAFKA_FETCH_MAX_BYTES};
 
 /// A response read from the logs, and what decides whether to wait.
@@ -305,9 +305,13 @@ fn read_logs(ctx: &Ctx<'_>, state: &ClusterState, request: &FetchRequest) -> Rea
             data.high_watermark = log.high_watermark();
             data.last_stable_offset = log.last_stable_offset();
             data.log_start_offset = log.log_start_offset();
-            data.aborted_transactions = read_committed.then(|| {
-                log.aborted_overlapping(p.fetch_offset, slice.upper_offset)
-                    .into_iter()
+            let listed = match slice.aborted {
+                AbortedList::Null => None,
+                AbortedList::Empty => Some(Vec::new()),
+                AbortedList::Before(bound) => Some(log.aborted_overlapping(p.fetch_offset, bound)),
+            };
+            data.aborted_transactions = listed.filter(|_| read_committed).map(|list| {
+                list.into_iter()
                     .map(|t| {
                         let mut aborted = AbortedTransaction::default();
                         aborted.producer_id = ProducerId(t.producer_id);
