@@ -35,6 +35,15 @@ pub enum BrokerError {
     /// Installing failed.
     #[error("installing the broker failed: {0}")]
     Install(String),
+    /// A request to the broker (an administrative one the harness sends)
+    /// failed.
+    #[error("{what} failed: {why}")]
+    Request {
+        /// What was asked.
+        what: String,
+        /// The broker's answer, or why none came.
+        why: String,
+    },
     /// The broker did not come up.
     #[error("{broker} did not start: {why}")]
     Start {

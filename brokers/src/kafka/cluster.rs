@@ -414,6 +414,29 @@ impl KafkaCluster {
         read_log(&self.nodes[index].log)
     }
 
+    /// Allows `principal` (`User:alice`, `User:CN=client`) each of
+    /// `operations` on the topic `topic` (a literal name), by a CreateAcls
+    /// request on node 0's plain-text listener: for a cluster started with
+    /// an authorizer whose `super.users` include that listener's
+    /// `User:ANONYMOUS`. Returns once the controller has committed the
+    /// ACLs; the broker applies them a moment later (when it next loads
+    /// the metadata log), so a test waits for them to take effect.
+    pub async fn allow_topic(
+        &self,
+        principal: &str,
+        topic: &str,
+        operations: &[super::AclOperation],
+    ) -> Result<(), BrokerError> {
+        super::acl::allow_topic(
+            self.cluster_config(),
+            &self.address(0),
+            principal,
+            topic,
+            operations,
+        )
+        .await
+    }
+
     /// The cluster's directory (node properties, data, logs).
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -11,10 +11,12 @@
 //!   log directory with `kafka-storage`, `process.roles`,
 //!   `controller.quorum.voters`).
 
+mod acl;
 mod cluster;
 mod config;
 mod install;
 
+pub use acl::AclOperation;
 pub use cluster::KafkaCluster;
 pub use config::{KafkaConfig, Listener, ScramUser};
 pub use install::{
