@@ -14,116 +14,23 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-use support::recovery::{from_start, start_recovery, write_partition, Written};
-use walfetch::cluster::{fetch_on, Cluster, ClusterConfig, FetchParams, NewTopic, RetryPolicy};
-use walfetch::consumer::{Recovery, ReplayOptions};
+use support::failover::{
+    assert_exactly, client, leader_node, pull_until, recovery, start_cluster, total, write_wal,
+};
+use support::recovery::{from_start, Written};
+use walfetch::cluster::{fetch_on, Cluster, ClusterConfig, FetchParams, RetryPolicy};
+use walfetch::consumer::Recovery;
 use walfetch::error::Error;
 use walfetch::error_code::ErrorCode;
-use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::WriterConfig;
-use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
-use walfetch_codec::Compression;
-
-const PARTITIONS: i32 = 4;
 
 /// One test at a time: each starts three JVMs.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A 3-node cluster; fails the test with the
-/// harness's reason when it cannot start.
-async fn start_cluster() -> KafkaCluster {
-    let install = find_kafka().unwrap_or_else(|e| panic!("Kafka is needed: {e}"));
-    KafkaCluster::start(
-        &install,
-        // (Kafka 4 refuses `log.segment.bytes` below 1 MiB.)
-        KafkaConfig::nodes(3)
-            .setting("offsets.topic.replication.factor", "3")
-            .setting("transaction.state.log.replication.factor", "3")
-            .setting("transaction.state.log.min.isr", "2"),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("a 3-node Kafka cluster could not start: {e}"))
-}
-
-/// A client of `kafka` with the harness's test-sized socket timeouts but
-/// the library's default retry deadline (30 s): a killed leader stays
-/// the leader in Kafka's metadata until the controller fences it, after
-/// `broker.session.timeout.ms` (9 s by default), so the harness's 10 s
-/// deadline is too close to that for a failover test.
-async fn client(kafka: &KafkaCluster) -> Arc<Cluster> {
-    let mut config = kafka.cluster_config();
-    config.retry = RetryPolicy::default();
-    Arc::new(Cluster::connect(config).await.unwrap())
-}
-
-/// Creates `topic` (RF 3, min ISR 2, 4 partitions) and writes a
-/// region-pure lz4 WAL: `per_partition` entries over 6 regions in each
-/// partition. What was written, and each partition's index.
-async fn write_wal(
-    cluster: &Arc<Cluster>,
-    topic: &str,
-    per_partition: usize,
-    seed: u64,
-) -> (Written, Vec<WalIndex>) {
-    let mut new = NewTopic::new(topic, PARTITIONS);
-    new.replication_factor = 3;
-    new.configs
-        .push(("min.insync.replicas".to_owned(), "2".to_owned()));
-    cluster.create_topics(&[new]).await.unwrap();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut written = Written::new();
-    let mut indexes = Vec::new();
-    for p in 0..PARTITIONS {
-        let mut config = WriterConfig::new(topic, p);
-        config.compression = Compression::Lz4;
-        config.max_batch_bytes = 2 << 10;
-        let entries: Vec<(RegionId, Bytes)> = (0..per_partition)
-            .map(|n| {
-                let region = 100 * RegionId::try_from(p).unwrap() + rng.random_range(0..6u64);
-                let pad = "w".repeat(rng.random_range(0..120));
-                (region, Bytes::from(format!("p{p} n{n} {pad}")))
-            })
-            .collect();
-        indexes.push(write_partition(cluster, config, entries, &mut written).await);
-    }
-    (written, indexes)
-}
-
-/// A recovery of every region of `written` from offset 0, with little
-/// buffered ahead so that most of it is still to fetch while the first
-/// entries are pulled.
-async fn recovery(
-    cluster: &Arc<Cluster>,
-    topic: &str,
-    written: &Written,
-    indexes: &[WalIndex],
-) -> Result<Recovery, Error> {
-    let options = ReplayOptions::default()
-        .with_max_buffered_bytes(16 << 10)
-        .with_max_in_flight(1);
-    start_recovery(cluster, topic, indexes, &from_start(written), options).await
-}
-
-/// The node index leading `topic`/`partition` now (fresh metadata).
-async fn leader_node(
-    kafka: &KafkaCluster,
-    cluster: &Cluster,
-    topic: &str,
-    partition: i32,
-) -> usize {
-    let metadata = cluster.metadata(Some(&[topic])).await.unwrap();
-    let leader = metadata.leader(topic, partition).expect("a leader");
-    kafka.index_of(leader.broker_id).expect("a node of ours")
-}
 
 /// Pulls `recovery` to its end, calling `at_quarter` once after a
 /// quarter of `total` entries; what every region got.
@@ -139,61 +46,6 @@ async fn pull_slowly(
     Ok(got)
 }
 
-/// Pulls up to `limit` more entries of `recovery` into `got` (stopping
-/// early at its end), a little slowly so that the recovery is still in
-/// flight when a fault lands; how many it pulled.
-async fn pull_until(
-    recovery: &mut Recovery,
-    got: &mut Written,
-    limit: usize,
-) -> Result<usize, Error> {
-    let mut n = 0;
-    while n < limit {
-        let Some(entry) = recovery.next().await else {
-            break;
-        };
-        let entry = entry?;
-        got.entry(entry.partition)
-            .or_default()
-            .entry(entry.region)
-            .or_default()
-            .push((entry.record.offset(), entry.record.value_bytes().unwrap()));
-        n += 1;
-        if n % 16 == 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-    Ok(n)
-}
-
-fn total(written: &Written) -> usize {
-    written
-        .values()
-        .flat_map(|r| r.values())
-        .map(Vec::len)
-        .sum()
-}
-
-/// Exactly every region's entries, in order, none twice: compared as
-/// whole sequences, with the first difference named.
-fn assert_exactly(got: &Written, want: &Written) {
-    for (p, regions) in want {
-        for (region, entries) in regions {
-            let had = got.get(p).and_then(|r| r.get(region));
-            let had = had.map(Vec::as_slice).unwrap_or_default();
-            if had != entries.as_slice() {
-                let first = had.iter().zip(entries).position(|(a, b)| a != b);
-                panic!(
-                    "partition {p} region {region}: got {} entries, want {} (first difference at {first:?})",
-                    had.len(),
-                    entries.len()
-                );
-            }
-        }
-    }
-    assert_eq!(got.len(), want.len(), "partitions");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_mid_recovery() {
     let _serial = SERIAL.lock().await;
@@ -203,7 +55,9 @@ async fn leader_killed_mid_recovery() {
     let (written, indexes) = write_wal(&cluster, topic, 1500, 1).await;
     let victim_partition = 2;
     let victim = leader_node(&kafka, &cluster, topic, victim_partition).await;
-    let mut recovery = recovery(&cluster, topic, &written, &indexes).await.unwrap();
+    let mut recovery = recovery(&cluster, topic, &indexes, &from_start(&written))
+        .await
+        .unwrap();
     let total = total(&written);
     let got = pull_slowly(&mut recovery, total, || kafka.kill(victim))
         .await
@@ -222,7 +76,9 @@ async fn broker_restarted_mid_recovery() {
     let topic = "failover-restart";
     let (written, indexes) = write_wal(&cluster, topic, 1500, 2).await;
     let victim = leader_node(&kafka, &cluster, topic, 0).await;
-    let mut recovery = recovery(&cluster, topic, &written, &indexes).await.unwrap();
+    let mut recovery = recovery(&cluster, topic, &indexes, &from_start(&written))
+        .await
+        .unwrap();
     let total = total(&written);
     let mut got = Written::new();
     // A quarter read, the leader killed; half read, it comes back while
@@ -318,7 +174,9 @@ async fn all_brokers_down_is_a_clear_error() {
     let cluster = Arc::new(Cluster::connect(config).await.unwrap());
     let topic = "failover-down";
     let (written, indexes) = write_wal(&cluster, topic, 600, 4).await;
-    let mut recovery = recovery(&cluster, topic, &written, &indexes).await.unwrap();
+    let mut recovery = recovery(&cluster, topic, &indexes, &from_start(&written))
+        .await
+        .unwrap();
     let total = total(&written);
     let error = pull_slowly(&mut recovery, total, || {
         for i in 0..3 {
@@ -353,7 +211,9 @@ async fn records_deleted_below_indexed_offsets_are_lost_offsets() {
     let answer = connection.request(&request).await.unwrap().body;
     let p = &answer.topics[0].partitions[0];
     assert_eq!((p.error_code, p.low_watermark), (0, cut), "{answer:?}");
-    let mut recovery = recovery(&cluster, topic, &written, &indexes).await.unwrap();
+    let mut recovery = recovery(&cluster, topic, &indexes, &from_start(&written))
+        .await
+        .unwrap();
     let mut error = None;
     while let Some(entry) = recovery.next().await {
         if let Err(e) = entry {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod broker;
+pub(crate) mod failover;
 pub(crate) mod greptime;
 pub(crate) mod kafka;
 pub(crate) mod recovery;

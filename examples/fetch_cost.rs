@@ -1,18 +1,20 @@
-//! What a Fetch costs on Tansu 0.6, and what it depends on:
-//! `cargo run --release --example tansu_fetch_cost [-- --batches N]`.
+//! What a Fetch costs on a real broker, and what it depends on:
+//! `cargo run --release --example fetch_cost [-- --broker kafka|tansu]
+//! [--batches N]`.
 //!
-//! Starts a Tansu 0.6 broker (in-memory storage, loopback; see
-//! `walfetch_brokers::tansu`), writes N batches of one 4 KB record each
-//! (lz4, incompressible: about the size of a GreptimeDB region's write
-//! request in the replay bench), then times single-batch fetches at spread
-//! offsets:
+//! Starts the broker on loopback — Apache Kafka (one KRaft node of the
+//! cached install, default settings; see `walfetch_brokers::kafka`) or
+//! Tansu 0.6 (in-memory storage; `walfetch_brokers::tansu`) — writes N
+//! batches of one 4 KB record each (lz4, incompressible: about the size of
+//! a GreptimeDB region's write request in the replay bench), then times
+//! single-batch fetches at spread offsets:
 //! - one after another on one connection (what a fetch costs in latency);
 //! - 16 at a time over one and over four connections (what one more fetch
 //!   costs when many are in flight);
 //! - one with `max_wait_ms` = 100 whose data is there (Tansu sleeps out the
-//!   wait anyway).
+//!   wait anyway; Kafka answers at once).
 //!
-//! The figures explain the plans walfetch learns on Tansu (docs/brokers.md).
+//! The figures explain the plans walfetch learns on each (docs/brokers.md).
 
 use std::error::Error;
 use std::sync::Arc;
@@ -21,7 +23,8 @@ use std::time::{Duration, Instant};
 use futures::future::try_join_all;
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::{BatchBuilder, Compression, NewRecord};
-use walfetch_brokers::tansu::{find_tansu, TansuBroker};
+use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig, KAFKA_VERSION};
+use walfetch_brokers::tansu::{find_tansu, TansuBroker, TANSU_VERSION};
 
 const TOPIC: &str = "fetch-cost";
 /// Fetches timed per measurement.
@@ -29,16 +32,32 @@ const FETCHES: usize = 160;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
+    const USAGE: &str = "usage: fetch_cost [--broker kafka|tansu] [--batches N]";
     let mut batches = 4000usize;
+    let mut kind = "kafka".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        match (arg.as_str(), args.next().and_then(|v| v.parse().ok())) {
-            ("--batches", Some(n)) if n > 0 => batches = n,
-            _ => return Err("usage: tansu_fetch_cost [--batches N]".into()),
+        let value = args.next().ok_or(USAGE)?;
+        match arg.as_str() {
+            "--batches" => batches = value.parse().ok().filter(|&n| n > 0).ok_or(USAGE)?,
+            "--broker" if value == "kafka" || value == "tansu" => kind = value,
+            _ => return Err(USAGE.into()),
         }
     }
-    let broker = TansuBroker::start(&find_tansu()?, None).await?;
-    let writer = Cluster::connect(ClusterConfig::new([broker.address()])).await?;
+    let (_broker, address, name): (Box<dyn std::any::Any>, String, String) = if kind == "kafka" {
+        let kafka = KafkaCluster::start(&find_kafka()?, KafkaConfig::nodes(1)).await?;
+        let address = kafka.address(0);
+        (
+            Box::new(kafka),
+            address,
+            format!("Apache Kafka {KAFKA_VERSION}"),
+        )
+    } else {
+        let tansu = TansuBroker::start(&find_tansu()?, None).await?;
+        let address = tansu.address();
+        (Box::new(tansu), address, format!("Tansu {TANSU_VERSION}"))
+    };
+    let writer = Cluster::connect(ClusterConfig::new([address.clone()])).await?;
     writer.create_topics(&[NewTopic::new(TOPIC, 1)]).await?;
     // Incompressible bytes, so each batch stays about 4 KB.
     let value: Vec<u8> = (0..4000u32)
@@ -53,9 +72,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
     // Spread over the log, each a batch's first offset.
     let picks: Vec<i64> = (0..FETCHES).map(|i| offsets[i * 7919 % batches]).collect();
-    println!("Tansu 0.6, one partition of {batches} batches of 4 KB, {FETCHES} single-batch fetches each line:");
+    println!("{name}, one partition of {batches} batches of 4 KB, {FETCHES} single-batch fetches each line:");
     for connections in [1, 4] {
-        let mut config = ClusterConfig::new([broker.address()]);
+        let mut config = ClusterConfig::new([address.clone()]);
         config.connections_per_broker = connections;
         let cluster = Arc::new(Cluster::connect(config).await?);
         // Warm: open the connections.
