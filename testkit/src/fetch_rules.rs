@@ -18,7 +18,16 @@
 //! - nothing at or past the upper bound (the high watermark, or the last
 //!   stable offset for `read_committed`) is returned; a fetch offset at the
 //!   bound gets no bytes, one outside `[log start, log end]` is
-//!   `OFFSET_OUT_OF_RANGE`.
+//!   `OFFSET_OUT_OF_RANGE`;
+//! - a read returns bytes of one segment only (with
+//!   [`Habits::segment_bytes`]; the layout is [`crate::segments`]'s);
+//! - under `read_committed` the aborted transactions listed are bounded by
+//!   Kafka's sparse offset index, not by the batches returned
+//!   ([`AbortedList`]): null when the first batch did not fit, empty at or
+//!   past the upper bound.
+//!
+//! `tests/fetch_rules_kafka.rs` checks all of it against Apache Kafka, on
+//! the same batches.
 //!
 //! Brokers seen in the wild bend these rules; [`Habits`] reproduces some of
 //! those habits.
@@ -312,6 +321,19 @@ pub fn read(
     bounds: ReadBounds,
     request: ReadRequest,
 ) -> Result<ReadSlice, OffsetOutOfRange> {
+    let layout = Layout::new(log, bounds.carry, request.habits.segment_bytes);
+    read_laid_out(log, &layout, bounds, request)
+}
+
+/// [`read`] with the log's segment layout already made (for
+/// `request.habits.segment_bytes`, after `bounds.carry`): a log kept
+/// between reads lays out only what was appended since.
+pub fn read_laid_out(
+    log: &[BatchExtent],
+    layout: &Layout,
+    bounds: ReadBounds,
+    request: ReadRequest,
+) -> Result<ReadSlice, OffsetOutOfRange> {
     let offset = request.offset;
     if offset < bounds.log_start_offset || offset > bounds.log_end_offset {
         return Err(OffsetOutOfRange {
@@ -330,7 +352,6 @@ pub fn read(
     }
     // The first batch not below the upper bound, nor past the segment the
     // read starts in: the read stops at its start.
-    let layout = Layout::new(log, bounds.carry, request.habits.segment_bytes);
     let bound_index = log
         .partition_point(|b| b.base_offset < bounds.upper_bound)
         .min(layout.segment_end(start));

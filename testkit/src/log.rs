@@ -14,12 +14,13 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
 use walfetch_codec::{BatchHeader, Batches, ControlType, DecodeOptions, Error as CodecError};
 
 use crate::fetch_rules::{self, BatchExtent, OffsetOutOfRange, ReadBounds, ReadRequest, ReadSlice};
-use crate::segments::SegmentCarry;
+use crate::segments::{Layout, SegmentCarry};
 
 /// Why a batch could not be appended.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,22 @@ pub struct AbortedTxn {
     pub last_offset: i64,
 }
 
+/// A log's segment layout, kept between reads (a clone starts without).
+#[derive(Default)]
+struct LayoutCache(Mutex<Option<Layout>>);
+
+impl Clone for LayoutCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for LayoutCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LayoutCache")
+    }
+}
+
 /// A batch stored in the log.
 #[derive(Debug, Clone)]
 pub struct StoredBatch {
@@ -75,6 +92,9 @@ pub struct PartitionLog {
     /// Sizes of the batches a moved log start removed, in order: the
     /// layout of the segment the first stored batch is in.
     removed: Vec<usize>,
+    /// The segment layout of the stored batches, for the segment size
+    /// last read with, extended as batches are appended.
+    layout: LayoutCache,
     /// Producer id → first offset of its open transaction.
     open_txns: BTreeMap<i64, i64>,
     aborted: Vec<AbortedTxn>,
@@ -235,6 +255,7 @@ impl PartitionLog {
     /// moves back to the first dropped batch's base offset. Open
     /// transactions are forgotten, and aborted ones past the new end.
     pub fn truncate_to(&mut self, offset: i64) {
+        self.layout = LayoutCache::default();
         let keep = self.extents.partition_point(|e| e.base_offset < offset);
         self.batches.truncate(keep);
         self.extents.truncate(keep);
@@ -257,6 +278,7 @@ impl PartitionLog {
         if offset <= self.log_start_offset {
             return;
         }
+        self.layout = LayoutCache::default();
         self.log_start_offset = offset;
         if offset >= self.log_end_offset {
             // Every segment goes; the next batch begins a new one.
@@ -292,13 +314,27 @@ impl PartitionLog {
         request: ReadRequest,
         upper_bound: i64,
     ) -> Result<ReadSlice, OffsetOutOfRange> {
+        let segment_bytes = request.habits.segment_bytes;
+        let mut cached = self.layout.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let layout = match cached.take() {
+            Some(mut layout) if layout.segment_bytes() == segment_bytes => {
+                layout.extend(&self.extents);
+                layout
+            }
+            _ => {
+                let carry = SegmentCarry::after(self.removed.iter().copied(), segment_bytes);
+                Layout::new(&self.extents, carry, segment_bytes)
+            }
+        };
         let bounds = ReadBounds {
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             upper_bound: upper_bound.min(self.high_watermark()),
-            carry: SegmentCarry::after(self.removed.iter().copied(), request.habits.segment_bytes),
+            carry: layout.carry(),
         };
-        fetch_rules::read(&self.extents, bounds, request)
+        let slice = fetch_rules::read_laid_out(&self.extents, &layout, bounds, request);
+        *cached = Some(layout);
+        slice
     }
 
     /// The log bytes in `range` (positions as in [`PartitionLog::extents`]),

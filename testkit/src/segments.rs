@@ -72,48 +72,91 @@ impl SegmentCarry {
     }
 }
 
-/// Where each batch of a log lands: its position within its segment,
-/// whether it begins one, and whether it has an index entry.
+/// Where a batch of a log lands: the first batch of its segment and its
+/// position within the segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
-    segment_start: bool,
-    indexed: bool,
+    segment_first: usize,
     in_segment: usize,
 }
 
-/// The segment layout of `log` (stored batches, in order) after `carry`.
+/// The segment layout of a log (its stored batches, in order), built batch
+/// by batch as they are appended.
 #[derive(Debug, Clone)]
 pub struct Layout {
+    segment_bytes: u32,
+    /// Where the first batch stands in its segment.
+    carry: SegmentCarry,
+    /// Where the segment stands after the last batch laid out.
+    state: SegmentCarry,
     places: Vec<Place>,
+    /// The batches with an index entry, in order.
+    entries: Vec<usize>,
 }
 
 impl Layout {
     /// Lays `log` out in segments of `segment_bytes` (0: one segment),
     /// its first batch standing after `carry`.
     pub fn new(log: &[BatchExtent], carry: SegmentCarry, segment_bytes: u32) -> Self {
-        let mut state = carry;
-        let places = log
-            .iter()
-            .map(|batch| {
-                let (starts, indexed) = state.append(batch.len, segment_bytes);
-                Place {
-                    segment_start: starts,
-                    indexed,
-                    in_segment: state.bytes - batch.len,
-                }
-            })
-            .collect();
-        Self { places }
+        let mut layout = Self {
+            segment_bytes,
+            carry,
+            state: carry,
+            places: Vec::with_capacity(log.len()),
+            entries: Vec::new(),
+        };
+        layout.extend(log);
+        layout
+    }
+
+    /// The segment size this layout was made for.
+    pub fn segment_bytes(&self) -> u32 {
+        self.segment_bytes
+    }
+
+    /// Where the first batch stands in its segment.
+    pub fn carry(&self) -> SegmentCarry {
+        self.carry
+    }
+
+    /// How many batches are laid out.
+    pub fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// Whether no batch is laid out.
+    pub fn is_empty(&self) -> bool {
+        self.places.is_empty()
+    }
+
+    /// Lays out the batches of `log` past those already laid out (`log`
+    /// is the whole log, the laid-out batches its first ones).
+    pub fn extend(&mut self, log: &[BatchExtent]) {
+        for batch in log.iter().skip(self.places.len()) {
+            let i = self.places.len();
+            let (starts, indexed) = self.state.append(batch.len, self.segment_bytes);
+            let segment_first = match self.places.last() {
+                Some(last) if !starts => last.segment_first,
+                _ if starts => i,
+                _ => 0,
+            };
+            if indexed {
+                self.entries.push(i);
+            }
+            self.places.push(Place {
+                segment_first,
+                in_segment: self.state.bytes - batch.len,
+            });
+        }
     }
 
     /// The index of the first batch past the segment that holds batch
     /// `index` (the log's length when it is in the last segment).
     pub fn segment_end(&self, index: usize) -> usize {
-        let from = index.saturating_add(1).min(self.places.len());
-        from + self.places[from..]
-            .iter()
-            .position(|p| p.segment_start)
-            .unwrap_or(self.places.len() - from)
+        let Some(first) = self.places.get(index).map(|p| p.segment_first) else {
+            return self.places.len();
+        };
+        self.places.partition_point(|p| p.segment_first <= first)
     }
 
     /// Kafka's bound on the aborted transactions it lists for a read of
@@ -132,15 +175,11 @@ impl Layout {
         };
         let end = first.in_segment + fetch_size;
         let segment_end = self.segment_end(start);
-        let segment_start = self.places[..=start]
-            .iter()
-            .rposition(|p| p.segment_start)
-            .unwrap_or(0);
-        let entries: Vec<usize> = (segment_start..segment_end)
-            .filter(|&i| self.places[i].indexed)
-            .collect();
-        let positions: Vec<usize> = entries.iter().map(|&i| self.places[i].in_segment).collect();
-        match smallest_upper_bound(&positions, end) {
+        let from = self.entries.partition_point(|&e| e < first.segment_first);
+        let to = self.entries.partition_point(|&e| e < segment_end);
+        let entries = &self.entries[from..to];
+        let position = |slot: usize| self.places[entries[slot]].in_segment;
+        match smallest_upper_bound(entries.len(), position, end) {
             Some(slot) => log[entries[slot]].last_offset,
             None => log
                 .get(segment_end)
@@ -153,13 +192,12 @@ impl Layout {
 /// last 8 KiB of the index file, 8-byte entries).
 const WARM_ENTRIES: usize = 8192 / 8;
 
-/// The slot of the first entry at or past `target` in an index of
-/// increasing `values`, as Kafka's index search finds it
+/// The slot of the first entry at or past `target` in an index of `n`
+/// increasing values (`value(slot)`), as Kafka's index search finds it
 /// (`AbstractIndex.smallestUpperBoundSlotFor`), quirk included: an entry
 /// equal to the target where a binary search begins is never compared,
 /// so a target equal to the first entry gets the second one (or none).
-fn smallest_upper_bound(values: &[usize], target: usize) -> Option<usize> {
-    let n = values.len();
+fn smallest_upper_bound(n: usize, value: impl Fn(usize) -> usize, target: usize) -> Option<usize> {
     if n == 0 {
         return None;
     }
@@ -167,7 +205,7 @@ fn smallest_upper_bound(values: &[usize], target: usize) -> Option<usize> {
         let (mut lo, mut hi) = (begin, end);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            match values[mid].cmp(&target) {
+            match value(mid).cmp(&target) {
                 std::cmp::Ordering::Greater => hi = mid - 1,
                 std::cmp::Ordering::Less => lo = mid,
                 std::cmp::Ordering::Equal => return Some(mid),
@@ -176,10 +214,10 @@ fn smallest_upper_bound(values: &[usize], target: usize) -> Option<usize> {
         (lo + 1 < n).then_some(lo + 1)
     };
     let first_hot = n.saturating_sub(1 + WARM_ENTRIES);
-    if values[first_hot] < target {
+    if value(first_hot) < target {
         return search(first_hot, n - 1);
     }
-    if values[0] > target {
+    if value(0) > target {
         return Some(0);
     }
     search(0, first_hot)
@@ -239,15 +277,15 @@ mod tests {
         let values = [10, 20, 30];
         let found: Vec<_> = [0, 10, 11, 20, 25, 30, 31]
             .iter()
-            .map(|&t| smallest_upper_bound(&values, t))
+            .map(|&t| smallest_upper_bound(3, |i| values[i], t))
             .collect();
         // 10 equals the first entry: skipped for the second.
         assert_eq!(
             found,
             vec![Some(0), Some(1), Some(1), Some(1), Some(2), Some(2), None]
         );
-        assert_eq!(smallest_upper_bound(&[10], 10), None);
-        assert_eq!(smallest_upper_bound(&[], 10), None);
+        assert_eq!(smallest_upper_bound(1, |_| 10, 10), None);
+        assert_eq!(smallest_upper_bound(0, |_| 10, 10), None);
     }
 
     #[test]
@@ -256,8 +294,7 @@ mod tests {
         // (offset 2); then 10 + 10 bytes, none.
         let log = log(&[3000, 2000, 10, 10, 5000, 10]);
         let layout = Layout::new(&log, SegmentCarry::default(), 0);
-        let indexed: Vec<_> = layout.places.iter().map(|p| p.indexed).collect();
-        assert_eq!(indexed, vec![false, false, true, false, false, true]);
+        assert_eq!(layout.entries, vec![2, 5]);
         // A read of batch 0 whole (3000 bytes): the first entry at or past
         // position 3000 is batch 2's (position 5000).
         assert_eq!(layout.aborted_bound(&log, 0, 3000, 6), 2);

@@ -8,7 +8,9 @@
 //! others are cut at exactly the limit, or get no records when their first
 //! batch does not fit it (see [`crate::fetch_rules`]). Under
 //! `read_committed` the read stops at the last stable offset and the response
-//! lists the aborted transactions that overlap the returned offsets; under
+//! lists the aborted transactions Kafka would (those overlapping the
+//! returned offsets and up to its offset index's bound; null for a first
+//! batch that did not fit: [`crate::fetch_rules::AbortedList`]); under
 //! `read_uncommitted` it stops at the high watermark and the list is null.
 //!
 //! When fewer than `min_bytes` are ready and `max_wait_ms` is positive, the
