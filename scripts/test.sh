@@ -29,7 +29,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 step "tests"
 cargo test --locked --workspace --all-features
 
-step "benchmarks, quick: every replay contender checked against the written entries, in plain text and over SASL_SSL; writer bench smoke; codec bench smoke"
+step "benchmarks, quick: every replay contender checked against the written entries and the floor, on Apache Kafka, the scripted broker and Tansu, in plain text and over SASL_SSL; writer bench smoke; codec bench smoke"
 cargo bench --locked --bench replay -- --quick --partitions 1,4,16
 cargo bench --locked --bench replay -- --quick --broker scripted --security SASL_SSL
 cargo bench --locked --bench writer -- --quick

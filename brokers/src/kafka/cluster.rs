@@ -303,6 +303,11 @@ impl KafkaCluster {
             "-XX:+UseG1GC".to_owned(),
             "-XX:MaxGCPauseMillis=20".to_owned(),
             "-Djava.awt.headless=true".to_owned(),
+            // The JVM unpacks its compression codecs' native libraries into
+            // its temporary directory and removes them only at a clean exit:
+            // inside the cluster's directory, the janitor takes them too
+            // when a node is killed.
+            format!("-Djava.io.tmpdir={}", self.dir.display()),
             format!(
                 "-Dlog4j2.configurationFile={}",
                 self.dir.join("log4j2.properties").display()
