@@ -1,5 +1,5 @@
 //! The index binds to what it indexed, from the command line on the real
-//! broker (Tansu): `index show` prints what an index indexes; `replay`
+//! brokers (Apache Kafka and Tansu, one test body): `index show` prints what an index indexes; `replay`
 //! refuses an index of another partition, a rule other than the index's
 //! unless `--force-rule` (and then checks every entry), a region the index
 //! does not list unless the log past `last_index` may hold it (a note
@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use run::{path, stderr, temp_dir, walfetch};
+use support::broker::TestBroker;
 use support::recovery::{write_partition, Written};
-use support::tansu::Tansu;
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::writer::{WriterConfig, WriterMode};
 
@@ -53,14 +53,13 @@ fn refs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_index_binds_to_what_it_indexed() {
-    let broker = Tansu::start().await;
-    let cluster = Arc::new(broker.cluster_with_topic("wal", 2).await);
+async fn the_index_binds_to_what_it_indexed(broker: &TestBroker) {
+    let topic = broker.topic("wal");
+    let cluster = Arc::new(broker.cluster_with_topic(&topic, 2).await);
     // Partition 0: regions 1 to 3 by the WAL writer (8-byte big-endian
     // keys), in batches of about ten entries.
     // Interleaved: entry n at offset n, which the checks below name.
-    let mut config = WriterConfig::new("wal", 0).with_mode(WriterMode::Interleaved);
+    let mut config = WriterConfig::new(&topic, 0).with_mode(WriterMode::Interleaved);
     config.max_batch_bytes = 400;
     let entries = (0..120u64).map(|n| (n % 3 + 1, Bytes::from(format!("entry {n:04}"))));
     let mut written = Written::new();
@@ -76,10 +75,10 @@ async fn the_index_binds_to_what_it_indexed() {
             })
             .collect();
         let batch = BatchBuilder::new(0).encode(&records).unwrap();
-        cluster.produce("wal", 1, batch.bytes).await.unwrap();
+        cluster.produce(&topic, 1, batch.bytes).await.unwrap();
     }
 
-    let dir = temp_dir("bind");
+    let dir = temp_dir(&format!("bind-{}", broker.name()));
     let addr = broker.address();
     let p0 = dir.join("p0.idx");
     let (_, err) = ok(&[
@@ -88,27 +87,34 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--out",
         path(&p0),
     ]);
     assert!(!err.contains("warning"), "{err}");
     let (shown, _) = ok(&["index", "show", path(&p0)]);
     assert!(
-        shown.contains("source: topic \"wal\", partition 0,")
+        shown.contains(&format!("source: topic \"{topic}\", partition 0,"))
             && shown.contains("first offset 0, region rule key, be"),
         "{shown}"
     );
     let run = |extra: &[&str]| replay_args(&addr, extra);
 
     // Another partition.
-    let args = run(&["-t", "wal:1", "--index", path(&p0), "--region", "1"]);
+    let args = run(&[
+        "-t",
+        &format!("{topic}:1"),
+        "--index",
+        path(&p0),
+        "--region",
+        "1",
+    ]);
     fails_with(&refs(&args), "the index is of partition 0");
 
     // Another rule: refused; forced, every entry is checked by it.
     let args = run(&[
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&p0),
         "--region",
@@ -127,12 +133,12 @@ async fn the_index_binds_to_what_it_indexed() {
         "the index does not match this partition at offset 0",
     );
     // The index's own rule, given or not, replays.
-    let args = run(&["-t", "wal", "--index", path(&p0), "--region", "1"]);
+    let args = run(&["-t", &topic, "--index", path(&p0), "--region", "1"]);
     let (out, _) = ok(&refs(&args));
     assert_eq!(out.lines().count(), 40, "{out}");
 
     // A region the index does not list, wholly inside the index: an error.
-    let args = run(&["-t", "wal", "--index", path(&p0), "--region", "99"]);
+    let args = run(&["-t", &topic, "--index", path(&p0), "--region", "99"]);
     fails_with(&refs(&args), "region 99 has no entry in the index");
     // Indexed up to 59 only, the rest may hold it: a note, and a replay.
     let half = dir.join("half.idx");
@@ -142,24 +148,25 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--to",
         "60",
         "--out",
         path(&half),
     ]);
-    let args = run(&["-t", "wal", "--index", path(&half), "--region", "99"]);
+    let args = run(&["-t", &topic, "--index", path(&half), "--region", "99"]);
     let (out, err) = ok(&refs(&args));
     assert!(out.is_empty(), "{out}");
     assert!(
-        err.contains(
-            "note: region 99 is not in the index of wal:0: only the records past offset 59"
-        ),
+        err.contains(&format!(
+            "note: region 99 is not in the index of {topic}:0: only the records past offset 59"
+        )),
         "{err}"
     );
 
-    // From inside a batch (Tansu answers from the next batch): every record
-    // from there is indexed, and the index starts there.
+    // From inside a batch (Kafka answers from the batch holding offset 5,
+    // Tansu from the next batch): every record from there is indexed, and
+    // the index starts there.
     let from = dir.join("from.idx");
     let (_, err) = ok(&[
         "index",
@@ -167,7 +174,7 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--from",
         "5",
         "--out",
@@ -178,7 +185,7 @@ async fn the_index_binds_to_what_it_indexed() {
     assert!(shown.contains("first offset 5,"), "{shown}");
     let args = run(&[
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&from),
         "--region",
@@ -190,7 +197,7 @@ async fn the_index_binds_to_what_it_indexed() {
     assert_eq!(out.lines().next(), Some("entry 0005"), "{out}");
     let args = run(&[
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&from),
         "--region",
@@ -208,7 +215,7 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "-p",
         "1",
         "--out",
@@ -224,7 +231,7 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "-p",
         "1",
         "--region-header",
@@ -242,7 +249,7 @@ async fn the_index_binds_to_what_it_indexed() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "-p",
         "1",
         "--region-format",
@@ -253,3 +260,5 @@ async fn the_index_binds_to_what_it_indexed() {
     assert!(!err.contains("warning"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+on_brokers!(the_index_binds_to_what_it_indexed);

@@ -1,6 +1,6 @@
-//! The CLI end to end on the real broker: `index build`, `index show`,
-//! `replay` (every strategy), and clear errors for a bad address, a missing
-//! topic and a corrupt index.
+//! The CLI end to end on the real brokers (Apache Kafka and Tansu, one test
+//! body): `index build`, `index show`, `replay` (every strategy), and clear
+//! errors for a bad address, a missing topic and a corrupt index.
 #![allow(clippy::unwrap_used)]
 
 mod run;
@@ -15,8 +15,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
 use run::{path, stderr, temp_dir, walfetch};
+use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
-use support::tansu::Tansu;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 /// The stats line: the last line on stderr, one JSON object.
@@ -25,11 +25,10 @@ fn stats_line(out: &Output) -> serde_json::Value {
     serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn build_show_and_replay_from_the_command_line() {
-    let broker = Tansu::start().await;
-    let cluster = Arc::new(broker.cluster_with_topic("wal", 1).await);
-    let mut config = WriterConfig::new("wal", 0);
+async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
+    let topic = broker.topic("wal");
+    let cluster = Arc::new(broker.cluster_with_topic(&topic, 1).await);
+    let mut config = WriterConfig::new(&topic, 0);
     config.max_batch_bytes = 1500;
     let writer = WalWriter::new(Arc::clone(&cluster), config);
     let mut pending = Vec::new();
@@ -54,7 +53,7 @@ async fn build_show_and_replay_from_the_command_line() {
     region_2.sort_by_key(|(offset, _)| *offset);
     writer.close().await.unwrap();
 
-    let dir = temp_dir("replay");
+    let dir = temp_dir(&format!("replay-{}", broker.name()));
     let index = dir.join("wal.idx");
     let addr = broker.address();
     let out = walfetch(&[
@@ -63,7 +62,7 @@ async fn build_show_and_replay_from_the_command_line() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--out",
         path(&index),
     ]);
@@ -88,7 +87,7 @@ async fn build_show_and_replay_from_the_command_line() {
             "-b",
             &addr,
             "-t",
-            "wal",
+            &topic,
             "-p",
             "0",
             "--index",
@@ -127,7 +126,7 @@ async fn build_show_and_replay_from_the_command_line() {
     }
 
     // The link's figures, and a replay with a cost model set by hand.
-    let out = walfetch(&["calibrate", "-b", &addr, "-t", "wal", "--samples", "3"]);
+    let out = walfetch(&["calibrate", "-b", &addr, "-t", &topic, "--samples", "3"]);
     assert!(
         out.status.success(),
         "{}",
@@ -143,7 +142,7 @@ async fn build_show_and_replay_from_the_command_line() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&index),
         "--region",
@@ -173,7 +172,7 @@ async fn build_show_and_replay_from_the_command_line() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&index),
         "--region",
@@ -220,7 +219,7 @@ async fn build_show_and_replay_from_the_command_line() {
         "-b",
         &addr,
         "-t",
-        "wal",
+        &topic,
         "--index",
         path(&corrupt),
         "--region",
@@ -263,17 +262,16 @@ fn an_unreachable_broker_is_a_clear_error() {
 /// every region of a checkpoints file, one pass; each line names its
 /// region, topic and partition, and the stats line has every region's
 /// figures.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_many_regions_over_two_partitions_from_checkpoints() {
-    let broker = Tansu::start().await;
-    let cluster = Arc::new(broker.cluster_with_topic("wal2", 2).await);
-    let dir = temp_dir("replay");
+async fn replay_many_regions_over_two_partitions_from_checkpoints(broker: &TestBroker) {
+    let topic = broker.topic("wal2");
+    let cluster = Arc::new(broker.cluster_with_topic(&topic, 2).await);
+    let dir = temp_dir(&format!("replay2-{}", broker.name()));
     let addr = broker.address();
     // Regions 10..13 in partition 0, 20..23 in partition 1.
     let mut written = Written::new();
     let mut indexes = Vec::new();
     for p in 0..2i32 {
-        let mut config = WriterConfig::new("wal2", p);
+        let mut config = WriterConfig::new(&topic, p);
         config.max_batch_bytes = 1200;
         let entries = (0..120u64).map(|n| {
             let region = 10 * (u64::try_from(p).unwrap() + 1) + n % 3;
@@ -305,9 +303,9 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
         "-b",
         &addr,
         "-t",
-        "wal2:0",
+        &format!("{topic}:0"),
         "-t",
-        "wal2:1",
+        &format!("{topic}:1"),
         "--index",
         path(&indexes[0]),
     ];
@@ -326,7 +324,7 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
     let mut got = Written::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(v["topic"], "wal2");
+        assert_eq!(v["topic"].as_str(), Some(topic.as_str()));
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
         got.entry(i32::try_from(v["partition"].as_i64().unwrap()).unwrap())
             .or_default()
@@ -368,14 +366,13 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints() {
 /// another way, it counts the records it found no region in and says so;
 /// `index build` says to read such keys with `--region-format greptime`,
 /// and with it indexes every record.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index() {
-    let broker = Tansu::start().await;
-    let topic = "greptimedb_wal_topic_1";
+async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &TestBroker) {
+    let topic = broker.topic("greptimedb_wal_topic_1");
+    let topic = topic.as_str();
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
     let written = support::greptime::write(&cluster, topic, 40).await;
     let end = support::greptime::end(&written);
-    let dir = temp_dir("greptime");
+    let dir = temp_dir(&format!("greptime-{}", broker.name()));
     let json = dir.join("index.json");
     let json_text = support::greptime::index_json(topic, &written, end / 2);
     std::fs::write(&json, json_text).unwrap();
@@ -611,3 +608,9 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
         stderr(&out)
     );
 }
+
+on_brokers!(
+    build_show_and_replay_from_the_command_line,
+    replay_many_regions_over_two_partitions_from_checkpoints,
+    a_wal_greptimedb_wrote_is_recovered_with_its_imported_index,
+);

@@ -57,7 +57,8 @@ pub struct KafkaCluster {
     janitor: Option<(Child, ChildStdin)>,
 }
 
-/// A random KRaft cluster id: 16 bytes, URL-safe base64 without padding.
+/// A random KRaft cluster id: 16 bytes, URL-safe base64 without padding,
+/// never starting with `-`.
 fn cluster_id() -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut bytes = [0u8; 16];
@@ -71,6 +72,11 @@ fn cluster_id() -> String {
         );
         chunk.copy_from_slice(&h.finish().to_le_bytes());
     }
+    // A leading `-` would read as an option to `kafka-storage format`
+    // (Kafka's own `Uuid.randomUuid` draws again for the same reason): the
+    // first character encodes the top six bits, below 62 with the top bit
+    // clear.
+    bytes[0] &= 0x7f;
     let mut bits = 0u32;
     let mut nbits = 0;
     let mut out = String::new();
@@ -491,6 +497,25 @@ impl Drop for KafkaCluster {
         if let Some((mut child, stdin)) = self.janitor.take() {
             drop(stdin);
             let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_id;
+
+    #[test]
+    fn cluster_ids_are_22_url_safe_characters_never_led_by_a_dash() {
+        for _ in 0..2000 {
+            let id = cluster_id();
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{id}"
+            );
+            assert!(!id.starts_with('-'), "{id}");
         }
     }
 }
