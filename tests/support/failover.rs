@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use walfetch::cluster::{Cluster, ClusterConfig, NewTopic, PartitionInfo, RetryPolicy};
+use walfetch::cluster::{Cluster, NewTopic, PartitionInfo, RetryPolicy};
 use walfetch::consumer::{Recovery, ReplayOptions};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
@@ -120,14 +120,9 @@ pub(crate) async fn partitions_seen_by(
     index: usize,
     topic: &str,
 ) -> Result<BTreeMap<i32, PartitionInfo>, String> {
-    let mut config = ClusterConfig::new([kafka.address(index)]);
-    config.connection.connect_timeout = Duration::from_secs(1);
-    config.connection.request_timeout = Duration::from_secs(3);
-    config.retry = RetryPolicy {
-        deadline: Duration::from_secs(2),
-        ..RetryPolicy::default()
-    };
-    let cluster = Cluster::connect(config).await.map_err(|e| e.to_string())?;
+    let cluster = Cluster::connect(kafka.node_probe_config(index))
+        .await
+        .map_err(|e| e.to_string())?;
     let metadata = cluster
         .metadata(Some(&[topic]))
         .await

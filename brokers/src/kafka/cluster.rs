@@ -448,6 +448,14 @@ impl KafkaCluster {
         .await
     }
 
+    /// A client configuration that reaches node `index` alone and gives
+    /// up within seconds (1 s to connect, 3 s a request, a 2 s retry
+    /// deadline): for asking one node what it sees, as the harness does
+    /// while a node starts, where a dead node must not hold the caller.
+    pub fn node_probe_config(&self, index: usize) -> ClusterConfig {
+        probe_config(&self.address(index))
+    }
+
     /// The cluster's directory (node properties, data, logs).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -472,8 +480,8 @@ fn test_config(bootstrap: Vec<String>) -> ClusterConfig {
     config
 }
 
-/// How many brokers the node at `address` lists in Metadata.
-async fn probe(address: &str) -> Result<usize, String> {
+/// See [`KafkaCluster::node_probe_config`].
+fn probe_config(address: &str) -> ClusterConfig {
     let mut config = ClusterConfig::new([address.to_owned()]);
     config.connection.connect_timeout = Duration::from_secs(1);
     config.connection.request_timeout = Duration::from_secs(3);
@@ -481,7 +489,14 @@ async fn probe(address: &str) -> Result<usize, String> {
         deadline: Duration::from_secs(2),
         ..RetryPolicy::default()
     };
-    let cluster = Cluster::connect(config).await.map_err(|e| e.to_string())?;
+    config
+}
+
+/// How many brokers the node at `address` lists in Metadata.
+async fn probe(address: &str) -> Result<usize, String> {
+    let cluster = Cluster::connect(probe_config(address))
+        .await
+        .map_err(|e| e.to_string())?;
     let metadata = cluster
         .metadata(Some(&[]))
         .await
