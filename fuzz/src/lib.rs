@@ -214,17 +214,20 @@ fn walk_borrowed(mut records: Records, owned: &Walked) {
 /// the path every response a connection receives takes. The APIs are every
 /// one the client and the writer send: ApiVersions, Metadata, ListOffsets,
 /// Fetch, Produce, InitProducerId, CreateTopics, SaslHandshake and
-/// SaslAuthenticate. Fetch records go through the codec. Only panics and
+/// SaslAuthenticate, and the administrative ones the test harnesses send
+/// (DeleteTopics, DeleteRecords, CreateAcls, AddPartitionsToTxn, EndTxn,
+/// FindCoordinator). Fetch records go through the codec. Only panics and
 /// hangs are failures.
 pub fn decode_response(data: &[u8]) {
     use kafka_protocol::messages::{
-        ApiKey, ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-        ListOffsetsRequest, MetadataRequest, ProduceRequest, SaslAuthenticateRequest,
-        SaslHandshakeRequest,
+        AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest,
+        CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, EndTxnRequest,
+        FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
+        MetadataRequest, ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
     };
     use walfetch::connection::decode_response_frame;
 
-    const APIS: [ApiKey; 9] = [
+    const APIS: [ApiKey; 15] = [
         ApiKey::Fetch,
         ApiKey::Metadata,
         ApiKey::ListOffsets,
@@ -234,6 +237,12 @@ pub fn decode_response(data: &[u8]) {
         ApiKey::CreateTopics,
         ApiKey::SaslHandshake,
         ApiKey::SaslAuthenticate,
+        ApiKey::DeleteTopics,
+        ApiKey::DeleteRecords,
+        ApiKey::CreateAcls,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::EndTxn,
+        ApiKey::FindCoordinator,
     ];
     let [pick, v, rest @ ..] = data else {
         return;
@@ -271,6 +280,20 @@ pub fn decode_response(data: &[u8]) {
             version, payload,
         )),
         ApiKey::SaslHandshake => drop(decode_response_frame::<SaslHandshakeRequest>(
+            version, payload,
+        )),
+        ApiKey::DeleteTopics => drop(decode_response_frame::<DeleteTopicsRequest>(
+            version, payload,
+        )),
+        ApiKey::DeleteRecords => drop(decode_response_frame::<DeleteRecordsRequest>(
+            version, payload,
+        )),
+        ApiKey::CreateAcls => drop(decode_response_frame::<CreateAclsRequest>(version, payload)),
+        ApiKey::AddPartitionsToTxn => drop(decode_response_frame::<AddPartitionsToTxnRequest>(
+            version, payload,
+        )),
+        ApiKey::EndTxn => drop(decode_response_frame::<EndTxnRequest>(version, payload)),
+        ApiKey::FindCoordinator => drop(decode_response_frame::<FindCoordinatorRequest>(
             version, payload,
         )),
         _ => drop(decode_response_frame::<SaslAuthenticateRequest>(
