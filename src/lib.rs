@@ -112,6 +112,7 @@
 //!   batch whole); KIP-98 (transactions, `read_committed`).
 
 pub use walfetch_codec as codec;
+pub use walfetch_core::{error_code, index, plan};
 
 #[doc(hidden)]
 pub mod calibrate;
@@ -119,9 +120,6 @@ pub mod cluster;
 pub mod connection;
 pub mod consumer;
 pub mod error;
-pub mod error_code;
-pub mod index;
-pub mod plan;
 pub mod replay;
 pub mod scan;
 pub mod writer;

@@ -198,7 +198,7 @@ fn replay_core_seeds() -> Vec<(String, Vec<u8>)> {
 /// bare entries and a region listed with none, and one of format version 1
 /// (no source).
 fn index_file_seeds() -> Vec<(String, Vec<u8>)> {
-    use walfetch::index::{
+    use walfetch_core::index::{
         encode_index, Hint, IdFormat, IndexEntry, IndexSource, RegionRule, WalIndex,
     };
     let mut full = WalIndex::new();

@@ -17,10 +17,10 @@ pub mod roundtrip;
 use std::hint::black_box;
 
 use bytes::Bytes;
-use walfetch::index::{IdFormat, RegionRule};
 use walfetch_codec::{
     AbortedTransaction, Batches, DecodeOptions, Header, Record, Records, TransactionFilter,
 };
+use walfetch_core::index::{IdFormat, RegionRule};
 
 /// Decodes `data` as the `records` bytes of a Fetch response partition:
 /// every complete batch (header, control record, `read_committed` filter,
@@ -322,22 +322,23 @@ pub fn response_versions(api: kafka_protocol::messages::ApiKey) -> (i16, i16) {
 /// `index.json`; an index either yields must round-trip through walfetch's
 /// current format.
 pub fn index_file(data: &[u8]) {
-    let round_trips = |index: &walfetch::index::WalIndex| {
-        let again = walfetch::index::encode_index(index);
-        let back = walfetch::index::decode_index(&again, "fuzz").expect("re-encoded index decodes");
+    let round_trips = |index: &walfetch_core::index::WalIndex| {
+        let again = walfetch_core::index::encode_index(index);
+        let back =
+            walfetch_core::index::decode_index(&again, "fuzz").expect("re-encoded index decodes");
         assert_eq!(&back, index, "an index file round-trips");
     };
-    let decoded = walfetch::index::decode_index(data, "fuzz").ok();
+    let decoded = walfetch_core::index::decode_index(data, "fuzz").ok();
     if let Some(index) = &decoded {
         round_trips(index);
     }
     // Read from a reader (magic first, then the rest), the same index.
-    let read = walfetch::index::read_index(data, "fuzz").ok();
+    let read = walfetch_core::index::read_index(data, "fuzz").ok();
     assert_eq!(
         read, decoded,
         "reading an index from a reader is decoding it"
     );
-    if let Ok(topics) = walfetch::index::import_greptime(data, "fuzz") {
+    if let Ok(topics) = walfetch_core::index::import_greptime(data, "fuzz") {
         topics.values().for_each(round_trips);
     }
 }

@@ -1,4 +1,4 @@
-//! The replay core (`walfetch::replay::ReplayCore`) fed arbitrary answers:
+//! The replay core (`walfetch_core::replay::ReplayCore`) fed arbitrary answers:
 //! a structured input makes a log of real encoded batches, an index of it
 //! (any regions, offsets and hints, right or wrong, `last_index` anywhere),
 //! the regions to replay, the options, and a list of answers to the
@@ -17,15 +17,16 @@ use std::time::Instant;
 
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
-use walfetch::cluster::{ClientError, FetchedPartition, IsolationLevel};
-use walfetch::codec::{
+use walfetch_core::codec::{
     record_checksum_header, AbortedTransaction, BatchBuilder, Compression, ControlType,
     DecodeOptions, NewRecord, RECORD_CHECKSUM_HEADER,
 };
-use walfetch::error_code::ErrorCode;
-use walfetch::index::{Hint, IndexEntry, RegionId, WalIndex};
-use walfetch::plan::PlanConfig;
-use walfetch::replay::{
+use walfetch_core::error::Error;
+use walfetch_core::error_code::ErrorCode;
+use walfetch_core::fetch::{FetchedPartition, IsolationLevel};
+use walfetch_core::index::{Hint, IndexEntry, RegionId, WalIndex};
+use walfetch_core::plan::PlanConfig;
+use walfetch_core::replay::{
     CutRecords, FetchAnswer, FetchId, LostPolicy, OutgoingFetch, RegionRange, ReplayCore,
     ReplayOptions, Room, StrategyKind,
 };
@@ -551,7 +552,9 @@ pub fn run(input: &Input) -> Summary {
     let options = build_options(&input.options);
     let in_flight_max = options.max_in_flight;
     let max_buffered = options.max_buffered_bytes;
-    let Ok(mut core) = ReplayCore::new("fuzz", 0, &index, &ranges, options, now) else {
+    let Ok(mut core) =
+        ReplayCore::<std::convert::Infallible>::new("fuzz", 0, &index, &ranges, options, now)
+    else {
         return Summary::default();
     };
     let mut check = Checker {
@@ -605,7 +608,7 @@ pub fn run(input: &Input) -> Summary {
             }
             (Answer::Error { .. }, Some(fetch)) => core.handle_error(
                 fetch.id,
-                ClientError::InvalidArgument("fuzz: a failed fetch".into()),
+                Error::InvalidArgument("fuzz: a failed fetch".into()),
             ),
             (
                 Answer::OutOfRange {

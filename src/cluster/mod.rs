@@ -38,7 +38,7 @@ mod follower;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
-mod patience;
+
 mod pool;
 mod produce;
 mod retry;
@@ -78,7 +78,6 @@ pub use list_offsets::{ListedOffset, OffsetSpec};
 #[doc(hidden)]
 pub use metadata::metadata_request;
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, PartitionLeader, TopicInfo};
-pub(crate) use patience::growing_wait;
 use pool::Pool;
 #[doc(hidden)]
 pub use produce::{produce_request, read_produce_response};

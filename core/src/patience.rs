@@ -1,8 +1,8 @@
 //! How long a fetch may wait at the broker after answers that held nothing
 //! although there was something to read: the partition left out of the
-//! response ([`super::Cluster::fetch`]), or no records below the readable
-//! end (a replay, [`crate::scan::build_index`], the WAL writer looking for
-//! a batch in the log). Some brokers answer so a fetch that may not wait
+//! response (`walfetch`'s `Cluster::fetch`), or no records below the
+//! readable end (a replay, `walfetch`'s scan, the WAL writer looking for a
+//! batch in the log). Some brokers answer so a fetch that may not wait
 //! long enough to read their storage (Kafka, when a read from tiered
 //! storage outlasts `remote.fetch.max.wait.ms`): each such answer in a row
 //! lets the next fetch wait twice as long, up to a cap. Pure: the callers
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// The wait to allow after `answers` answers in a row that held nothing
 /// (none: no wait): `first`, doubled after each further one, up to `cap`.
-pub(crate) fn growing_wait(answers: u32, first: Duration, cap: Duration) -> Duration {
+pub fn growing_wait(answers: u32, first: Duration, cap: Duration) -> Duration {
     if answers == 0 {
         return Duration::ZERO;
     }

@@ -25,7 +25,7 @@ pub use file::{
     INDEX_FILE_VERSION, MAX_INDEX_FILE_BYTES,
 };
 pub use greptime::{import_greptime, GREPTIMEDB_PARTITION};
-pub(crate) use rule::is_greptime_meta;
+pub use rule::is_greptime_meta;
 pub use rule::{IdFormat, RegionRule};
 
 /// A region (shard) of the database: entries are grouped by it.

@@ -9,9 +9,9 @@ use super::absorb::Taken;
 use super::{CutRecords, Entry, LostPolicy, ReplayCore, Slot};
 use crate::error::Error;
 
-impl ReplayCore {
+impl<C> ReplayCore<C> {
     /// The next record in order, if it is here.
-    pub(super) fn pop_ready(&mut self, now: Instant) -> Option<Result<Entry, Error>> {
+    pub(super) fn pop_ready(&mut self, now: Instant) -> Option<Result<Entry, Error<C>>> {
         while self.next_yield < self.slots.len() {
             let i = self.next_yield;
             match std::mem::replace(&mut self.slots[i], Slot::Done) {
@@ -64,7 +64,7 @@ impl ReplayCore {
 
     /// The error for an entry the index gives to region `k` whose record is
     /// of another region by the (known) rule: the index is not of this log.
-    pub(super) fn foreign_entry(&self, k: usize, record: &Record) -> Option<Error> {
+    pub(super) fn foreign_entry(&self, k: usize, record: &Record) -> Option<Error<C>> {
         let rule = self
             .options
             .region_rule
@@ -88,7 +88,7 @@ impl ReplayCore {
     /// now, not only the first. The stats list them all too (the error
     /// ends the replay, so they would not be reached otherwise): the error
     /// and the stats say the same.
-    pub(super) fn lost_error(&mut self, i: usize, offset: i64) -> Error {
+    pub(super) fn lost_error(&mut self, i: usize, offset: i64) -> Error<C> {
         let k = self.entry_regions[i];
         let mut offsets = vec![offset];
         for j in self.next_yield..self.slots.len() {

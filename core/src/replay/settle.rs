@@ -12,7 +12,7 @@ use super::{CutRecords, Decoded, FetchAnswer, FetchId, InFlight, LostPolicy, Rep
 use crate::error::Error;
 use crate::plan::{one_region, FetchKind, PlannedFetch, SeenBatch};
 
-impl ReplayCore {
+impl<C> ReplayCore<C> {
     pub(super) fn take_in_flight(&mut self, id: FetchId) -> Option<InFlight> {
         let f = self.in_flight.remove(&id)?;
         self.in_flight_bytes -= f.asked;
@@ -28,7 +28,7 @@ impl ReplayCore {
         wait: Duration,
         answer: FetchAnswer,
         decoded: Option<Decoded>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error<C>> {
         self.stats.fetches += 1;
         self.answered = true;
         let (range, tail_from) = match &fetch.kind {
@@ -265,7 +265,7 @@ impl ReplayCore {
         tail_from: Option<i64>,
         log_start: i64,
         log_end: i64,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error<C>> {
         self.log_start = self.log_start.max(log_start);
         self.held_back = None;
         self.unready = false;
@@ -388,7 +388,7 @@ impl ReplayCore {
         from: i64,
         to: i64,
         truncated_to: Option<i64>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error<C>> {
         let to = to.min(self.end);
         let lost = &mut self.stats.lost_ranges;
         if !lost.iter().any(|r| r.start <= from && to <= r.end) {
@@ -518,7 +518,7 @@ impl ReplayCore {
     /// Gives up after too many fetches in a row that changed nothing (at
     /// `offset`), or held back by a transaction still open, if the last
     /// answer said so.
-    pub(super) fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error> {
+    pub(super) fn count_stall(&mut self, progress: bool, offset: i64) -> Result<(), Error<C>> {
         self.stalls = if progress { 0 } else { self.stalls + 1 };
         if progress {
             self.held_back = None;

@@ -9,10 +9,10 @@ use super::{
     unready_wait, InFlight, OutgoingFetch, ReplayCore, Room, Slot, FIRST_GROWTH, LAGGING_WAIT,
     SMALLEST_CUT,
 };
-use crate::cluster::IsolationLevel;
+use crate::fetch::IsolationLevel;
 use crate::plan::{FetchKind, PlanView, PlannedFetch};
 
-impl ReplayCore {
+impl<C> ReplayCore<C> {
     /// The next fetch to send, if the strategy has one. `room` is what the
     /// driver's limits still allow (see [`Room`]): the fetch asks for at
     /// most [`Room::memory`] bytes, nor more than [`Room::share`], and

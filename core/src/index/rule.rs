@@ -140,7 +140,7 @@ fn greptime_region(bytes: &[u8]) -> Option<RegionId> {
 
 /// Whether `bytes` are a GreptimeDB record meta (for a hint that the rule
 /// should read them so).
-pub(crate) fn is_greptime_meta(bytes: &[u8]) -> bool {
+pub fn is_greptime_meta(bytes: &[u8]) -> bool {
     greptime_region(bytes).is_some()
 }
 

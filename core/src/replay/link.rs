@@ -50,7 +50,7 @@ pub(crate) const MIN_SAMPLES: usize = 8;
 /// Fetches in flight while no link is learned: one burst of them, sent
 /// together after the replay's first answers, teaches the link (the first
 /// of the burst finds the broker idle and does not count).
-pub(crate) const LEARNING_IN_FLIGHT: usize = MIN_SAMPLES + 1;
+pub const LEARNING_IN_FLIGHT: usize = MIN_SAMPLES + 1;
 
 /// What fetches to one broker have cost; see the module docs.
 #[derive(Debug, Clone)]

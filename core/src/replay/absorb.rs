@@ -30,7 +30,7 @@ use walfetch_codec::{
     RecordCheck, TransactionFilter,
 };
 
-use crate::cluster::FetchedPartition;
+use crate::fetch::FetchedPartition;
 use crate::index::IndexEntry;
 use crate::plan::{FetchKind, PlannedFetch, SeenBatch};
 use crate::replay::CutRecords;

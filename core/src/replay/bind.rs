@@ -2,7 +2,7 @@
 //! the checks that need no network (the topic and partition the index
 //! records, the first offset it covers, its region rule, regions it does
 //! not list, [`check_listed`], which the recovery builder runs). The topic id and the log's end are checked by the driver
-//! that looks them up ([`crate::consumer::RecoveryBuilder::build`]); each
+//! that looks them up (`walfetch::consumer::RecoveryBuilder::build`); each
 //! entry read at an indexed offset is checked as it is yielded.
 
 use crate::error::Mismatch;
@@ -23,7 +23,7 @@ pub(super) struct Bound {
 }
 
 /// Checks that `index` records `topic`/`partition` (or nothing).
-pub(crate) fn check_target(topic: &str, partition: i32, index: &WalIndex) -> Result<(), Mismatch> {
+pub fn check_target(topic: &str, partition: i32, index: &WalIndex) -> Result<(), Mismatch> {
     let source = index.source();
     if let Some(indexed) = source.topic.as_ref().filter(|t| t.as_str() != topic) {
         return Err(Mismatch::Topic {
@@ -80,8 +80,8 @@ pub(super) fn bind(
 /// `last_index` too (the records there are picked out by the rule). Not
 /// part of the core's own checks: a core may be asked for regions that
 /// wrote nothing; a recovery of a region that is not in its index is
-/// refused ([`crate::consumer::RecoveryBuilder::build`]).
-pub(crate) fn check_listed(
+/// refused (`walfetch::consumer::RecoveryBuilder::build`).
+pub fn check_listed(
     topic: &str,
     partition: i32,
     index: &WalIndex,

@@ -30,7 +30,7 @@ pub struct ReplayStats {
     /// Fetch responses that left a partition asked for out altogether (no
     /// data, no error: a broker that could not read it within the fetch's
     /// wait), each answered by fetching the partition again with a longer
-    /// wait (see [`crate::cluster::Cluster::fetch`]). Counted over a whole
+    /// wait (see `walfetch::cluster::Cluster::fetch`). Counted over a whole
     /// replay, like `requests`.
     pub omitted: u64,
     /// The throttle times of the Fetch responses (KIP-219), summed: how

@@ -24,7 +24,7 @@ pub struct CostModel {
 impl Default for CostModel {
     /// Loopback defaults: a 150 µs round trip, 1.5 GB/s, 4 in flight — a
     /// merge gap of about 56 KB. Measured on loopback with
-    /// [`crate::calibrate::measure_link`] (the replay bench prints it every
+    /// `walfetch::calibrate::measure_link` (the replay bench prints it every
     /// run, through its byte-counting proxy, on a 2-core machine): the
     /// in-process Kafka-rules broker answers in about 80 µs at about
     /// 1 GB/s, Tansu 0.6 in about 1.4 ms at 0.7–0.8 GB/s; the default sits

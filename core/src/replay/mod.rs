@@ -1,7 +1,7 @@
 //! The replay core: one partition's replay of any set of regions, as a
 //! plain state machine with no IO and no clock (in the style of
-//! `quinn-proto`). A driver — [`crate::consumer::Consumer`] for one region,
-//! [`crate::consumer::Recovery`] for many regions over many partitions —
+//! `quinn-proto`). A driver — `walfetch::consumer::Consumer` for one region,
+//! `walfetch::consumer::Recovery` for many regions over many partitions —
 //! moves fetches between it and the network:
 //!
 //! - [`ReplayCore::poll_fetch`] gives the next fetch to send, if the
@@ -39,7 +39,7 @@
 //!   the rest is cut at the byte limit); KIP-98 (`read_committed`).
 
 mod absorb;
-pub(crate) mod bind;
+pub mod bind;
 mod deliver;
 mod link;
 mod options;
@@ -58,12 +58,14 @@ use walfetch_codec::{Error as CodecError, Record};
 #[doc(hidden)]
 pub use link::LinkEstimator;
 pub use link::LinkStats;
-pub(crate) use link::LEARNING_IN_FLIGHT;
+pub use link::LEARNING_IN_FLIGHT;
 pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
 
-use crate::cluster::{ClientError, FetchedPartition, IsolationLevel};
+use std::convert::Infallible;
+
 use crate::error::Error;
+use crate::fetch::{FetchedPartition, IsolationLevel};
 use crate::index::{IndexEntry, RegionId, WalIndex};
 use crate::plan::{
     floor_from_layout, EstimatePlanner, FetchRules, FetchStrategy, Layout, PlannedFetch, Planner,
@@ -103,8 +105,8 @@ pub const UNREADY_FIRST_WAIT: Duration = Duration::from_millis(10);
 /// The wait to allow after `answers` answers in a row with no records below
 /// the readable end (none: no wait): [`UNREADY_FIRST_WAIT`], doubled after
 /// each further one, up to [`LAGGING_WAIT`].
-pub(crate) fn unready_wait(answers: u32) -> Duration {
-    crate::cluster::growing_wait(answers, UNREADY_FIRST_WAIT, LAGGING_WAIT)
+pub fn unready_wait(answers: u32) -> Duration {
+    crate::patience::growing_wait(answers, UNREADY_FIRST_WAIT, LAGGING_WAIT)
 }
 
 /// One region to replay from a partition: its entries in `from..to`.
@@ -324,7 +326,7 @@ struct InFlight {
 }
 
 /// One partition's replay of a set of regions; see the module docs.
-pub struct ReplayCore {
+pub struct ReplayCore<C = Infallible> {
     topic: String,
     partition: i32,
     regions: Vec<Region>,
@@ -360,7 +362,7 @@ pub struct ReplayCore {
     started: Instant,
     /// The error that ended the replay, until [`ReplayCore::poll_entry`]
     /// hands it out.
-    error: Option<Error>,
+    error: Option<Error<C>>,
     failed: bool,
     /// Set once the strategy has nothing more to send and nothing is in
     /// flight.
@@ -425,7 +427,7 @@ pub struct ReplayCore {
     truncated_to: Option<i64>,
 }
 
-impl std::fmt::Debug for ReplayCore {
+impl<C> std::fmt::Debug for ReplayCore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplayCore")
             .field("topic", &self.topic)
@@ -438,7 +440,7 @@ impl std::fmt::Debug for ReplayCore {
     }
 }
 
-impl ReplayCore {
+impl<C> ReplayCore<C> {
     /// A replay of `regions` of `topic`/`partition` with `index` (the
     /// partition's). `end` is the partition's end offset for regions whose
     /// range runs to the log's end; `now` starts the clock of
@@ -459,7 +461,7 @@ impl ReplayCore {
         regions: &[RegionRange],
         mut options: ReplayOptions,
         now: Instant,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, Error<C>> {
         let topic = topic.into();
         let invalid = |what: String| {
             Error::InvalidArgument(format!("topic {topic:?} partition {partition}: {what}"))
@@ -618,7 +620,7 @@ impl ReplayCore {
     /// high watermark comes from a replica that lags (a follower, a leader
     /// just elected), and its empty answer is neither the log's end nor a
     /// loss: the next fetch waits at the broker for it to catch up (see
-    /// [`OutgoingFetch::max_wait`]). [`crate::consumer::Recovery`] calls
+    /// [`OutgoingFetch::max_wait`]). `walfetch::consumer::Recovery` calls
     /// it with the end it looks up for ranges that run to the log's end.
     pub fn note_log_end(&mut self, log_end: i64) {
         self.known_end = self.known_end.max(log_end);
@@ -691,7 +693,7 @@ impl ReplayCore {
     }
 
     /// The replay gave up at `offset`, after the fetches counted so far.
-    fn stalled_at(&self, offset: i64) -> Error {
+    fn stalled_at(&self, offset: i64) -> Error<C> {
         Error::Stalled {
             topic: self.topic.clone(),
             partition: self.partition,
@@ -757,11 +759,11 @@ impl ReplayCore {
         }
     }
 
-    /// Fetch `id` failed (after the cluster client's retries): the replay
-    /// ends with `error`.
-    pub fn handle_error(&mut self, id: FetchId, error: ClientError) {
+    /// Fetch `id` failed (after the client's retries): the replay ends
+    /// with `error` (the client's error, or what it converts to).
+    pub fn handle_error(&mut self, id: FetchId, error: impl Into<Error<C>>) {
         if self.take_in_flight(id).is_some() && !self.failed && self.error.is_none() {
-            self.error = Some(Error::from(error));
+            self.error = Some(error.into());
         }
     }
 
@@ -778,7 +780,7 @@ impl ReplayCore {
 
     /// The next entry in offset order, if it is here; or the error that
     /// ended the replay, once, after every entry before it.
-    pub fn poll_entry(&mut self, now: Instant) -> Option<Result<Entry, Error>> {
+    pub fn poll_entry(&mut self, now: Instant) -> Option<Result<Entry, Error<C>>> {
         if self.failed {
             return None;
         }
@@ -1115,7 +1117,7 @@ mod tests {
             from: 0,
             to: 100,
         };
-        let mut core = ReplayCore::new(
+        let mut core: ReplayCore = ReplayCore::new(
             "t",
             0,
             &WalIndex::new(),

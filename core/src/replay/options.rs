@@ -4,7 +4,7 @@
 
 use walfetch_codec::DecodeOptions;
 
-use crate::cluster::IsolationLevel;
+use crate::fetch::IsolationLevel;
 use crate::index::RegionRule;
 use crate::plan::PlanConfig;
 
@@ -105,7 +105,7 @@ pub struct ReplayOptions {
     /// transaction holding them back to end, and after
     /// [`ReplayOptions::max_attempts`] such answers in a row the replay
     /// ends with [`crate::error::Error::Unstable`]. A WAL must never replay a write that was aborted, and
-    /// [`crate::scan::build_index`] indexes the same records.
+    /// `walfetch::scan::build_index` indexes the same records.
     /// [`IsolationLevel::ReadUncommitted`] yields every record up to the
     /// high watermark, aborted ones included. A broker that lists no
     /// aborted transactions in its Fetch answers (Tansu 0.6 lists none)
@@ -129,7 +129,7 @@ pub struct ReplayOptions {
     /// for every record of a full scan): only the regions asked for are
     /// yielded. `None` (the default): the rule the index records (see
     /// [`crate::index::IndexSource::rule`]), else the key, 8 bytes
-    /// big-endian, as [`crate::writer::WalWriter`] writes it. A rule given
+    /// big-endian, as `walfetch::writer::WalWriter` writes it. A rule given
     /// here that differs from the index's is an error
     /// ([`crate::error::Mismatch::Rule`]) unless
     /// [`ReplayOptions::force_rule`] is set. When the rule is known (given
@@ -248,7 +248,7 @@ impl ReplayOptions {
 /// complete records of an uncompressed batch's prefix are readable, but the
 /// batch's CRC covers the whole batch and cannot be checked. A record whose
 /// per-record checksum header ([`crate::codec::RECORD_CHECKSUM_HEADER`],
-/// written by [`crate::writer::WalWriter`]) matches is covered on its own.
+/// written by `walfetch::writer::WalWriter`) matches is covered on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum CutRecords {
