@@ -185,7 +185,7 @@ pub enum ClientError {
 
 /// Retriable Produce error codes that leave the batch possibly appended by
 /// the leader (its replicas did not acknowledge it, or not in time).
-fn may_have_appended(code: ErrorCode) -> bool {
+fn code_may_have_appended(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::RequestTimedOut | ErrorCode::NotEnoughReplicasAfterAppend
@@ -221,7 +221,7 @@ impl ClientError {
             }
             Self::Kafka { api, code, .. } => {
                 code.is_retriable()
-                    && (idempotent || *api != ApiKey::Produce || !may_have_appended(*code))
+                    && (idempotent || *api != ApiKey::Produce || !code_may_have_appended(*code))
             }
             Self::NoLeader { .. } => true,
             // Only Metadata requests, which are idempotent, end up here.
@@ -230,6 +230,40 @@ impl ClientError {
             }
             _ => false,
         }
+    }
+
+    /// Whether a Produce that failed so may still have been appended: the
+    /// request was sent and its answer lost (the connection broke, the
+    /// request timed out) or unreadable, or the broker said the replicas
+    /// did not acknowledge the batch in time (`REQUEST_TIMED_OUT`,
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`).
+    pub fn may_have_appended(&self) -> bool {
+        matches!(self, Self::Connection(ConnectionError::Decode { .. }))
+            || (self.is_retriable(true) && !self.is_retriable(false))
+    }
+
+    /// Whether the broker refused a Produce's batch for good and left its
+    /// producer's state as it was: it answered with an error code that is
+    /// not retriable (so not one that leaves the batch's fate open,
+    /// `REQUEST_TIMED_OUT`, ...) about the batch itself (too large,
+    /// invalid records, not authorized), not about its producer id, epoch
+    /// or sequence. A broker checks a batch's size and records before its
+    /// producer's sequence, and appends nothing of a refused batch.
+    pub fn refused_batch_for_good(&self) -> bool {
+        let Self::Kafka { code, .. } = self else {
+            return false;
+        };
+        !code.is_retriable()
+            && !matches!(
+                code,
+                ErrorCode::Unknown(_)
+                    | ErrorCode::OutOfOrderSequenceNumber
+                    | ErrorCode::DuplicateSequenceNumber
+                    | ErrorCode::InvalidProducerEpoch
+                    | ErrorCode::UnknownProducerId
+                    | ErrorCode::ProducerFenced
+                    | ErrorCode::ClusterAuthorizationFailed
+            )
     }
 
     /// Whether retrying a bootstrap may succeed: the failure is retriable

@@ -5,15 +5,13 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use walfetch_codec::{BatchBuilder, Batches, DecodeOptions, NewRecord, RecordsBuffer};
+use walfetch_codec::{Batches, DecodeOptions};
 
-use super::sending::batch_requeue;
+use super::fate::Fate;
 use super::{lock, Batch, Error, InFlight, Task};
 use crate::cluster::{
     ClientError, Cluster, FetchParams, IsolationLevel, LeaderLookup, OffsetSpec, ProducerIdentity,
 };
-use crate::connection::ConnectionError;
 use crate::error_code::ErrorCode;
 use crate::index::{Hint, IndexEntry};
 
@@ -28,80 +26,27 @@ impl Task {
         else {
             return;
         };
-        let error = match answer {
-            Ok(base) if base >= 0 => return self.written(batch, base).await,
-            // The broker has the batch but did not say where.
-            Ok(base) => return self.duplicate(batch, format!("base offset {base}")).await,
-            Err(e) if e.code() == Some(ErrorCode::DuplicateSequenceNumber) => {
-                return self.duplicate(batch, e.to_string()).await
+        match Fate::of(answer, &batch, behind_refused, self.config.idempotent) {
+            Fate::Written(base) => self.written(batch, base).await,
+            Fate::Duplicate(answer) => self.duplicate(batch, answer).await,
+            Fate::Undecodable(error) => self.undecodable(batch, error).await,
+            Fate::Requeue => batch.requeue(&mut self.ready),
+            Fate::RequeueMaybeWritten => {
+                batch.may_be_written();
+                batch.requeue(&mut self.ready);
             }
-            // The broker answered, but the answer cannot be read: the
-            // batch may be in the log, and the log says.
-            Err(e @ ClientError::Connection(ConnectionError::Decode { .. }))
-                if stamp_of(&batch).is_some() =>
-            {
-                return self.undecodable(batch, e).await
+            Fate::RenewProducer => {
+                batch.renewed = true;
+                batch.requeue(&mut self.ready);
+                self.end_producer();
             }
-            Err(e) => e,
-        };
-        let sequence_refused = matches!(
-            error.code(),
-            Some(ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId)
-        );
-        // Whether the broker said it did not append the batch, for a
-        // reason that may pass (not a lost answer, which leaves its fate
-        // unknown).
-        let not_written = sequence_refused
-            || (error.is_retriable(self.config.idempotent) && !may_be_written(&error));
-        if behind_refused && not_written {
-            // Refused because a batch before it was (its sequence no longer
-            // follows), or for a passing reason (`NOT_LEADER_OR_FOLLOWER`,
-            // a leader election): not written, so it goes again under the
-            // new producer id or sequence, once an earlier send of it whose
-            // answer was lost has been looked for in the log.
-            batch_requeue(&mut self.ready, batch);
-            return;
+            Fate::RetryLater(error) => self.retry_later(Some(batch), error),
+            Fate::Refused(error) => self.refused(batch, error),
+            Fate::Fail(error) => self.fail(batch, &Error::Client(error)),
         }
-        if behind_refused && self.config.idempotent && may_be_written(&error) {
-            // Its answer lost behind a refused batch: under Kafka's rules
-            // it was not appended (its sequence no longer followed), but
-            // the writer does not take a broker's word it never heard. It
-            // is looked for in the log under this stamp before it is
-            // stamped anew (`resolve_maybe_written`): found, it is written
-            // there; not found, it goes again, in its place.
-            batch.maybe_written = stamp_of(&batch);
-            batch_requeue(&mut self.ready, batch);
-            return;
-        }
-        if sequence_refused && !behind_refused && !batch.renewed && self.config.idempotent {
-            // The first batch refused for its sequence, with none before
-            // it: the broker no longer knows this producer (it expires an
-            // idle one after `producer.id.expiration.ms`, a day by
-            // default) or lost its state. This request was not written: it
-            // goes again, first, under a new producer id, as the Java
-            // producer does (KIP-360); those behind it follow. An earlier
-            // send of it whose answer was lost may have been written: it is
-            // looked for in the log first (`maybe_written`).
-            batch.renewed = true;
-            batch_requeue(&mut self.ready, batch);
-            self.end_producer();
-            return;
-        }
-        if !behind_refused && error.is_retriable(self.config.idempotent) {
-            return self.retry_later(Some(batch), error);
-        }
-        // Refused for good, and no earlier send of it may be in the log:
-        // the broker appended nothing and its sequence for this producer
-        // is where it was before the batch.
-        if refused_for_good(&error) && batch.maybe_written.is_none() {
-            return self.refused(batch, error);
-        }
-        // Of unknown fate (behind a refused batch, not idempotent), or
-        // refused in a way that says the producer's state is wrong.
-        self.fail(batch, &Error::Client(error));
     }
 
-    /// A batch the broker refused for good ([`refused_for_good`]), no send
+    /// A batch the broker refused for good ([`ClientError::refused_batch_for_good`]), no send
     /// of it in the log: a batch of several entries too large for the
     /// broker is split in two, and the halves go again in its place (as
     /// the Java producer's `splitAndReenqueue`), so that only an entry too
@@ -114,7 +59,7 @@ impl Task {
     /// batch that failed for good), instead of asking for a new producer
     /// id each time.
     fn refused(&mut self, mut batch: Batch, error: ClientError) {
-        if let Some((_, sequence)) = stamp_of(&batch) {
+        if let Some((_, sequence)) = batch.stamp() {
             self.rewind_sequence(sequence);
         }
         let too_large = matches!(
@@ -135,13 +80,13 @@ impl Task {
             return self.fail_entries(batch, &error);
         }
         let entries = batch.entries.len();
-        match split_off_half(&mut batch) {
+        match batch.split_off_half() {
             Ok(tail) => {
                 tracing::warn!(%error, entries, bytes,
                     "WAL batch too large for the broker: split in two and sent again");
                 // In its place, by number and part.
-                batch_requeue(&mut self.ready, tail);
-                batch_requeue(&mut self.ready, batch);
+                tail.requeue(&mut self.ready);
+                batch.requeue(&mut self.ready);
             }
             Err(e) => {
                 tracing::error!(error = %e, "a WAL batch could not be split");
@@ -156,7 +101,7 @@ impl Task {
     /// written, at an offset unknown; the producer goes on, as the broker
     /// has the batch's sequence numbers.
     async fn duplicate(&mut self, mut batch: Batch, answer: String) {
-        let found = match stamp_of(&batch) {
+        let found = match batch.stamp() {
             Some(stamp) => self.locate(stamp).await.map(|found| (stamp, found)),
             None => Err(ClientError::InvalidArgument(format!(
                 "the broker acknowledged a duplicate without its offset ({answer}) of a batch \
@@ -190,7 +135,7 @@ impl Task {
     /// in the log, it is written where it is found; not found, it was not
     /// written, and its entries fail saying so.
     async fn undecodable(&mut self, mut batch: Batch, answer: ClientError) {
-        let Some(stamp) = stamp_of(&batch) else {
+        let Some(stamp) = batch.stamp() else {
             return self.fail(batch, &Error::Client(answer));
         };
         let error = match self.locate(stamp).await {
@@ -277,7 +222,7 @@ impl Task {
 
     /// Indexes a written batch and answers its entries.
     pub(super) async fn written(&mut self, mut batch: Batch, base: i64) {
-        if self.rewind.is_some() && stamp_of(&batch).is_some() {
+        if self.rewind.is_some() && batch.stamp().is_some() {
             // Appended behind a batch refused for good: this broker does
             // not hold the sequence to Kafka's rules, and taking it back
             // could reuse numbers it has. A new producer id instead.
@@ -358,135 +303,6 @@ impl Task {
             let _ = p.ack.send(Ok(base + i as i64));
         }
     }
-}
-
-/// The producer stamp `batch` was last encoded with, if any.
-fn stamp_of(batch: &Batch) -> Option<(ProducerIdentity, i32)> {
-    batch.encoded.as_ref().and_then(|e| e.stamp)
-}
-
-/// Whether the broker refused a batch for good and left its producer's
-/// state as it was: it answered with an error code that is not retriable
-/// (so not one that leaves the batch's fate open, `REQUEST_TIMED_OUT`,
-/// ...) about the batch itself (too large, invalid records, not
-/// authorized), not about its producer id, epoch or sequence. A broker
-/// checks a batch's size and records before its producer's sequence, and
-/// appends nothing of a refused batch.
-fn refused_for_good(error: &ClientError) -> bool {
-    let ClientError::Kafka { code, .. } = error else {
-        return false;
-    };
-    !code.is_retriable()
-        && !matches!(
-            code,
-            ErrorCode::Unknown(_)
-                | ErrorCode::OutOfOrderSequenceNumber
-                | ErrorCode::DuplicateSequenceNumber
-                | ErrorCode::InvalidProducerEpoch
-                | ErrorCode::UnknownProducerId
-                | ErrorCode::ProducerFenced
-                | ErrorCode::ClusterAuthorizationFailed
-        )
-}
-
-/// Splits a batch in two: it keeps its first half of entries and the
-/// second is returned, each with its records and neither encoded (they go
-/// again under the stamp they are given then); both keep its number, and
-/// the second's part puts it right after the first. Left as it was when
-/// its records cannot be split.
-fn split_off_half(batch: &mut Batch) -> Result<Batch, walfetch_codec::Error> {
-    let at = batch.entries.len() / 2;
-    // The second half's part: the first's with the next bit of the
-    // fraction set (63 splits deep at most, far more than a batch's
-    // entries ask for).
-    let bit = (batch.splits < 63)
-        .then(|| 1u64 << (63 - batch.splits))
-        .ok_or_else(|| walfetch_codec::Error::InvalidInput {
-            what: format!("a batch split {} times", batch.splits),
-        })?;
-    let (first, second) = split_records(&batch.records, at)?;
-    batch.records = first;
-    batch.splits += 1;
-    batch.encoded = None;
-    batch.maybe_written = None;
-    batch.first_try = None;
-    batch.sent = false;
-    batch.attempts = 0;
-    Ok(Batch {
-        target: Arc::clone(&batch.target),
-        number: batch.number,
-        part: batch.part | bit,
-        splits: batch.splits,
-        entries: batch.entries.split_off(at),
-        records: second,
-        encoded: None,
-        first_try: None,
-        sent: false,
-        attempts: 0,
-        buffered: 0,
-        renewed: batch.renewed,
-        maybe_written: None,
-    })
-}
-
-/// `records` as two buffers, its first `at` records and the rest, each
-/// numbered from offset delta 0: read back from an uncompressed encoding
-/// of them (a split is rare, after a refusal, so not worth a codec path of
-/// its own), their timestamps, keys, values and headers as they were.
-fn split_records(
-    records: &RecordsBuffer,
-    at: usize,
-) -> Result<(RecordsBuffer, RecordsBuffer), walfetch_codec::Error> {
-    let encoded = BatchBuilder::new(0).encode_records(records)?;
-    let batch = Batches::new(encoded.bytes, DecodeOptions::default())
-        .next()
-        .ok_or_else(|| walfetch_codec::Error::InvalidInput {
-            what: "a batch encoded to split holds no batch".into(),
-        })??;
-    let half_bytes = records.encoded_len() / 2 + 64;
-    let mut halves = (
-        RecordsBuffer::with_capacity(half_bytes),
-        RecordsBuffer::with_capacity(half_bytes),
-    );
-    for (i, record) in batch.records()?.enumerate() {
-        let record = record?;
-        let (half, delta) = match i < at {
-            true => (&mut halves.0, i),
-            false => (&mut halves.1, i - at),
-        };
-        half.push(&NewRecord {
-            offset_delta: i32::try_from(delta).unwrap_or(i32::MAX),
-            timestamp: record.timestamp(),
-            key: record.key_bytes(),
-            value: record.value_bytes(),
-            headers: record
-                .headers()
-                .map(|h| (Bytes::copy_from_slice(h.key), h.value_bytes()))
-                .collect(),
-        })?;
-    }
-    if halves.0.len() + halves.1.len() != records.len() {
-        return Err(walfetch_codec::Error::InvalidInput {
-            what: format!(
-                "{} records read back of {} to split",
-                halves.0.len() + halves.1.len(),
-                records.len()
-            ),
-        });
-    }
-    Ok(halves)
-}
-
-/// Whether a Produce that failed so may still have been appended: the
-/// request was sent and its answer lost (the connection broke, the request
-/// timed out) or unreadable, or the broker said the replicas did not
-/// acknowledge the batch in time (`REQUEST_TIMED_OUT`,
-/// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`).
-pub(super) fn may_be_written(error: &ClientError) -> bool {
-    matches!(
-        error,
-        ClientError::Connection(ConnectionError::Decode { .. })
-    ) || (error.is_retriable(true) && !error.is_retriable(false))
 }
 
 /// Answers in a row holding no batch below the high watermark after which
@@ -589,60 +405,4 @@ async fn locate(
         offset = next;
     }
     Ok(found)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_records_keep_their_fields_and_number_each_half_from_zero() {
-        let mut records = RecordsBuffer::default();
-        for i in 0..5 {
-            records
-                .push(&NewRecord {
-                    offset_delta: i,
-                    timestamp: 1_000 + i64::from(i) * 7,
-                    key: Some(Bytes::from(vec![i as u8; 8])),
-                    value: (i != 3).then(|| Bytes::from(format!("value {i}"))),
-                    headers: vec![(Bytes::from_static(b"h"), Some(Bytes::from(vec![i as u8])))],
-                })
-                .unwrap();
-        }
-        let (first, second) = split_records(&records, 2).unwrap();
-        assert_eq!((first.len(), second.len()), (2, 3));
-        let read = |half: &RecordsBuffer| {
-            let bytes = BatchBuilder::new(0).encode_records(half).unwrap().bytes;
-            let batch = Batches::new(bytes, DecodeOptions::default())
-                .next()
-                .unwrap()
-                .unwrap();
-            batch
-                .records()
-                .unwrap()
-                .map(|r| {
-                    let r = r.unwrap();
-                    let header = r.headers().next().map(|h| h.value.unwrap().to_vec());
-                    (
-                        r.offset(),
-                        r.timestamp(),
-                        r.key_bytes(),
-                        r.value_bytes(),
-                        header,
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
-        let all = read(&records);
-        let halves: Vec<_> = read(&first).into_iter().chain(read(&second)).collect();
-        for (i, (whole, half)) in all.iter().zip(&halves).enumerate() {
-            let want_offset = if i < 2 { i } else { i - 2 } as i64;
-            assert_eq!(half.0, want_offset);
-            assert_eq!(
-                (&whole.1, &whole.2, &whole.3, &whole.4),
-                (&half.1, &half.2, &half.3, &half.4)
-            );
-        }
-        assert_eq!(halves.len(), 5);
-    }
 }

@@ -185,6 +185,7 @@ use crate::cluster::{Cluster, ProduceAnswer, ProducerIdentity};
 use crate::connection::Connection;
 use crate::error::Error;
 use crate::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
+use batch::{Batch, Encoded, Member};
 use memory::Memory;
 
 // The writer task, by what it does: its loop (`task`), entries into
@@ -192,6 +193,8 @@ use memory::Memory;
 // answer does (`answers`); the bytes `append` may hand it (`memory`). Its
 // state and the types they share are here.
 mod answers;
+mod batch;
+mod fate;
 mod forming;
 mod memory;
 mod sending;
@@ -424,13 +427,6 @@ struct Pending {
     /// When `append` was called: an entry's linger runs from there, not
     /// from when the writer task got to it.
     appended: Instant,
-}
-
-/// An entry the writer task took, as far as its batch's answer needs it:
-/// its record is written into its batch as it is taken.
-struct Member {
-    region: RegionId,
-    ack: oneshot::Sender<Result<i64, Error>>,
 }
 
 /// The entries of a group that make its next batch, in append order,
@@ -679,84 +675,6 @@ fn lock(index: &Mutex<WalIndex>) -> MutexGuard<'_, WalIndex> {
     index
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A batch as encoded for one producer stamp.
-struct Encoded {
-    bytes: Bytes,
-    /// Where each record ends in the batch (the batch length when
-    /// compressed).
-    record_ends: Vec<u32>,
-    /// The producer and base sequence it carries (idempotent writers).
-    stamp: Option<(ProducerIdentity, i32)>,
-}
-
-/// One batch: its entries, in order, and its state.
-struct Batch {
-    /// The topic and partition it goes to (what its entries' errors name
-    /// if it is dropped unsettled).
-    target: Arc<(String, i32)>,
-    /// The writer's own count of batches, in the order they were formed.
-    number: u64,
-    /// Where it is among the parts of batch `number` split after a
-    /// refusal (a binary fraction: 0 for the first part or a batch never
-    /// split), and how many times it was split: `(number, part)` is the
-    /// order batches are sent in.
-    part: u64,
-    splits: u32,
-    entries: Vec<Member>,
-    /// Its records, kept to encode them again under a new producer id.
-    records: RecordsBuffer,
-    encoded: Option<Encoded>,
-    /// When it was first tried (the retry deadline runs from there).
-    first_try: Option<Instant>,
-    /// Whether a request with it ever left: if so, the broker may have it.
-    sent: bool,
-    /// Its entries' bytes, while counted in the writer's buffered bytes
-    /// (until first sent or failed).
-    buffered: usize,
-    attempts: u32,
-    /// Sent again under a new producer id after the broker refused its
-    /// sequence (an expired producer): refused so again, it fails.
-    renewed: bool,
-    /// The stamp of a request with it that reached the broker without an
-    /// answer saying whether the broker appended it (the answer was lost):
-    /// it may be in the log under that stamp. Before it is stamped anew it
-    /// is looked for there ([`Task::resolve_maybe_written`]); failed, its
-    /// entries' error says it may have been written.
-    maybe_written: Option<(ProducerIdentity, i32)>,
-}
-
-impl Drop for Batch {
-    /// A batch dropped with entries not yet answered: the writer's task
-    /// was stopped before it settled them (its runtime shut down; the task
-    /// itself ends only once every batch is settled). An entry of a batch
-    /// a request carried may be in the log, and says so
-    /// ([`Error::MaybeWritten`]), instead of the bare "writer closed" its
-    /// dropped acknowledgement would give, which says it was not written.
-    fn drop(&mut self) {
-        if self.entries.is_empty() {
-            return;
-        }
-        let (topic, partition) = (self.target.0.clone(), self.target.1);
-        let in_doubt = self.sent || self.maybe_written.is_some();
-        for member in self.entries.drain(..) {
-            let error = match in_doubt {
-                true => Error::MaybeWritten {
-                    topic: topic.clone(),
-                    partition,
-                    source: crate::cluster::ClientError::Stopped {
-                        operation: format!("Produce to topic {topic:?} partition {partition}"),
-                    },
-                },
-                false => Error::WriterClosed {
-                    topic: topic.clone(),
-                    partition,
-                },
-            };
-            let _ = member.ack.send(Err(error));
-        }
-    }
 }
 
 /// A batch whose Produce request is in flight.

@@ -1,13 +1,12 @@
 //! Sending formed batches: encoding them under the producer's stamp,
 //! pipelining them, retrying after a failure, failing them for good.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 use walfetch_codec::BatchBuilder;
 
-use super::answers::may_be_written;
+use super::fate::lost_answer;
 use super::{Batch, Encoded, InFlight, Task};
 use crate::cluster::{ClientError, IsolationLevel, LeaderLookup, OffsetSpec};
 use crate::connection::Connection;
@@ -40,8 +39,8 @@ impl Task {
     /// sequence numbers are taken back ([`Task::rewind_sequence`]).
     pub(super) fn fail_entries(&mut self, mut batch: Batch, error: &Error) {
         self.unbuffer(&mut batch);
-        let in_doubt =
-            batch.maybe_written.is_some() || matches!(error, Error::Client(e) if may_be_written(e));
+        let in_doubt = batch.maybe_written.is_some()
+            || matches!(error, Error::Client(e) if e.may_have_appended());
         let (topic, partition) = (self.config.topic.clone(), self.config.partition);
         let make = |e: &Error| match e {
             Error::Client(c) if in_doubt => Error::MaybeWritten {
@@ -325,16 +324,13 @@ impl Task {
     pub(super) fn retry_later(&mut self, head: Option<Batch>, error: ClientError) {
         let mut again: Vec<Batch> = Vec::new();
         if let Some(mut head) = head {
-            // Its answer lost, the broker may have appended it.
-            if may_be_written(&error) {
-                head.maybe_written = head.encoded.as_ref().and_then(|e| e.stamp);
-            }
+            lost_answer(&mut head, Some(&error));
             again.push(head);
         }
-        // Their answers are dropped unread: the broker may have them.
+        // Their answers are dropped unread.
         again.extend(self.in_flight.drain(..).map(|f| {
             let mut batch = f.batch;
-            batch.maybe_written = batch.encoded.as_ref().and_then(|e| e.stamp);
+            lost_answer(&mut batch, None);
             batch
         }));
         for batch in again.into_iter().rev() {
@@ -393,17 +389,4 @@ impl Task {
             }
         }
     }
-}
-
-/// Puts a batch back among the ready ones by its number and part (it was
-/// formed before any batch still to be sent for the first time), to go again
-/// under a new producer id: its encoding is dropped when the producer id
-/// is (after it is looked for in the log under its stamp, if it may be
-/// there: `maybe_written`).
-pub(super) fn batch_requeue(ready: &mut VecDeque<Batch>, mut batch: Batch) {
-    batch.first_try = None;
-    batch.sent = false;
-    batch.attempts = 0;
-    let at = ready.partition_point(|b| (b.number, b.part) < (batch.number, batch.part));
-    ready.insert(at, batch);
 }
