@@ -5,7 +5,7 @@
 //! default settings), the scripted one that follows Kafka's fetch rules
 //! (`walfetch-testkit`, checked against Kafka by
 //! `tests/fetch_rules_kafka.rs`) and the real Tansu 0.6 — and each workload (see
-//! `replay/workload.rs`: R regions with Zipf-skewed activity, entry sizes
+//! `common/workload.rs`: R regions with Zipf-skewed activity, entry sizes
 //! mostly 200 B – 4 KiB with a tail to 256 KiB, linger- and size-capped
 //! batches from one or two interleaving [`walfetch::writer::WalWriter`]s,
 //! compression none / lz4 / zstd), the hottest, a median and a cold region
@@ -21,7 +21,7 @@
 //!    (as from a GreptimeDB index file);
 //! 5. `walfetch hints`: walfetch's planner with the writer's hints.
 //!
-//! Then the restart scenario (`replay/restart.rs`): every region at once,
+//! Then the restart scenario (`restart/`): every region at once,
 //! each from its own checkpoint, on one partition and on four (or the
 //! partition counts `--partitions` lists), region by
 //! region (walfetch, the estimate strategy) and in one pass (a scan split
@@ -50,21 +50,10 @@
 //! Run without `--bench` (as `cargo test --benches` does), it runs the
 //! quick profile.
 
-// The crate root is `benches/replay.rs`; its modules live in `benches/replay/`.
-#[path = "replay/contenders.rs"]
-mod contenders;
-#[path = "replay/floor.rs"]
-mod floor;
-#[path = "replay/harness.rs"]
-mod harness;
-#[path = "replay/proxy.rs"]
-mod proxy;
-#[path = "replay/report.rs"]
-mod report;
-#[path = "replay/restart.rs"]
+mod common;
 mod restart;
-#[path = "replay/workload.rs"]
-mod workload;
+
+use common::{contenders, floor, harness, proxy, report, workload};
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
