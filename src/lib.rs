@@ -90,19 +90,25 @@
 //!
 //! # The parts
 //!
-//! - [`consumer`]: [`Recovery`](consumer::Recovery) and
-//!   [`Consumer`](consumer::Consumer), the streams; [`replay`]: the
-//!   sans-io [`ReplayCore`](replay::ReplayCore) they drive, for an
-//!   embedder that brings its own IO.
-//! - [`index`]: the index, its file format, GreptimeDB's index import and
-//!   the region rule; [`scan`]: building an index by scanning a topic.
-//! - [`writer`]: a WAL writer that builds the index, with exact hints, as
-//!   it produces.
-//! - [`cluster`]: the Kafka client underneath (metadata, leaders, Fetch,
-//!   ListOffsets, Produce, retries); [`connection`]: one broker connection.
-//! - [`codec`]: the zero-copy record-batch codec (`walfetch-codec`).
-//! - [`plan`]: the cost model and the floor (the fewest bytes Kafka's
-//!   rules allow).
+//! Layers, lowest first; each uses only those below it
+//! (`docs/architecture.md` in the repository has the map and a recovery's
+//! data flow):
+//!
+//! 1. [`codec`] (`walfetch-codec`): the zero-copy record-batch codec.
+//! 2. The sans-io core (`walfetch-core`, no tokio, no sockets), re-exported
+//!    here under the same paths: [`index`] (the index, its file format,
+//!    GreptimeDB's index import and the region rule), [`plan`] (the cost
+//!    model, the planners and the floor: the fewest bytes Kafka's rules
+//!    allow), [`replay`] (the [`ReplayCore`](replay::ReplayCore) the
+//!    streams drive, for an embedder that brings its own IO), [`error`]
+//!    and [`error_code`].
+//! 3. The IO: [`connection`] (one broker connection), [`cluster`] (the
+//!    Kafka client: metadata, leaders, Fetch, ListOffsets, Produce,
+//!    retries).
+//! 4. On top: [`consumer`] ([`Recovery`](consumer::Recovery) and
+//!    [`Consumer`](consumer::Consumer), the streams), [`writer`] (a WAL
+//!    writer that builds the index, with exact hints, as it produces),
+//!    [`scan`] (building an index by scanning a topic).
 //!
 //! The command-line tool (`walfetch replay`, `index`, `dump`, ...) is the
 //! `walfetch-cli` package of the same workspace; see the README.
