@@ -334,13 +334,7 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(code) => code,
-        Err(why) => {
-            eprintln!("\nreplay bench FAILED: {why}");
-            ExitCode::FAILURE
-        }
-    }
+    harness::bench_main("replay", run)
 }
 
 fn run() -> Result<ExitCode, String> {
@@ -349,9 +343,7 @@ fn run() -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     };
     let started = Instant::now();
-    // The broker and the proxy get their own threads, the contenders theirs.
-    let infra = harness::runtime("broker")?;
-    let clients = harness::runtime("client")?;
+    let (infra, clients) = harness::runtimes()?;
     eprintln!(
         "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender",
         if args.quick { "quick" } else { "default" },

@@ -219,13 +219,7 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(code) => code,
-        Err(why) => {
-            eprintln!("\nwriter bench FAILED: {why}");
-            ExitCode::FAILURE
-        }
-    }
+    harness::bench_main("writer", run)
 }
 
 fn run() -> Result<ExitCode, String> {
@@ -234,8 +228,7 @@ fn run() -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     };
     let started = Instant::now();
-    let infra = harness::runtime("broker")?;
-    let clients = harness::runtime("client")?;
+    let (infra, clients) = harness::runtimes()?;
     eprintln!(
         "writer bench, {} profile: {} regions, {} entries per run, rate {}/s",
         if args.quick { "quick" } else { "full" },

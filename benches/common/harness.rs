@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -260,6 +261,24 @@ pub(crate) fn start(
         ca_pem,
         _broker: running,
     })
+}
+
+/// A bench's `main`: runs `run` and turns its error into a failure that
+/// says which bench failed and why.
+pub(crate) fn bench_main(bench: &str, run: impl FnOnce() -> Result<ExitCode, String>) -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("\n{bench} bench FAILED: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The broker's runtime (the broker and the proxy get their own threads)
+/// and the clients' runtime.
+pub(crate) fn runtimes() -> Result<(Runtime, Runtime), String> {
+    Ok((runtime("broker")?, runtime("client")?))
 }
 
 /// A two-thread runtime named `name`.

@@ -25,6 +25,7 @@ pub use file::{
     INDEX_FILE_VERSION, MAX_INDEX_FILE_BYTES,
 };
 pub use greptime::{import_greptime, GREPTIMEDB_PARTITION};
+#[doc(hidden)]
 pub use rule::is_greptime_meta;
 pub use rule::{IdFormat, RegionRule};
 

@@ -23,6 +23,7 @@ pub(super) struct Bound {
 }
 
 /// Checks that `index` records `topic`/`partition` (or nothing).
+#[doc(hidden)]
 pub fn check_target(topic: &str, partition: i32, index: &WalIndex) -> Result<(), Mismatch> {
     let source = index.source();
     if let Some(indexed) = source.topic.as_ref().filter(|t| t.as_str() != topic) {
@@ -81,6 +82,7 @@ pub(super) fn bind(
 /// part of the core's own checks: a core may be asked for regions that
 /// wrote nothing; a recovery of a region that is not in its index is
 /// refused (`walfetch::consumer::RecoveryBuilder::build`).
+#[doc(hidden)]
 pub fn check_listed(
     topic: &str,
     partition: i32,

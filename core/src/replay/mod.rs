@@ -39,6 +39,8 @@
 //!   the rest is cut at the byte limit); KIP-98 (`read_committed`).
 
 mod absorb;
+// Shared with `walfetch`'s recovery builder, not a user's API.
+#[doc(hidden)]
 pub mod bind;
 mod deliver;
 mod link;
@@ -58,6 +60,7 @@ use walfetch_codec::{Error as CodecError, Record};
 #[doc(hidden)]
 pub use link::LinkEstimator;
 pub use link::LinkStats;
+#[doc(hidden)]
 pub use link::LEARNING_IN_FLIGHT;
 pub use options::{CutRecords, LostPolicy, ReplayOptions, StrategyKind};
 pub use stats::{RegionStats, ReplayStats};
@@ -105,6 +108,7 @@ pub const UNREADY_FIRST_WAIT: Duration = Duration::from_millis(10);
 /// The wait to allow after `answers` answers in a row with no records below
 /// the readable end (none: no wait): [`UNREADY_FIRST_WAIT`], doubled after
 /// each further one, up to [`LAGGING_WAIT`].
+#[doc(hidden)]
 pub fn unready_wait(answers: u32) -> Duration {
     crate::patience::growing_wait(answers, UNREADY_FIRST_WAIT, LAGGING_WAIT)
 }
