@@ -36,8 +36,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::client::Retry;
 use super::pool::Pool;
-use super::{ClientError, Cluster, ClusterConfig, ClusterMetadata, Retry};
+use super::{ClientError, Cluster, ClusterConfig, ClusterMetadata};
 use crate::connection::{BrokerAddress, ConnectionError};
 
 /// The default [`ClusterConfig::bootstrap_deadline`]: 3 s.

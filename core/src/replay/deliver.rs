@@ -6,7 +6,8 @@ use std::time::Instant;
 use walfetch_codec::{Record, RecordCheck};
 
 use super::absorb::Taken;
-use super::{CutRecords, Entry, LostPolicy, ReplayCore, Slot};
+use super::replay_core::Slot;
+use super::{CutRecords, Entry, LostPolicy, ReplayCore};
 use crate::error::Error;
 
 impl<C> ReplayCore<C> {

@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use super::absorb::AbsorbOptions;
 use super::queue::Work;
-use super::{
-    unready_wait, InFlight, OutgoingFetch, ReplayCore, Room, Slot, FIRST_GROWTH, LAGGING_WAIT,
-    SMALLEST_CUT,
-};
+use super::replay_core::{InFlight, Slot, FIRST_GROWTH, SMALLEST_CUT};
+use super::{unready_wait, OutgoingFetch, ReplayCore, Room, LAGGING_WAIT};
 use crate::fetch::IsolationLevel;
 use crate::plan::{FetchKind, PlanView, PlannedFetch};
 

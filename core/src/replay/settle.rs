@@ -8,7 +8,8 @@ use std::time::Duration;
 use walfetch_codec::{Record, RECORD_CHECKSUM_HEADER};
 
 use super::absorb::{absorb, hold, Response, Taken};
-use super::{CutRecords, Decoded, FetchAnswer, FetchId, InFlight, LostPolicy, ReplayCore, Slot};
+use super::replay_core::{InFlight, Slot};
+use super::{CutRecords, Decoded, FetchAnswer, FetchId, LostPolicy, ReplayCore};
 use crate::error::Error;
 use crate::plan::{one_region, FetchKind, PlannedFetch, SeenBatch};
 
