@@ -17,6 +17,7 @@ use bytes::Bytes;
 use run::{path, stderr, temp_dir, walfetch};
 use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
+use support::transactions::{transaction_marker, transactional_batch};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 /// The stats line: the last line on stderr, one JSON object.
@@ -502,19 +503,8 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     };
     let append = |b: EncodedBatch| cluster.append("wal", 0, b.bytes).unwrap();
     append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 0)
-            .transactional(true)
-            .encode(&entries("aborted"))
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 3)
-            .encode_marker(ControlType::Abort, 0, 0)
-            .unwrap(),
-    );
+    append(transactional_batch(2, &entries("aborted")));
+    append(transaction_marker(2, 3, ControlType::Abort));
     append(BatchBuilder::new(0).encode(&entries("tail")).unwrap());
     let addr = cluster.bootstrap();
     let dir = temp_dir("aborted");

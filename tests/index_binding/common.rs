@@ -118,6 +118,50 @@ pub(crate) fn import_greptime_json(json: &str) -> WalIndex {
         .unwrap()
 }
 
+/// A GreptimeDB index of [`GREPTIME_TOPIC`] as GreptimeDB dumps it:
+/// `regions` the JSON members of its `regions` object (`"7": [0], "8": []`),
+/// `last_index` the log end offset its worker read.
+pub(crate) fn greptime_index(regions: &str, last_index: i64) -> WalIndex {
+    import_greptime_json(&format!(
+        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{{regions}}}, "last_index": {last_index}}}}}"#
+    ))
+}
+
+/// [`consume`] of `region` of the GreptimeDB topic, default options.
+pub(crate) async fn consume_greptime(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    region: RegionId,
+) -> Result<Vec<i64>, String> {
+    consume(
+        cluster,
+        index,
+        GREPTIME_TOPIC,
+        region,
+        ReplayOptions::default(),
+    )
+    .await
+}
+
+/// [`replay`] of `region` of the GreptimeDB topic's partition 0 from
+/// `from`, default options.
+pub(crate) async fn replay_greptime(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    region: RegionId,
+    from: i64,
+) -> Result<Vec<i64>, Error> {
+    replay(
+        cluster,
+        index,
+        (GREPTIME_TOPIC, 0),
+        region,
+        from,
+        ReplayOptions::default(),
+    )
+    .await
+}
+
 /// `region` of partition 0 from offset 0 to the log's end, with a
 /// [`Consumer`](walfetch::consumer::Consumer) (which, unlike a recovery,
 /// takes a region the index does not list); the offsets, or the error.

@@ -10,18 +10,9 @@ use crate::support;
 #[tokio::test]
 async fn greptime_last_index_is_exclusive_the_record_at_it_is_replayed() {
     let (_scripted, cluster) = greptime_log(&[7, 8, 7]).await;
-    let index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [0], "8": [1]}}, "last_index": 2}}}}"#
-    ));
+    let index = greptime_index(r#""7": [0], "8": [1]"#, 2);
     assert_eq!(index.last_index(), Some(1));
-    let got = consume(
-        &cluster,
-        &index,
-        GREPTIME_TOPIC,
-        7,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = consume_greptime(&cluster, &index, 7).await;
     assert_eq!(got, Ok(vec![0, 2]));
 }
 
@@ -31,17 +22,8 @@ async fn greptime_last_index_is_exclusive_the_record_at_it_is_replayed() {
 #[tokio::test]
 async fn greptime_index_of_an_idle_topic_is_accepted() {
     let (_scripted, cluster) = greptime_log(&[7, 8]).await;
-    let index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [0], "8": [1]}}, "last_index": 2}}}}"#
-    ));
-    let got = consume(
-        &cluster,
-        &index,
-        GREPTIME_TOPIC,
-        7,
-        ReplayOptions::default(),
-    )
-    .await;
+    let index = greptime_index(r#""7": [0], "8": [1]"#, 2);
+    let got = consume_greptime(&cluster, &index, 7).await;
     assert_eq!(got, Ok(vec![0]));
 }
 
@@ -53,33 +35,14 @@ async fn greptime_index_of_an_idle_topic_is_accepted() {
 async fn greptime_region_listed_with_no_entries_replays_empty() {
     let (_scripted, cluster) = greptime_log(&[8, 8, 7]).await;
     // Dumped at the log's end (3): nothing of region 7 to replay.
-    let idle = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [], "8": [0, 1]}}, "last_index": 3}}}}"#
-    ));
-    let got = consume(&cluster, &idle, GREPTIME_TOPIC, 7, ReplayOptions::default()).await;
+    let idle = greptime_index(r#""7": [], "8": [0, 1]"#, 3);
+    let got = consume_greptime(&cluster, &idle, 7).await;
     assert_eq!(got, Ok(vec![]));
-    let got = replay(
-        &cluster,
-        &idle,
-        (GREPTIME_TOPIC, 0),
-        7,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_greptime(&cluster, &idle, 7, 0).await;
     assert_eq!(got.unwrap(), Vec::<i64>::new());
     // Dumped at 2: region 7's entry at 2 is past it, read by the scan.
-    let earlier = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [], "8": [0, 1]}}, "last_index": 2}}}}"#
-    ));
-    let got = consume(
-        &cluster,
-        &earlier,
-        GREPTIME_TOPIC,
-        7,
-        ReplayOptions::default(),
-    )
-    .await;
+    let earlier = greptime_index(r#""7": [], "8": [0, 1]"#, 2);
+    let got = consume_greptime(&cluster, &earlier, 7).await;
     assert_eq!(got, Ok(vec![2]));
 }
 
@@ -90,29 +53,11 @@ async fn greptime_region_listed_with_no_entries_replays_empty() {
 #[tokio::test]
 async fn a_region_truncated_to_nothing_recovers_empty() {
     let (_scripted, cluster) = greptime_log(&[8, 8, 7]).await;
-    let mut index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": [2], "8": [0, 1]}}, "last_index": 3}}}}"#
-    ));
+    let mut index = greptime_index(r#""7": [2], "8": [0, 1]"#, 3);
     index.truncate_below(2);
-    let got = replay(
-        &cluster,
-        &index,
-        (GREPTIME_TOPIC, 0),
-        8,
-        2,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_greptime(&cluster, &index, 8, 2).await;
     assert_eq!(got.unwrap(), Vec::<i64>::new());
-    let got = replay(
-        &cluster,
-        &index,
-        (GREPTIME_TOPIC, 0),
-        7,
-        2,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_greptime(&cluster, &index, 7, 2).await;
     assert_eq!(got.unwrap(), vec![2]);
 }
 
@@ -124,20 +69,11 @@ async fn a_region_truncated_to_nothing_recovers_empty() {
 #[tokio::test]
 async fn a_region_absent_from_a_greptime_index_is_refused_with_a_way_forward() {
     let (_scripted, cluster) = greptime_log(&[7, 8]).await;
-    let index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"8": [1]}}, "last_index": 2}}}}"#
-    ));
-    let err = replay(
-        &cluster,
-        &index,
-        (GREPTIME_TOPIC, 0),
-        7,
-        0,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap_err()
-    .to_string();
+    let index = greptime_index(r#""8": [1]"#, 2);
+    let err = replay_greptime(&cluster, &index, 7, 0)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("region 7 has no entry in the index")
             && err.contains("GreptimeDB index lists only the regions its datanode wrote to")
@@ -274,9 +210,7 @@ async fn a_greptime_index_is_of_partition_zero() {
         }
     }
     let cluster = connect(&scripted).await;
-    let index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{"7": []}}, "last_index": 1}}}}"#
-    ));
+    let index = greptime_index(r#""7": []"#, 1);
     assert_eq!(index.source().partition, Some(0));
     let got = replay(
         &cluster,
@@ -288,15 +222,7 @@ async fn a_greptime_index_is_of_partition_zero() {
     )
     .await;
     assert_eq!(mismatch(got), Mismatch::Partition { indexed: 0 });
-    let got = replay(
-        &cluster,
-        &index,
-        (GREPTIME_TOPIC, 0),
-        7,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_greptime(&cluster, &index, 7, 0).await;
     assert_eq!(got.unwrap(), vec![1, 2]);
 }
 
@@ -394,9 +320,7 @@ async fn greptimedb_noop_records_are_not_entries_nor_a_sign_of_a_wrong_rule() {
 
     // GreptimeDB dumped its index before anything was written
     // (`last_index` 0): the whole log is the scan's.
-    let index = import_greptime_json(&format!(
-        r#"{{"{GREPTIME_TOPIC}": {{"regions": {{}}, "last_index": 0}}}}"#
-    ));
+    let index = greptime_index(r#""#, 0);
     use walfetch::consumer::{Consumer, ReplayRange};
     let range = ReplayRange {
         topic: GREPTIME_TOPIC.into(),

@@ -1,6 +1,7 @@
 //! Batches out of the ordinary: aborted transactions, empty control batches, compacted logs with gaps, batches cut short.
 
 use crate::common::*;
+use crate::support::transactions::{transaction_marker, transactional_batch};
 
 /// `build_index` over a log with an aborted transaction (as a Java or
 /// librdkafka transactional producer leaves it) leaves its records out, as
@@ -28,19 +29,8 @@ async fn build_index_skips_aborted_transactions() {
             .collect()
     };
     let append = |b: walfetch::codec::EncodedBatch| scripted.append("wal", 0, b.bytes).unwrap();
-    let aborted = append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 0)
-            .transactional(true)
-            .encode(&recs("aborted"))
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 2)
-            .encode_marker(ControlType::Abort, 0, 0)
-            .unwrap(),
-    );
+    let aborted = append(transactional_batch(2, &recs("aborted")));
+    append(transaction_marker(2, 2, ControlType::Abort));
     let plain = append(BatchBuilder::new(0).encode(&recs("plain")).unwrap());
     let rule = RegionRule::Key(IdFormat::BigEndian);
     let (index, report) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
@@ -64,13 +54,7 @@ async fn build_index_skips_aborted_transactions() {
     assert_eq!(got, Ok(vec![plain, plain + 1]));
 
     // A transaction left open: its records may yet be aborted.
-    let open = append(
-        BatchBuilder::new(0)
-            .producer(3, 0, 0)
-            .transactional(true)
-            .encode(&recs("open"))
-            .unwrap(),
-    );
+    let open = append(transactional_batch(3, &recs("open")));
     let (index, _) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
         .await
         .unwrap();

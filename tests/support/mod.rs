@@ -9,6 +9,7 @@ pub(crate) mod recovery;
 pub(crate) mod sim;
 pub(crate) mod stunnel;
 pub(crate) mod tansu;
+pub(crate) mod transactions;
 pub(crate) mod wal_log;
 
 use bytes::Bytes;

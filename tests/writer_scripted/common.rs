@@ -140,3 +140,31 @@ pub(crate) fn lose_the_leader(scripted: &ScriptedCluster, cluster: &Cluster) {
             )),
     );
 }
+
+/// Appends `value` (region 2) with its Produce's answer lost, waits until
+/// the broker appended it (after the writer's first entry), then has the
+/// broker forget the producer before the batch goes again; what the
+/// writer acknowledges for the entry.
+pub(crate) async fn lose_the_answer_then_forget_the_producer(
+    scripted: &ScriptedCluster,
+    writer: &WalWriter,
+    value: &'static str,
+) -> Result<i64, Error> {
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
+    let appended = writer.append(WalEntry::new(2, value)).await.unwrap();
+    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    scripted.expire_producers(TOPIC, 0).unwrap();
+    appended.await
+}
+
+/// How many records of partition 0's log hold `value`.
+pub(crate) async fn copies_in_log(cluster: &Cluster, value: &str) -> usize {
+    read_log(cluster, TOPIC, 0)
+        .await
+        .iter()
+        .flat_map(|b| &b.records)
+        .filter(|r| r.value.as_deref() == Some(value.as_bytes()))
+        .count()
+}

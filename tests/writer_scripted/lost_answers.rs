@@ -283,24 +283,10 @@ async fn a_batch_whose_answer_was_lost_is_looked_for_before_it_goes_under_a_new_
     let (scripted, cluster) = scripted().await;
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
     let writer = writer_with_a_first_entry(&cluster, config).await;
-    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
-    let once = writer
-        .append(WalEntry::new(2, "written once"))
-        .await
-        .unwrap();
-    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
     // The broker loses the producer's state before the batch goes again.
-    scripted.expire_producers(TOPIC, 0).unwrap();
-    let offset = once.await;
+    let offset = lose_the_answer_then_forget_the_producer(&scripted, &writer, "written once").await;
     writer.close().await.unwrap();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    let copies = log
-        .iter()
-        .flat_map(|b| &b.records)
-        .filter(|r| r.value.as_deref() == Some(&b"written once"[..]))
-        .count();
+    let copies = copies_in_log(&cluster, "written once").await;
     assert_eq!(copies, 1, "the entry is in the log {copies} times");
     assert_eq!(
         offset.unwrap(),
@@ -448,23 +434,9 @@ async fn a_lost_answer_is_found_in_a_log_that_answers_hurried_fetches_with_nothi
         .unwrap();
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
     let writer = writer_with_a_first_entry(&cluster, config).await;
-    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
-    let once = writer
-        .append(WalEntry::new(2, "written once"))
-        .await
-        .unwrap();
-    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    scripted.expire_producers(TOPIC, 0).unwrap();
-    let offset = once.await;
+    let offset = lose_the_answer_then_forget_the_producer(&scripted, &writer, "written once").await;
     writer.close().await.unwrap();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    let copies = log
-        .iter()
-        .flat_map(|b| &b.records)
-        .filter(|r| r.value.as_deref() == Some(&b"written once"[..]))
-        .count();
+    let copies = copies_in_log(&cluster, "written once").await;
     assert_eq!(copies, 1, "the entry is in the log {copies} times");
     assert_eq!(
         offset.unwrap(),
@@ -490,13 +462,9 @@ async fn a_lost_answer_not_found_in_a_log_never_read_in_time_may_have_been_writt
             },
         )
         .unwrap();
-    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::LoseResponse));
-    let lost = writer.append(WalEntry::new(2, "lost")).await.unwrap();
-    while scripted.high_watermark(TOPIC, 0).unwrap() < 2 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    scripted.expire_producers(TOPIC, 0).unwrap();
-    let error = lost.await.unwrap_err();
+    let error = lose_the_answer_then_forget_the_producer(&scripted, &writer, "lost")
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::MaybeWritten { .. }), "{error}");
     assert!(error.to_string().contains("held no batch"), "{error}");
     writer.close().await.unwrap();
