@@ -8,6 +8,7 @@ mod run;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -24,6 +25,26 @@ use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 fn stats_line(out: &Output) -> serde_json::Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
+}
+
+/// `walfetch replay -b ADDR -t TOPIC --index INDEX --region REGION --format
+/// raw` and `extra`.
+fn replay_raw(addr: &str, topic: &str, index: &Path, region: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "replay",
+        "-b",
+        addr,
+        "-t",
+        topic,
+        "--index",
+        path(index),
+        "--region",
+        region,
+        "--format",
+        "raw",
+    ];
+    args.extend_from_slice(extra);
+    walfetch(&args)
 }
 
 async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
@@ -138,23 +159,13 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     assert!(link["round_trip_us"].as_u64().unwrap() > 0, "{link}");
     assert!(link["merge_gap_bytes"].as_u64().is_some(), "{link}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--round-trip-us"));
-    let out = walfetch(&[
-        "replay",
-        "-b",
+    let out = replay_raw(
         &addr,
-        "-t",
         &topic,
-        "--index",
-        path(&index),
-        "--region",
+        &index,
         "1",
-        "--format",
-        "raw",
-        "--round-trip-us",
-        "2000",
-        "--bytes-per-second",
-        "1e8",
-    ]);
+        &["--round-trip-us", "2000", "--bytes-per-second", "1e8"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -168,21 +179,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     // Region 2's first five entries: the clustered writer forms each
     // region's batches apart, so where they land depends on timing.
     let to = (region_2[4].0 + 1).to_string();
-    let out = walfetch(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--index",
-        path(&index),
-        "--region",
-        "2",
-        "--format",
-        "raw",
-        "--to",
-        &to,
-    ]);
+    let out = replay_raw(&addr, &topic, &index, "2", &["--to", &to]);
     assert!(out.status.success());
     let raw = String::from_utf8_lossy(&out.stdout);
     let want: Vec<String> = region_2[..5]

@@ -55,15 +55,9 @@ async fn a_broker_that_always_omits_a_partition_is_an_error_naming_the_habit() {
     }
     let checkpoints = checkpoints(&written, 3);
     let started = std::time::Instant::now();
-    let err = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap_err();
+    let err = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("omits a partition it cannot read in time"),
@@ -88,15 +82,9 @@ async fn every_region_gets_its_entries_under(habits: Habits) -> ReplayStats {
     let offsets_only: Vec<WalIndex> = indexes.iter().map(WalIndex::without_hints).collect();
     let mut last = ReplayStats::default();
     for indexes in [&indexes, &offsets_only] {
-        let (got, stats) = recover(
-            &cluster,
-            TOPIC,
-            indexes,
-            &checkpoints,
-            ReplayOptions::default(),
-        )
-        .await
-        .unwrap();
+        let (got, stats) = recover_with_defaults(&cluster, TOPIC, indexes, &checkpoints)
+            .await
+            .unwrap();
         assert!(got == want, "{habits:?}");
         last = stats;
     }

@@ -5,7 +5,8 @@ pub(crate) use std::sync::Arc;
 pub(crate) use std::time::Duration;
 
 pub(crate) use crate::support::recovery::{
-    checkpoints, expected, from_start, halfway, recover, start_recovery, write_partition, Written,
+    checkpoints, expected, from_start, halfway, recover, recover_with_defaults, start_recovery,
+    write_partition, Written,
 };
 pub(crate) use bytes::Bytes;
 pub(crate) use futures::StreamExt;

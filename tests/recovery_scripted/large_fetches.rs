@@ -20,15 +20,9 @@ async fn large_fetches_of_several_partitions_go_in_requests_of_their_own() {
     // Every region from the start: each partition is one run of about
     // 1.7 MB, read in one fetch.
     let everything = from_the_start(&written);
-    let (got, stats) = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &everything,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (got, stats) = recover_with_defaults(&cluster, TOPIC, &indexes, &everything)
+        .await
+        .unwrap();
     assert!(got == written);
     assert!(
         stats.records_bytes > u64::try_from(PARTITIONS).unwrap() << 20,
@@ -157,15 +151,9 @@ async fn a_broker_that_caps_its_responses_below_the_fetches_limits_loses_nothing
         broker.set_fetch_max_bytes(node, 64 << 10).unwrap();
     }
     let checkpoints = checkpoints(&written, 5);
-    let (got, stats) = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (got, stats) = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .unwrap();
     assert!(got == expected(&written, &checkpoints));
     // Each answer carried at most the cap (or one batch of at most 4 KiB
     // past it), so it took that many fetches at least.

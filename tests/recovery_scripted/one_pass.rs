@@ -48,15 +48,9 @@ async fn one_pass_recovers_every_region_of_every_partition_exactly() {
 async fn one_pass_reads_no_more_than_region_by_region() {
     let (_broker, cluster, written, indexes) = setup(1200, Compression::None).await;
     let checkpoints = checkpoints(&written, 11);
-    let (_, one_pass) = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (_, one_pass) = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .unwrap();
     let mut by_region = ReplayStats::default();
     for (&(p, region), &from) in &checkpoints {
         let range = ReplayRange {

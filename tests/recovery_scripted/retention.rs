@@ -31,16 +31,10 @@ async fn retention_inside_the_scan_past_last_index_is_an_error_not_a_silent_gap(
         .unwrap();
     broker.advance_log_start(TOPIC, 0, start).unwrap();
     let checkpoints = [((0, region), entry)].into_iter().collect();
-    let err = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .map(|(got, _)| got)
-    .unwrap_err();
+    let err = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .map(|(got, _)| got)
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains(&format!("{entry}")) && msg.contains(&format!("{start}")),
@@ -217,16 +211,10 @@ async fn retention_across_last_index_lists_the_scan_range_it_removed() {
         "{stats:?}"
     );
     // Without skipping, the loss is an error.
-    let err = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .map(|(got, _)| got)
-    .unwrap_err();
+    let err = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .map(|(got, _)| got)
+        .unwrap_err();
     assert!(err.to_string().contains("no longer exist"), "{err}");
 }
 

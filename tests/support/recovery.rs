@@ -89,6 +89,23 @@ pub(crate) async fn start_recovery(
 /// Runs a recovery of every region in `checkpoints` of `topic`; what each
 /// region got. Every entry must belong to the region it is tagged with, by
 /// the options' region rule.
+/// [`recover`] with the default replay options.
+pub(crate) async fn recover_with_defaults(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    indexes: &[WalIndex],
+    checkpoints: &BTreeMap<(i32, RegionId), i64>,
+) -> Result<(Written, ReplayStats), Error> {
+    recover(
+        cluster,
+        topic,
+        indexes,
+        checkpoints,
+        ReplayOptions::default(),
+    )
+    .await
+}
+
 pub(crate) async fn recover(
     cluster: &Arc<Cluster>,
     topic: &str,
