@@ -188,3 +188,21 @@ pub(crate) async fn built_index_of(addr: &str, dir: &Path, partition: i32) -> (P
     assert!(out.status.success(), "{}", stderr(&out));
     (index, out)
 }
+
+/// `walfetch replay -b ADDR -t wal --index INDEX --region REGION` and
+/// `extra`, run on a thread of its own.
+pub(crate) async fn replay_wal(addr: &str, index: &Path, region: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "replay",
+        "-b",
+        addr,
+        "-t",
+        "wal",
+        "--index",
+        path(index),
+        "--region",
+        region,
+    ];
+    args.extend_from_slice(extra);
+    walfetch_async(strings(&args)).await
+}

@@ -92,18 +92,7 @@ async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
     let dir = temp_dir("fails-part-way");
     let (index, _) = built_index(&addr, &dir).await;
     cluster.advance_log_start("wal", 0, 1500).unwrap();
-    let out = walfetch_async(strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--index",
-        path(&index),
-        "--region",
-        "3",
-    ]))
-    .await;
+    let out = replay_wal(&addr, &index, "3", &[]).await;
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
     let stats = stats_line(&out);
@@ -123,20 +112,7 @@ async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
     assert_eq!(stats["lost"], serde_json::json!(lost), "{stats}");
     assert_eq!(stats["regions"]["3"]["lost"], serde_json::json!(lost));
     // A replay that ends well says so too.
-    let out = walfetch_async(strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--index",
-        path(&index),
-        "--region",
-        "3",
-        "--from",
-        "1500",
-    ]))
-    .await;
+    let out = replay_wal(&addr, &index, "3", &["--from", "1500"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stats_line(&out)["error"], serde_json::Value::Null);
 }

@@ -1,6 +1,7 @@
 //! Fetch: Kafka's rules at every version, its errors, sessions, max bytes (KIP-74, KIP-541), read committed, min bytes.
 
 use crate::common::*;
+use kafka_protocol::messages::FetchResponse;
 
 #[tokio::test]
 async fn fetch_follows_kafka_rules_at_every_version() {
@@ -241,15 +242,8 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
     ];
     // max_bytes 100: the first partition's first batch comes whole (over the
     // limit); nothing is left for the second partition.
-    let response = client
-        .call(11, &fetch_request(11, &wants, 100, 0))
-        .await
-        .expect("Fetch");
-    let lens: Vec<_> = response
-        .responses
-        .iter()
-        .map(|t| t.partitions[0].records.as_ref().map_or(0, Bytes::len))
-        .collect();
+    let response = fetch_v11(&mut client, &wants, 100).await;
+    let lens = record_lens(&response);
     assert_eq!(lens, vec![big.bytes.len(), 0]);
     // max_bytes a bit over the first batch: the second partition's first
     // batch does not fit what is left, and it gets no records (Kafka, for
@@ -298,15 +292,8 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
         Want::new("wal", id, 0, 12, 1 << 20),
         Want::new("wal", id, 1, 0, 10),
     ];
-    let response = client
-        .call(11, &fetch_request(11, &wants, 10, 0))
-        .await
-        .expect("Fetch");
-    let lens: Vec<_> = response
-        .responses
-        .iter()
-        .map(|t| t.partitions[0].records.as_ref().map_or(0, Bytes::len))
-        .collect();
+    let response = fetch_v11(&mut client, &wants, 10).await;
+    let lens = record_lens(&response);
     assert_eq!(lens, vec![0, big.bytes.len()]);
 }
 
@@ -351,10 +338,7 @@ async fn the_brokers_fetch_max_bytes_caps_a_response_as_kip_541_says() {
     ];
     for (cap, want) in cases {
         cluster.set_fetch_max_bytes(1, cap).expect("broker");
-        let response = client
-            .call(11, &fetch_request(11, &wants, 8 << 20, 0))
-            .await
-            .expect("Fetch");
+        let response = fetch_v11(&mut client, &wants, 8 << 20).await;
         let got: Vec<usize> = response
             .responses
             .iter()
@@ -457,4 +441,21 @@ async fn fetch_waits_for_min_bytes_until_an_append_or_max_wait() {
     let started = Instant::now();
     client.call(12, &request).await.expect("Fetch");
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// A v11 fetch of `wants` with the response limit `max_bytes`, no wait.
+async fn fetch_v11(client: &mut RawClient, wants: &[Want<'_>], max_bytes: i32) -> FetchResponse {
+    client
+        .call(11, &fetch_request(11, wants, max_bytes, 0))
+        .await
+        .expect("Fetch")
+}
+
+/// The bytes of records each topic's first partition got in `response`.
+fn record_lens(response: &FetchResponse) -> Vec<usize> {
+    response
+        .responses
+        .iter()
+        .map(|t| t.partitions[0].records.as_ref().map_or(0, Bytes::len))
+        .collect()
 }

@@ -58,16 +58,25 @@ async fn habits_never_cut_skip_containing_batch_and_repeat_last_batch() {
     );
 }
 
-#[tokio::test]
-async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
+/// A one-broker cluster with [`four_batches`] in `wal` partition 0 and
+/// `habits`, a client of it, and a v11 fetch of the partition from offset 0
+/// (1 MiB, no wait yet).
+async fn a_fetch_of_four_batches_from(
+    habits: Habits,
+) -> (ScriptedCluster, RawClient, FetchRequest) {
     let cluster = ScriptedCluster::start(1).await.expect("start");
     let id = cluster.create_topic("wal", 1).expect("create");
     four_batches(&cluster);
-    cluster
-        .set_habits(1, Habits::OMITS_WHEN_HURRIED)
-        .expect("habits");
-    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
-    let mut request = fetch_request(11, &[Want::new("wal", id, 0, 0, 1 << 20)], i32::MAX, 0);
+    cluster.set_habits(1, habits).expect("habits");
+    let client = RawClient::connect(cluster.addr(1).expect("addr")).await;
+    let request = fetch_request(11, &[Want::new("wal", id, 0, 0, 1 << 20)], i32::MAX, 0);
+    (cluster, client, request)
+}
+
+#[tokio::test]
+async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
+    let (_cluster, mut client, mut request) =
+        a_fetch_of_four_batches_from(Habits::OMITS_WHEN_HURRIED).await;
     // max_wait_ms 0 (and 49): the topic is there, the partition is not.
     for wait in [0, 49] {
         request.max_wait_ms = wait;
@@ -85,14 +94,8 @@ async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
 
 #[tokio::test]
 async fn habit_empty_below_wait_answers_hurried_fetches_with_no_records() {
-    let cluster = ScriptedCluster::start(1).await.expect("start");
-    let id = cluster.create_topic("wal", 1).expect("create");
-    four_batches(&cluster);
-    cluster
-        .set_habits(1, Habits::EMPTY_WHEN_HURRIED)
-        .expect("habits");
-    let mut client = RawClient::connect(cluster.addr(1).expect("addr")).await;
-    let mut request = fetch_request(11, &[Want::new("wal", id, 0, 0, 1 << 20)], i32::MAX, 0);
+    let (_cluster, mut client, mut request) =
+        a_fetch_of_four_batches_from(Habits::EMPTY_WHEN_HURRIED).await;
     // max_wait_ms 0 (and 49): the partition, no error, its high watermark,
     // and no records.
     for wait in [0, 49] {
