@@ -195,6 +195,14 @@ impl Setup {
         .await
     }
 
+    /// Counters reset, and `action` scripted for the next two `api`
+    /// requests broker 1 receives.
+    pub(crate) fn fails_twice_on_broker_1(&self, api: ApiKey, action: &FaultAction) {
+        self.scripted.reset_stats();
+        self.scripted
+            .script(Fault::on(api).broker(1).times(2).then(action.clone()));
+    }
+
     pub(crate) fn assert_fault_fired(&self, what: &dyn std::fmt::Debug) {
         assert!(
             self.scripted.pending_faults().is_empty(),
@@ -300,6 +308,15 @@ pub(crate) const RETRIABLE: [(i16, bool); 6] = [
 
 /// Asserts `error` is the broker's `code` for `api` on partition 0 of
 /// [`TOPIC`] at broker 1, and says so in its message.
+/// Each of [`RETRIABLE`] as a partition error, with whether it makes the
+/// client re-read metadata.
+pub(crate) fn retriable_partition_errors() -> Vec<(FaultAction, bool)> {
+    RETRIABLE
+        .iter()
+        .map(|&(code, refresh)| (FaultAction::PartitionError(code), refresh))
+        .collect()
+}
+
 pub(crate) fn assert_kafka_error(s: &Setup, error: &ClientError, api: ApiKey, code: i16) {
     match error {
         ClientError::Kafka {

@@ -5,21 +5,12 @@ use crate::common::*;
 #[tokio::test]
 async fn fetch_retries_retriable_error_codes_and_returns_the_appended_records() {
     let s = setup().await;
-    let mut cases: Vec<(FaultAction, bool)> = RETRIABLE
-        .iter()
-        .map(|&(code, refresh)| (FaultAction::PartitionError(code), refresh))
-        .collect();
+    let mut cases = retriable_partition_errors();
     cases.push((FaultAction::TopicError(6), true));
     // Fetch v7+ has a top-level code: a fetch session error.
     cases.push((FaultAction::ResponseError(70), false));
     for (action, refreshes) in cases {
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::Fetch)
-                .broker(1)
-                .times(2)
-                .then(action.clone()),
-        );
+        s.fails_twice_on_broker_1(ApiKey::Fetch, &action);
         let fetched = s
             .fetch()
             .await
@@ -41,19 +32,10 @@ async fn fetch_retries_retriable_error_codes_and_returns_the_appended_records() 
 #[tokio::test]
 async fn list_offsets_retries_retriable_error_codes_and_returns_the_offset() {
     let s = setup().await;
-    let mut cases: Vec<(FaultAction, bool)> = RETRIABLE
-        .iter()
-        .map(|&(code, refresh)| (FaultAction::PartitionError(code), refresh))
-        .collect();
+    let mut cases = retriable_partition_errors();
     cases.push((FaultAction::TopicError(5), true));
     for (action, refreshes) in cases {
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::ListOffsets)
-                .broker(1)
-                .times(2)
-                .then(action.clone()),
-        );
+        s.fails_twice_on_broker_1(ApiKey::ListOffsets, &action);
         let latest = s
             .latest(0)
             .await

@@ -79,13 +79,7 @@ async fn produce_retried_after_an_error_code_writes_the_batch_once() {
     cases.push(FaultAction::TopicError(6));
     let mut expected = s.records.clone();
     for (n, action) in cases.into_iter().enumerate() {
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::Produce)
-                .broker(1)
-                .times(2)
-                .then(action.clone()),
-        );
+        s.fails_twice_on_broker_1(ApiKey::Produce, &action);
         let value = Bytes::from(format!("produce {n}"));
         let base = s
             .produce(0, batch(std::slice::from_ref(&value)))

@@ -29,16 +29,23 @@ async fn decimal_records(cluster: &Cluster, topic: &str, n: usize, per_batch: us
     }
 }
 
-#[tokio::test]
-async fn build_from_inside_a_batch_indexes_every_record_from_there() {
+/// A scripted broker with `habits`, and 100 records of decimal region ids
+/// in batches of ten in `wal` partition 0.
+async fn decimal_wal_on(habits: Habits) -> (ScriptedCluster, Arc<Cluster>) {
     let scripted = ScriptedCluster::builder()
-        .habits(Habits::TANSU_0_6)
+        .habits(habits)
         .start()
         .await
         .expect("scripted broker");
     scripted.create_topic("wal", 1).expect("topic");
     let cluster = connect(&scripted).await;
     decimal_records(&cluster, "wal", 100, 10).await;
+    (scripted, cluster)
+}
+
+#[tokio::test]
+async fn build_from_inside_a_batch_indexes_every_record_from_there() {
+    let (scripted, cluster) = decimal_wal_on(Habits::TANSU_0_6).await;
     let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
     // 15 is inside the batch 10..=19, which this broker skips.
     let (index, report) = build_index(&cluster, "wal", 0, &rule, 15, None, 1 << 20)
@@ -101,14 +108,7 @@ async fn build_from_inside_a_batch_indexes_every_record_from_there() {
 /// index that ends early.
 #[tokio::test]
 async fn build_on_a_broker_that_answers_hurried_fetches_with_no_records_indexes_everything() {
-    let scripted = ScriptedCluster::builder()
-        .habits(Habits::EMPTY_WHEN_HURRIED)
-        .start()
-        .await
-        .expect("scripted broker");
-    scripted.create_topic("wal", 1).expect("topic");
-    let cluster = connect(&scripted).await;
-    decimal_records(&cluster, "wal", 100, 10).await;
+    let (scripted, cluster) = decimal_wal_on(Habits::EMPTY_WHEN_HURRIED).await;
     let rule = RegionRule::Header("region".into(), IdFormat::Decimal);
     for from in [0, 15] {
         let (index, report) = build_index(&cluster, "wal", 0, &rule, from, None, 1 << 20)

@@ -39,17 +39,8 @@ fn out_of_order_answers_with_many_in_flight_still_yield_in_order() {
 #[test]
 fn every_strategy_gives_the_same_records() {
     let log = pure_log(40, 5, 5);
-    let ranges: Vec<RegionRange> = [0, 2, 3]
-        .map(|r| RegionRange {
-            from: 20 + r as i64 * 13,
-            ..log.whole(r)
-        })
-        .to_vec();
-    let halfway = log.index(IndexSpec {
-        hints: false,
-        last_index: Some(log.end() / 2),
-        writer: None,
-    });
+    let ranges = ranges_from(&log, &[0, 2, 3], 20, 13);
+    let halfway = index_to_halfway(&log);
     for index in [log.full_index(), halfway] {
         for strategy in [
             StrategyKind::Index,

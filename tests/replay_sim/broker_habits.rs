@@ -37,17 +37,8 @@ fn a_checkpoint_inside_the_last_batch_on_a_broker_that_skips_it() {
 #[test]
 fn a_broker_that_answers_hurried_fetches_with_no_records_loses_nothing() {
     let log = pure_log(30, 3, 4);
-    let ranges: Vec<RegionRange> = [0, 1, 2]
-        .map(|r| RegionRange {
-            from: 7 + r as i64 * 5,
-            ..log.whole(r)
-        })
-        .to_vec();
-    let halfway = log.index(IndexSpec {
-        hints: false,
-        last_index: Some(log.end() / 2),
-        writer: None,
-    });
+    let ranges = ranges_from(&log, &[0, 1, 2], 7, 5);
+    let halfway = index_to_halfway(&log);
     for index in [log.full_index(), log.offsets_index(), halfway] {
         for strategy in [
             StrategyKind::Index,
@@ -92,12 +83,7 @@ fn a_broker_that_answers_hurried_fetches_with_no_records_loses_nothing() {
 #[test]
 fn a_broker_that_could_not_read_in_time_is_not_taken_for_one_that_skips_batches() {
     let log = pure_log(60, 6, 5);
-    let ranges: Vec<RegionRange> = [1, 4]
-        .map(|r| RegionRange {
-            from: 33 + r as i64 * 7,
-            ..log.whole(r)
-        })
-        .to_vec();
+    let ranges = ranges_from(&log, &[1, 4], 33, 7);
     let index = log.offsets_index();
     let options = ReplayOptions::default();
     let kafka = Sim::new(&log, Habits::KAFKA, 3).run(&index, &ranges, options.clone());
@@ -127,12 +113,7 @@ fn a_broker_that_could_not_read_in_time_is_not_taken_for_one_that_skips_batches(
 #[test]
 fn a_response_that_ends_at_a_segment_end_loses_nothing() {
     let log = pure_log(40, 5, 5);
-    let ranges: Vec<RegionRange> = [0, 2, 3]
-        .map(|r| RegionRange {
-            from: 20 + r as i64 * 13,
-            ..log.whole(r)
-        })
-        .to_vec();
+    let ranges = ranges_from(&log, &[0, 2, 3], 20, 13);
     for index in [log.full_index(), log.offsets_index()] {
         for strategy in [
             StrategyKind::Index,

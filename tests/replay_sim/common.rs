@@ -305,3 +305,29 @@ pub(crate) fn pure_log(batches: usize, regions: RegionId, per_batch: usize) -> S
         .collect();
     SimLog::build(&specs, Compression::None, |o| 50 + (o as usize % 7) * 30)
 }
+
+/// The ranges of `regions` of `log`, region `r` from offset
+/// `first + r * step` to its end.
+pub(crate) fn ranges_from(
+    log: &SimLog,
+    regions: &[RegionId],
+    first: i64,
+    step: i64,
+) -> Vec<RegionRange> {
+    regions
+        .iter()
+        .map(|&r| RegionRange {
+            from: first + r as i64 * step,
+            ..log.whole(r)
+        })
+        .collect()
+}
+
+/// An index of `log` without hints, complete up to half its length.
+pub(crate) fn index_to_halfway(log: &SimLog) -> WalIndex {
+    log.index(IndexSpec {
+        hints: false,
+        last_index: Some(log.end() / 2),
+        writer: None,
+    })
+}

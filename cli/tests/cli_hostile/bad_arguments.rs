@@ -8,27 +8,11 @@ use crate::common::*;
 fn counts_from_the_command_line_are_bounded() {
     for (args, bound) in [
         (
-            &[
-                "calibrate",
-                "-b",
-                "127.0.0.1:1",
-                "-t",
-                "wal",
-                "--samples",
-                "4294967295",
-            ][..],
+            &words("calibrate -b 127.0.0.1:1 -t wal --samples 4294967295")[..],
             "1..=1000",
         ),
         (
-            &[
-                "calibrate",
-                "-b",
-                "127.0.0.1:1",
-                "-t",
-                "wal",
-                "--samples",
-                "0",
-            ][..],
+            &words("calibrate -b 127.0.0.1:1 -t wal --samples 0")[..],
             "1..=1000",
         ),
         (
@@ -44,17 +28,7 @@ fn counts_from_the_command_line_are_bounded() {
             "61..=2147483647",
         ),
         (
-            &[
-                "replay",
-                "-b",
-                "127.0.0.1:1",
-                "-t",
-                "wal",
-                "--region",
-                "1",
-                "--round-trip-us",
-                "99999999999",
-            ][..],
+            &words("replay -b 127.0.0.1:1 -t wal --region 1 --round-trip-us 99999999999")[..],
             "0..=60000000",
         ),
     ] {
@@ -79,58 +53,11 @@ fn counts_from_the_command_line_are_bounded() {
 #[test]
 fn a_negative_offset_is_named() {
     for args in [
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--region",
-            "1",
-            "--from=-5",
-        ][..],
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--region",
-            "1",
-            "--from",
-            "-5",
-        ][..],
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--region",
-            "1",
-            "--to=-1",
-        ][..],
-        &[
-            "index",
-            "build",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--out",
-            "x.idx",
-            "--from=-5",
-        ][..],
-        &[
-            "capture",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--out",
-            "x.bin",
-            "--from=-5",
-        ][..],
+        &words("replay -b 127.0.0.1:1 -t wal --region 1 --from=-5")[..],
+        &words("replay -b 127.0.0.1:1 -t wal --region 1 --from -5")[..],
+        &words("replay -b 127.0.0.1:1 -t wal --region 1 --to=-1")[..],
+        &words("index build -b 127.0.0.1:1 -t wal --out x.idx --from=-5")[..],
+        &words("capture -b 127.0.0.1:1 -t wal --out x.bin --from=-5")[..],
     ] {
         let out = walfetch(args);
         assert!(!out.status.success(), "{args:?}");
@@ -142,17 +69,7 @@ fn a_negative_offset_is_named() {
         );
     }
     for args in [
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal:-1",
-            "--region",
-            "1",
-            "--strategy",
-            "scan",
-        ][..],
+        &words("replay -b 127.0.0.1:1 -t wal:-1 --region 1 --strategy scan")[..],
         &["calibrate", "-b", "127.0.0.1:1", "-t", "wal", "-p", "-1"][..],
     ] {
         let out = walfetch(args);
@@ -244,16 +161,7 @@ fn stdin_given_twice_is_refused() {
         ][..],
         &["-t", "wal:0", "--index", "-", "--checkpoints", "-"][..],
         &["-t", "wal:0", "--index", "-", "-F", "/dev/stdin"][..],
-        &[
-            "-t",
-            "wal:0",
-            "--index",
-            "/dev/stdin",
-            "--region",
-            "1",
-            "-F",
-            "/dev/fd/0",
-        ][..],
+        &words("-t wal:0 --index /dev/stdin --region 1 -F /dev/fd/0")[..],
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
             .args(["replay", "-b", "127.0.0.1:1"])

@@ -66,6 +66,11 @@ pub(crate) async fn walfetch_async(args: Vec<String>) -> Output {
     .unwrap()
 }
 
+/// The words of a command line (no quoting: arguments hold no spaces).
+pub(crate) fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 pub(crate) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
 }

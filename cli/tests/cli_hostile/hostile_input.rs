@@ -8,68 +8,40 @@ use crate::common::*;
 /// read stdin for `-`.
 #[test]
 fn dump_and_index_show_stop_at_once_on_what_they_cannot_hold() {
-    let out = fails_within(&["dump", "/dev/zero"], Duration::from_secs(10));
-    assert!(
-        stderr(&out).contains("batch length 0 is below the 49-byte minimum"),
-        "{}",
-        stderr(&out)
-    );
-    let out = fails_within(&["index", "show", "/dev/zero"], Duration::from_secs(10));
-    assert!(
-        stderr(&out).contains("not a walfetch index file"),
-        "{}",
-        stderr(&out)
-    );
-
-    let out = fails_within(
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--index",
-            "/dev/zero",
-            "--region",
-            "1",
-        ],
-        Duration::from_secs(10),
-    );
-    assert!(
-        stderr(&out).contains("not a walfetch index file"),
-        "{}",
-        stderr(&out)
-    );
-
-    // Inputs held whole are read up to a bound, then refused.
-    let out = fails_within(
-        &["index", "import-greptime", "/dev/zero", "--out", "x.idx"],
-        Duration::from_secs(20),
-    );
-    assert!(
-        stderr(&out).contains("larger than 256 MiB"),
-        "{}",
-        stderr(&out)
-    );
-    let out = fails_within(
-        &[
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--strategy",
-            "scan",
-            "--checkpoints",
-            "/dev/zero",
-        ],
-        Duration::from_secs(20),
-    );
-    assert!(
-        stderr(&out).contains("larger than 64 MiB"),
-        "{}",
-        stderr(&out)
-    );
+    // (command, how long it may take, what it says.)
+    let ten = Duration::from_secs(10);
+    let twenty = Duration::from_secs(20);
+    for (args, limit, message) in [
+        (
+            &["dump", "/dev/zero"][..],
+            ten,
+            "batch length 0 is below the 49-byte minimum",
+        ),
+        (
+            &["index", "show", "/dev/zero"][..],
+            ten,
+            "not a walfetch index file",
+        ),
+        (
+            &words("replay -b 127.0.0.1:1 -t wal --index /dev/zero --region 1")[..],
+            ten,
+            "not a walfetch index file",
+        ),
+        // Inputs held whole are read up to a bound, then refused.
+        (
+            &["index", "import-greptime", "/dev/zero", "--out", "x.idx"][..],
+            twenty,
+            "larger than 256 MiB",
+        ),
+        (
+            &words("replay -b 127.0.0.1:1 -t wal --strategy scan --checkpoints /dev/zero")[..],
+            twenty,
+            "larger than 64 MiB",
+        ),
+    ] {
+        let out = fails_within(args, limit);
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
 
     // A header claiming a 2 GiB batch, then an endless stream: an error
     // naming the limit, at once.

@@ -47,20 +47,7 @@ async fn capture_reports_what_it_captured() {
     let addr = cluster.bootstrap();
     let dir = temp_dir("capture");
     let file = dir.join("wal.records");
-    let out = walfetch_async(strings(&[
-        "capture",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--from",
-        "1525",
-        "--out",
-        path(&file),
-    ]))
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    let err = stderr(&out);
+    let err = capture_ok(&addr, &file, &["--from", "1525"]).await;
     assert!(err.contains("captured offsets 1530..3000"), "{err}");
     assert!(
         err.contains("starts at offset 1530, after --from 1525"),
@@ -72,22 +59,7 @@ async fn capture_reports_what_it_captured() {
     assert_eq!(first["base_offset"], 1530);
 
     cluster.set_habits(node, Habits::default()).unwrap();
-    let out = walfetch_async(strings(&[
-        "capture",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--from",
-        "1525",
-        "--to",
-        "1600",
-        "--out",
-        path(&file),
-    ]))
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    let err = stderr(&out);
+    let err = capture_ok(&addr, &file, &["--from", "1525", "--to", "1600"]).await;
     assert!(err.contains("captured offsets 1500..1620"), "{err}");
     assert!(err.contains("before --from 1525"), "{err}");
     let dumped = walfetch(&["dump", path(&file), "--batches"]);
@@ -161,4 +133,15 @@ fn help_pages_say_enough() {
         help.contains("none with `--strategy scan`") || help.contains("no `--index`"),
         "{help}"
     );
+}
+
+/// `walfetch capture -b ADDR -t wal`, `extra` and `--out FILE`, expecting
+/// success; its stderr.
+async fn capture_ok(addr: &str, file: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["capture", "-b", addr, "-t", "wal"];
+    args.extend_from_slice(extra);
+    args.extend(["--out", path(file)]);
+    let out = walfetch_async(strings(&args)).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
 }
