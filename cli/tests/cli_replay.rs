@@ -15,7 +15,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use run::{path, stderr, temp_dir, walfetch};
+use run::{path, stderr, strings, temp_dir, walfetch, walfetch_async};
 use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
 use support::transactions::{transaction_marker, transactional_batch};
@@ -506,15 +506,8 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     let addr = cluster.bootstrap();
     let dir = temp_dir("aborted");
     let index = dir.join("wal.idx");
-    let run = |args: Vec<String>| {
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            walfetch(&args)
-        })
-    };
-    let strings = |args: &[&str]| -> Vec<String> { args.iter().map(|s| (*s).to_owned()).collect() };
     // The first batch indexed: the aborted transaction is past last_index.
-    let out = run(strings(&[
+    let out = walfetch_async(strings(&[
         "index",
         "build",
         "-b",
@@ -526,8 +519,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
         "--to",
         "3",
     ]))
-    .await
-    .unwrap();
+    .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let base = [
         "replay", "-b", &addr, "-t", "wal", "--region", "5", "--format", "raw",
@@ -543,9 +535,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
             (&["--read-uncommitted"], with_aborted),
             (&["-X", "isolation.level=read_uncommitted"], with_aborted),
         ] {
-            let out = run(strings(&[&base[..], strategy, isolation].concat()))
-                .await
-                .unwrap();
+            let out = walfetch_async(strings(&[&base[..], strategy, isolation].concat())).await;
             assert!(
                 out.status.success(),
                 "{strategy:?} {isolation:?}: {}",
@@ -560,7 +550,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     }
     // The two flags contradict each other; index build never indexes
     // aborted records, whatever a shared properties file says.
-    let out = run(strings(
+    let out = walfetch_async(strings(
         &[
             &base[..],
             &[
@@ -572,10 +562,9 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
         ]
         .concat(),
     ))
-    .await
-    .unwrap();
+    .await;
     assert!(!out.status.success());
-    let out = run(strings(&[
+    let out = walfetch_async(strings(&[
         "index",
         "build",
         "-b",
@@ -587,8 +576,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
         "-X",
         "isolation.level=read_uncommitted",
     ]))
-    .await
-    .unwrap();
+    .await;
     assert!(
         !out.status.success() && stderr(&out).contains("index build reads as read_committed only"),
         "{}",

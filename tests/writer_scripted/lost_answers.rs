@@ -280,7 +280,19 @@ async fn without_idempotence_a_lost_answer_fails_its_entries_and_is_not_sent_aga
 /// finds it written.
 #[tokio::test]
 async fn a_batch_whose_answer_was_lost_is_looked_for_before_it_goes_under_a_new_producer_id() {
+    a_lost_answer_then_a_forgotten_producer_leaves_the_entry_once(None).await;
+}
+
+/// The body of the tests of a lost answer and a producer the broker then
+/// forgot (its habits set to `habits` first, if any): the writer finds the
+/// batch in the log, the entry is there once, acknowledged at its offset.
+async fn a_lost_answer_then_a_forgotten_producer_leaves_the_entry_once(
+    habits: Option<walfetch_testkit::Habits>,
+) {
     let (scripted, cluster) = scripted().await;
+    if let Some(habits) = habits {
+        scripted.set_habits(1, habits).unwrap();
+    }
     let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
     let writer = writer_with_a_first_entry(&cluster, config).await;
     // The broker loses the producer's state before the batch goes again.
@@ -428,21 +440,10 @@ async fn with_the_default_timeouts_a_produce_whose_answer_was_lost_is_sent_again
 /// a growing wait, and finds it.
 #[tokio::test]
 async fn a_lost_answer_is_found_in_a_log_that_answers_hurried_fetches_with_nothing() {
-    let (scripted, cluster) = scripted().await;
-    scripted
-        .set_habits(1, walfetch_testkit::Habits::EMPTY_WHEN_HURRIED)
-        .unwrap();
-    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = writer_with_a_first_entry(&cluster, config).await;
-    let offset = lose_the_answer_then_forget_the_producer(&scripted, &writer, "written once").await;
-    writer.close().await.unwrap();
-    let copies = copies_in_log(&cluster, "written once").await;
-    assert_eq!(copies, 1, "the entry is in the log {copies} times");
-    assert_eq!(
-        offset.unwrap(),
-        1,
-        "acknowledged where the first send put it"
-    );
+    a_lost_answer_then_a_forgotten_producer_leaves_the_entry_once(Some(
+        walfetch_testkit::Habits::EMPTY_WHEN_HURRIED,
+    ))
+    .await;
 }
 
 /// ... and against a broker that never reads the log in time (every fetch

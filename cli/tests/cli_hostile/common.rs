@@ -5,7 +5,7 @@ pub(crate) use std::path::{Path, PathBuf};
 pub(crate) use std::process::{Command, Output, Stdio};
 pub(crate) use std::time::{Duration, Instant};
 
-pub(crate) use crate::run::{path, stderr, stdout, temp_dir, walfetch};
+pub(crate) use crate::run::{path, stderr, stdout, strings, temp_dir, walfetch, walfetch_async};
 pub(crate) use bytes::Bytes;
 pub(crate) use walfetch::codec::{BatchBuilder, NewRecord};
 pub(crate) use walfetch::index::{write_index_file, IndexEntry, WalIndex};
@@ -56,23 +56,9 @@ pub(crate) fn fill(cluster: &ScriptedCluster, partition: i32) {
     }
 }
 
-/// Runs a command (off the async runtime's threads).
-pub(crate) async fn walfetch_async(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        walfetch(&args)
-    })
-    .await
-    .unwrap()
-}
-
 /// The words of a command line (no quoting: arguments hold no spaces).
 pub(crate) fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
-}
-
-pub(crate) fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// Runs a command whose reader goes away: after `lines` lines of stdout

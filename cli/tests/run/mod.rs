@@ -13,6 +13,22 @@ pub(crate) fn walfetch(args: &[&str]) -> Output {
         .expect("run walfetch")
 }
 
+/// [`walfetch`] on a blocking thread, for tests whose scripted broker runs
+/// on the test's own runtime (it must go on answering meanwhile).
+pub(crate) async fn walfetch_async(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        walfetch(&args)
+    })
+    .await
+    .expect("walfetch ran")
+}
+
+/// `args` as owned strings (for [`walfetch_async`]).
+pub(crate) fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
 pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
