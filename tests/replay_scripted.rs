@@ -15,7 +15,7 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::transactions::{transaction_marker, transactional_batch};
+use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
@@ -330,7 +330,7 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
 #[tokio::test]
 async fn read_committed_drops_aborted_transactions_and_control_batches() {
     use walfetch::cluster::IsolationLevel;
-    use walfetch::codec::{BatchBuilder, ControlType, NewRecord};
+    use walfetch::codec::{BatchBuilder, ControlType};
     use walfetch::index::IndexEntry;
 
     let broker = ScriptedCluster::start(1).await.expect("scripted broker");
@@ -341,17 +341,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
             .expect("connect"),
     );
     let region: RegionId = 5;
-    let key = Bytes::copy_from_slice(&region.to_be_bytes());
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(key.clone()),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(region, tag, 3);
     let append =
         |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
     // committed txn (producer 1), aborted txn (producer 2), plain batch, and
@@ -431,7 +421,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
 /// end was taken to be the last stable offset).
 #[tokio::test]
 async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
-    use walfetch::codec::{BatchBuilder, NewRecord};
+    use walfetch::codec::BatchBuilder;
 
     let broker = ScriptedCluster::start(1).await.expect("scripted broker");
     broker.create_topic(TOPIC, 1).expect("topic");
@@ -441,16 +431,7 @@ async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
             .expect("connect"),
     );
     let region: RegionId = 5;
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(region, tag, 3);
     let append =
         |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
     append(BatchBuilder::new(0).encode(&entries("before")).unwrap());

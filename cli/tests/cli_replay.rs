@@ -18,7 +18,7 @@ use bytes::Bytes;
 use run::{path, stderr, strings, temp_dir, walfetch, walfetch_async};
 use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
-use support::transactions::{transaction_marker, transactional_batch};
+use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 /// The stats line: the last line on stderr, one JSON object.
@@ -482,22 +482,12 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
 /// lists none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_leaves_out_aborted_transactions_unless_asked() {
-    use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch, NewRecord};
+    use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch};
     use walfetch_testkit::ScriptedCluster;
 
     let cluster = ScriptedCluster::builder().brokers(1).start().await.unwrap();
     cluster.create_topic("wal", 1).unwrap();
-    let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(key.clone()),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(5, tag, 3);
     let append = |b: EncodedBatch| cluster.append("wal", 0, b.bytes).unwrap();
     append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
     append(transactional_batch(2, &entries("aborted")));

@@ -1,7 +1,7 @@
 //! Batches out of the ordinary: aborted transactions, empty control batches, compacted logs with gaps, batches cut short.
 
 use crate::common::*;
-use crate::support::transactions::{transaction_marker, transactional_batch};
+use crate::support::transactions::{region_records, transaction_marker, transactional_batch};
 
 /// `build_index` over a log with an aborted transaction (as a Java or
 /// librdkafka transactional producer leaves it) leaves its records out, as
@@ -17,17 +17,7 @@ async fn build_index_skips_aborted_transactions() {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
     scripted.create_topic("wal", 1).unwrap();
     let cluster = connect(&scripted).await;
-    let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
-    let recs = |tag: &str| -> Vec<NewRecord> {
-        (0..2)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(key.clone()),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let recs = |tag: &str| region_records(5, tag, 2);
     let append = |b: walfetch::codec::EncodedBatch| scripted.append("wal", 0, b.bytes).unwrap();
     let aborted = append(transactional_batch(2, &recs("aborted")));
     append(transaction_marker(2, 2, ControlType::Abort));
