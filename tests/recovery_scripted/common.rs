@@ -73,3 +73,18 @@ pub(crate) async fn setup(
     }
     (scripted, cluster, written, indexes)
 }
+
+/// What `recovery` yields up to its first error (each entry's offset and
+/// value), and that error, if any.
+pub(crate) async fn entries_until_its_error(
+    recovery: &mut walfetch::consumer::Recovery,
+) -> (Vec<(i64, Bytes)>, Option<walfetch::error::Error>) {
+    let mut got = Vec::new();
+    while let Some(entry) = recovery.next().await {
+        match entry {
+            Ok(e) => got.push((e.record.offset(), e.record.value_bytes().unwrap())),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
+}

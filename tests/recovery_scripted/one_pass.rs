@@ -164,17 +164,7 @@ async fn indexed_entries_past_the_last_stable_offset_are_waited_for_not_dropped(
                 scripted.append(TOPIC, 0, marker).unwrap();
             });
         }
-        let mut got = Vec::new();
-        let mut error = None;
-        while let Some(entry) = recovery.next().await {
-            match entry {
-                Ok(e) => got.push((e.record.offset(), e.record.value_bytes().unwrap())),
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-        }
+        let (got, error) = entries_until_its_error(&mut recovery).await;
         if ends {
             assert!(error.is_none(), "{error:?}");
             assert_eq!(got, written);

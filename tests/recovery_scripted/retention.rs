@@ -260,17 +260,7 @@ async fn a_log_truncated_and_written_again_before_the_recovery_is_a_mismatch() {
                 .build()
                 .await
                 .unwrap();
-            let mut got = Vec::new();
-            let mut error = None;
-            while let Some(entry) = recovery.next().await {
-                match entry {
-                    Ok(e) => got.push((e.record.offset(), e.record.value_bytes().unwrap())),
-                    Err(e) => {
-                        error = Some(e);
-                        break;
-                    }
-                }
-            }
+            let (got, error) = entries_until_its_error(&mut recovery).await;
             let case = format!("{policy:?} {compression:?}");
             let kept: Vec<(i64, Bytes)> = written[&0][&hot]
                 .iter()
