@@ -15,7 +15,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use run::{path, stderr, strings, temp_dir, walfetch, walfetch_async};
+use run::{index_build_async, path, stderr, strings, temp_dir, walfetch, walfetch_async};
 use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
 use support::transactions::{region_records, transaction_marker, transactional_batch};
@@ -497,19 +497,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     let dir = temp_dir("aborted");
     let index = dir.join("wal.idx");
     // The first batch indexed: the aborted transaction is past last_index.
-    let out = walfetch_async(strings(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--out",
-        path(&index),
-        "--to",
-        "3",
-    ]))
-    .await;
+    let out = index_build_async(&addr, "wal", &index, &["--to", "3"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let base = [
         "replay", "-b", &addr, "-t", "wal", "--region", "5", "--format", "raw",
@@ -554,18 +542,12 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     ))
     .await;
     assert!(!out.status.success());
-    let out = walfetch_async(strings(&[
-        "index",
-        "build",
-        "-b",
+    let out = index_build_async(
         &addr,
-        "-t",
         "wal",
-        "--out",
-        path(&index),
-        "-X",
-        "isolation.level=read_uncommitted",
-    ]))
+        &index,
+        &["-X", "isolation.level=read_uncommitted"],
+    )
     .await;
     assert!(
         !out.status.success() && stderr(&out).contains("index build reads as read_committed only"),

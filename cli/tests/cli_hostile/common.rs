@@ -5,7 +5,9 @@ pub(crate) use std::path::{Path, PathBuf};
 pub(crate) use std::process::{Command, Output, Stdio};
 pub(crate) use std::time::{Duration, Instant};
 
-pub(crate) use crate::run::{path, stderr, stdout, strings, temp_dir, walfetch, walfetch_async};
+pub(crate) use crate::run::{
+    index_build_async, path, stderr, stdout, strings, temp_dir, walfetch, walfetch_async,
+};
 pub(crate) use bytes::Bytes;
 pub(crate) use walfetch::codec::{BatchBuilder, NewRecord};
 pub(crate) use walfetch::index::{write_index_file, IndexEntry, WalIndex};

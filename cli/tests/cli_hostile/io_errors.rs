@@ -25,17 +25,7 @@ async fn a_failed_index_write_leaves_no_temporary_file() {
     // `--out` naming a directory: the write fails, and leaves nothing.
     let target = dir.join("a-directory");
     std::fs::create_dir_all(&target).unwrap();
-    let out = walfetch_async(strings(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--out",
-        path(&target),
-    ]))
-    .await;
+    let out = index_build_async(&addr, "wal", &target, &[]).await;
     assert!(!out.status.success());
     assert!(
         !target.with_extension("tmp-walfetch").exists(),

@@ -12,19 +12,7 @@ async fn the_stats_count_what_was_printed() {
     let dir = temp_dir("stats");
     let index = dir.join("wal.idx");
     // Indexed up to 2000 of 3000: a third of each region is past last_index.
-    let out = walfetch_async(strings(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--out",
-        path(&index),
-        "--to",
-        "2000",
-    ]))
-    .await;
+    let out = index_build_async(&addr, "wal", &index, &["--to", "2000"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let want = (0..BATCHES * PER_BATCH)
         .filter(|n| n % REGIONS == 3)

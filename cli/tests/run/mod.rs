@@ -24,6 +24,28 @@ pub(crate) async fn walfetch_async(args: Vec<String>) -> Output {
     .expect("walfetch ran")
 }
 
+/// `walfetch index build -b ADDR -t TOPIC --out INDEX` and `extra`, as
+/// [`walfetch_async`] runs it.
+pub(crate) async fn index_build_async(
+    addr: &str,
+    topic: &str,
+    index: &Path,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "index",
+        "build",
+        "-b",
+        addr,
+        "-t",
+        topic,
+        "--out",
+        path(index),
+    ];
+    args.extend_from_slice(extra);
+    walfetch_async(strings(&args)).await
+}
+
 /// `args` as owned strings (for [`walfetch_async`]).
 pub(crate) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
