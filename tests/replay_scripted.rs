@@ -15,6 +15,7 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use support::scripted::scripted_with_topic;
 use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
@@ -333,13 +334,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
     use walfetch::codec::{BatchBuilder, ControlType};
     use walfetch::index::IndexEntry;
 
-    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
-    broker.create_topic(TOPIC, 1).expect("topic");
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
-            .await
-            .expect("connect"),
-    );
+    let (broker, cluster) = scripted_with_topic(1, TOPIC, 1).await;
     let region: RegionId = 5;
     let entries = |tag: &str| region_records(region, tag, 3);
     let append =
@@ -423,13 +418,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
 async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
     use walfetch::codec::BatchBuilder;
 
-    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
-    broker.create_topic(TOPIC, 1).expect("topic");
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
-            .await
-            .expect("connect"),
-    );
+    let (broker, cluster) = scripted_with_topic(1, TOPIC, 1).await;
     let region: RegionId = 5;
     let entries = |tag: &str| region_records(region, tag, 3);
     let append =

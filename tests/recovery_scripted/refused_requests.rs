@@ -1,6 +1,7 @@
 //! Recoveries asked for the wrong thing: what is wrong is said, two indexes of one partition refused.
 
 use crate::common::*;
+use crate::support::scripted::scripted_with_topic;
 
 #[tokio::test]
 async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
@@ -62,13 +63,7 @@ async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
 /// way), and the same index given twice is still one.
 #[tokio::test]
 async fn two_indexes_of_one_partition_are_refused_not_half_read() {
-    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    scripted.create_topic(TOPIC, 1).expect("topic");
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
-            .await
-            .expect("connect"),
-    );
+    let (_scripted, cluster) = scripted_with_topic(1, TOPIC, 1).await;
     let first = WalWriter::new(Arc::clone(&cluster), WriterConfig::new(TOPIC, 0));
     let second = WalWriter::new(Arc::clone(&cluster), WriterConfig::new(TOPIC, 0));
     for n in 0..20 {

@@ -6,6 +6,7 @@ pub(crate) mod failover;
 pub(crate) mod greptime;
 pub(crate) mod kafka;
 pub(crate) mod recovery;
+pub(crate) mod scripted;
 pub(crate) mod sim;
 pub(crate) mod stunnel;
 pub(crate) mod tansu;
