@@ -63,6 +63,15 @@ pub(crate) async fn append_all(
     writer: &WalWriter,
     entries: &[(RegionId, Bytes)],
 ) -> Vec<(RegionId, Bytes, Result<i64, Error>)> {
+    acknowledged(queue_all(writer, entries).await).await
+}
+
+/// Queues `entries` without waiting between them; each with its pending
+/// acknowledgement, in append order.
+pub(crate) async fn queue_all(
+    writer: &WalWriter,
+    entries: &[(RegionId, Bytes)],
+) -> Vec<(RegionId, Bytes, Appended)> {
     let mut pending = Vec::new();
     for (region, payload) in entries {
         let appended = writer
@@ -71,6 +80,13 @@ pub(crate) async fn append_all(
             .expect("queued");
         pending.push((*region, payload.clone(), appended));
     }
+    pending
+}
+
+/// Each queued entry's offset (or error), in the order given.
+pub(crate) async fn acknowledged(
+    pending: Vec<(RegionId, Bytes, Appended)>,
+) -> Vec<(RegionId, Bytes, Result<i64, Error>)> {
     let mut out = Vec::new();
     for (region, payload, appended) in pending {
         out.push((region, payload, appended.await));

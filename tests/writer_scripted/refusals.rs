@@ -83,20 +83,9 @@ async fn append_and_flush(
     writer: &WalWriter,
     entries: &[(RegionId, Bytes)],
 ) -> Vec<(RegionId, Bytes, Result<i64, Error>)> {
-    let mut pending = Vec::new();
-    for (region, payload) in entries {
-        let appended = writer
-            .append(WalEntry::new(*region, payload.clone()))
-            .await
-            .unwrap();
-        pending.push((*region, payload.clone(), appended));
-    }
+    let pending = queue_all(writer, entries).await;
     writer.flush().await.unwrap();
-    let mut out = Vec::new();
-    for (region, payload, appended) in pending {
-        out.push((region, payload, appended.await));
-    }
-    out
+    acknowledged(pending).await
 }
 
 /// A topic whose `max.message.bytes` (1200) is below the writer's
