@@ -163,14 +163,7 @@ fn stdin_given_twice_is_refused() {
         &["-t", "wal:0", "--index", "-", "-F", "/dev/stdin"][..],
         &words("-t wal:0 --index /dev/stdin --region 1 -F /dev/fd/0")[..],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-            .args(["replay", "-b", "127.0.0.1:1"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&[&["replay", "-b", "127.0.0.1:1"][..], extra].concat());
         let mut stdin = child.stdin.take().unwrap();
         // The command may refuse before it reads: a closed pipe is fine.
         let _ = std::io::Write::write_all(&mut stdin, &bytes);

@@ -6,7 +6,8 @@ pub(crate) use std::process::{Command, Output, Stdio};
 pub(crate) use std::time::{Duration, Instant};
 
 pub(crate) use crate::run::{
-    index_build_async, path, stderr, stdout, strings, temp_dir, walfetch, walfetch_async,
+    index_build_async, path, spawn_piped, stderr, stdout, strings, temp_dir, walfetch,
+    walfetch_async,
 };
 pub(crate) use bytes::Bytes;
 pub(crate) use walfetch::codec::{BatchBuilder, NewRecord};

@@ -55,16 +55,10 @@ async fn a_properties_file_is_read_once() {
     let cluster = wal().await;
     let addr = cluster.bootstrap();
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-            .args([
+        let mut child = spawn_piped(&[
                 "replay", "-b", &addr, "-t", "wal", "--strategy", "scan", "--region", "1", "-F",
                 "/dev/stdin", "--timeout", "5s",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            ]);
         let mut stdin = child.stdin.take().unwrap();
         std::io::Write::write_all(
             &mut stdin,

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Runs `walfetch` with `args` to its end.
 pub(crate) fn walfetch(args: &[&str]) -> Output {
@@ -49,6 +49,17 @@ pub(crate) async fn index_build_async(
 /// `args` as owned strings (for [`walfetch_async`]).
 pub(crate) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Starts `walfetch` with `args`, its stdin, stdout and stderr piped.
+pub(crate) fn spawn_piped(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_walfetch"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run walfetch")
 }
 
 pub(crate) fn stderr(out: &Output) -> String {
