@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use support::recovery::{recover, write_partition, Written};
+use support::recovery::{recover, recover_with_defaults, write_partition, Written};
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams};
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::error_code::ErrorCode;
@@ -131,15 +131,9 @@ async fn a_replay_reads_from_the_follower_in_the_clients_rack() {
 async fn without_a_rack_every_fetch_goes_to_the_leader() {
     let (scripted, cluster, written, indexes) = setup(None).await;
     let checkpoints = checkpoints(&written);
-    let (got, stats) = recover(
-        &cluster,
-        TOPIC,
-        &indexes,
-        &checkpoints,
-        ReplayOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (got, stats) = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
+        .await
+        .unwrap();
     assert!(got == expected(&written, &checkpoints));
     assert_eq!(fetches(&scripted, 1), stats.requests);
     assert_eq!((fetches(&scripted, 2), fetches(&scripted, 3)), (0, 0));

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{checkpoints, expected, recover, write_partition, Written};
+use support::recovery::{checkpoints, expected, recover, write_interleaved_partitions};
 use support::wal_log::{check_written, read_log};
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, RetryPolicy};
 use walfetch::consumer::ReplayOptions;
@@ -70,21 +70,17 @@ async fn a_recovery_of_many_partitions_gets_every_entry_while_leaders_move() {
     let scripted = Arc::new(ScriptedCluster::start(3).await.unwrap());
     scripted.create_topic(TOPIC, PARTITIONS).unwrap();
     let cluster = client(&scripted, Duration::from_secs(20)).await;
-    let mut written = Written::new();
-    let mut indexes = Vec::new();
-    for p in 0..PARTITIONS {
-        let config = WriterConfig::new(TOPIC, p)
-            .with_mode(WriterMode::Interleaved)
-            .with_max_batch_bytes(2 << 10);
-        let entries = (0..400).map(|n| {
-            let payload = format!("p{p} n{n} {}", "z".repeat(n * 31 % 250));
-            (
-                p as RegionId * 100 + n as RegionId % 4,
-                Bytes::from(payload),
-            )
-        });
-        indexes.push(write_partition(&cluster, config, entries, &mut written).await);
-    }
+    let (written, indexes) =
+        write_interleaved_partitions(&cluster, TOPIC, PARTITIONS, 2 << 10, |p| {
+            (0..400).map(move |n| {
+                let payload = format!("p{p} n{n} {}", "z".repeat(n * 31 % 250));
+                (
+                    p as RegionId * 100 + n as RegionId % 4,
+                    Bytes::from(payload),
+                )
+            })
+        })
+        .await;
     let checkpoints = checkpoints(&written, 11);
     let want = expected(&written, &checkpoints);
     // Broker 3 answers every fetch 20 ms late; some fetches find their
@@ -374,18 +370,14 @@ async fn a_recovery_resumes_after_every_broker_was_briefly_down() {
         ..RetryPolicy::default()
     };
     let cluster = Arc::new(Cluster::connect(config).await.unwrap());
-    let mut written = Written::new();
-    let mut indexes = Vec::new();
-    for p in 0..PARTITIONS {
-        let config = WriterConfig::new(TOPIC, p)
-            .with_mode(WriterMode::Interleaved)
-            .with_max_batch_bytes(2 << 10);
-        let entries = (0..600).map(|n| {
-            let payload = format!("p{p} n{n} {}", "q".repeat(n * 17 % 200));
-            (p as RegionId * 10 + n as RegionId % 3, Bytes::from(payload))
-        });
-        indexes.push(write_partition(&cluster, config, entries, &mut written).await);
-    }
+    let (written, indexes) =
+        write_interleaved_partitions(&cluster, TOPIC, PARTITIONS, 2 << 10, |p| {
+            (0..600).map(move |n| {
+                let payload = format!("p{p} n{n} {}", "q".repeat(n * 17 % 200));
+                (p as RegionId * 10 + n as RegionId % 3, Bytes::from(payload))
+            })
+        })
+        .await;
     let checkpoints = checkpoints(&written, 5);
     let want = expected(&written, &checkpoints);
     // Slow fetches, so the crash comes mid-recovery.
@@ -473,21 +465,16 @@ async fn after_a_leader_crashes_a_slow_broker_still_holds_back_no_other_partitio
         ..RetryPolicy::default()
     };
     let cluster = Arc::new(Cluster::connect(config).await.unwrap());
-    let mut written = Written::new();
-    let mut indexes = Vec::new();
-    for p in 0..2 {
-        let config = WriterConfig::new(TOPIC, p)
-            .with_mode(WriterMode::Interleaved)
-            .with_max_batch_bytes(4 << 10);
-        let entries = (0..300).map(|n| {
+    let (written, indexes) = write_interleaved_partitions(&cluster, TOPIC, 2, 4 << 10, |p| {
+        (0..300).map(move |n| {
             let payload = format!("p{p} n{n} {}", "z".repeat(200));
             (
                 p as RegionId * 100 + n as RegionId % 3,
                 Bytes::from(payload),
             )
-        });
-        indexes.push(write_partition(&cluster, config, entries, &mut written).await);
-    }
+        })
+    })
+    .await;
     let mut builder = walfetch::consumer::Recovery::builder(Arc::clone(&cluster));
     for (p, index) in (0..).zip(&indexes) {
         builder = builder.index(TOPIC, p, index);

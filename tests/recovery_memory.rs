@@ -12,11 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use support::recovery::{write_partition, Written};
-use walfetch::cluster::{Cluster, ClusterConfig};
+use support::scripted::scripted_with_topic;
 use walfetch::codec::Compression;
 use walfetch::consumer::{Recovery, ReplayOptions};
 use walfetch::writer::{WriterConfig, WriterMode};
-use walfetch_testkit::ScriptedCluster;
 
 /// This process's resident memory now and its peak (`VmRSS`, `VmHWM`), in
 /// bytes.
@@ -46,13 +45,7 @@ fn resident() -> (usize, usize) {
 /// what it held.
 #[tokio::test(flavor = "current_thread")]
 async fn a_recovery_of_compressed_batches_holds_no_more_than_the_cap_and_a_batch() {
-    let scripted = ScriptedCluster::start(1).await.unwrap();
-    scripted.create_topic("wal", 1).unwrap();
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
-            .await
-            .unwrap(),
-    );
+    let (_scripted, cluster) = scripted_with_topic(1, "wal", 1).await;
     let batch: usize = 1 << 20;
     let config = WriterConfig::new("wal", 0)
         .with_compression(Compression::Lz4)

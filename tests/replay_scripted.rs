@@ -4,6 +4,8 @@
 //! nothing duplicated, and lost offsets are reported, not hidden.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,8 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use support::scripted::scripted_with_topic;
+use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
@@ -327,72 +331,23 @@ async fn lost_offsets_are_an_error_by_default_and_reported_when_skipped() {
 #[tokio::test]
 async fn read_committed_drops_aborted_transactions_and_control_batches() {
     use walfetch::cluster::IsolationLevel;
-    use walfetch::codec::{BatchBuilder, ControlType, NewRecord};
+    use walfetch::codec::{BatchBuilder, ControlType};
     use walfetch::index::IndexEntry;
 
-    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
-    broker.create_topic(TOPIC, 1).expect("topic");
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
-            .await
-            .expect("connect"),
-    );
+    let (broker, cluster) = scripted_with_topic(1, TOPIC, 1).await;
     let region: RegionId = 5;
-    let key = Bytes::copy_from_slice(&region.to_be_bytes());
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(key.clone()),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(region, tag, 3);
     let append =
         |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
     // committed txn (producer 1), aborted txn (producer 2), plain batch, and
     // a tail: another aborted txn and a plain batch.
-    let committed = append(
-        BatchBuilder::new(0)
-            .producer(1, 0, 0)
-            .transactional(true)
-            .encode(&entries("committed"))
-            .unwrap(),
-    );
-    let aborted = append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 0)
-            .transactional(true)
-            .encode(&entries("aborted"))
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(1, 0, 3)
-            .encode_marker(ControlType::Commit, 0, 0)
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 3)
-            .encode_marker(ControlType::Abort, 0, 0)
-            .unwrap(),
-    );
+    let committed = append(transactional_batch(1, &entries("committed")));
+    let aborted = append(transactional_batch(2, &entries("aborted")));
+    append(transaction_marker(1, 3, ControlType::Commit));
+    append(transaction_marker(2, 3, ControlType::Abort));
     let plain = append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
-    let tail_aborted = append(
-        BatchBuilder::new(0)
-            .producer(3, 0, 0)
-            .transactional(true)
-            .encode(&entries("tail-aborted"))
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(3, 0, 3)
-            .encode_marker(ControlType::Abort, 0, 0)
-            .unwrap(),
-    );
+    let tail_aborted = append(transactional_batch(3, &entries("tail-aborted")));
+    append(transaction_marker(3, 3, ControlType::Abort));
     let tail_plain = append(BatchBuilder::new(0).encode(&entries("tail-plain")).unwrap());
 
     // The index covers the committed and plain entries, up to the plain batch.
@@ -461,36 +416,15 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
 /// end was taken to be the last stable offset).
 #[tokio::test]
 async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
-    use walfetch::codec::{BatchBuilder, NewRecord};
+    use walfetch::codec::BatchBuilder;
 
-    let broker = ScriptedCluster::start(1).await.expect("scripted broker");
-    broker.create_topic(TOPIC, 1).expect("topic");
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([broker.bootstrap()]))
-            .await
-            .expect("connect"),
-    );
+    let (broker, cluster) = scripted_with_topic(1, TOPIC, 1).await;
     let region: RegionId = 5;
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(Bytes::copy_from_slice(&region.to_be_bytes())),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(region, tag, 3);
     let append =
         |b: walfetch::codec::EncodedBatch| broker.append(TOPIC, 0, b.bytes).expect("append");
     append(BatchBuilder::new(0).encode(&entries("before")).unwrap());
-    let open = append(
-        BatchBuilder::new(0)
-            .producer(7, 0, 0)
-            .transactional(true)
-            .encode(&entries("open"))
-            .unwrap(),
-    );
+    let open = append(transactional_batch(7, &entries("open")));
     let after = append(BatchBuilder::new(0).encode(&entries("after")).unwrap());
     // The first batch indexed; the rest is read by the scan past it.
     let mut index = WalIndex::new();

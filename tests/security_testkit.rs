@@ -188,6 +188,16 @@ async fn tls_to_a_plaintext_broker_fails_fast() {
     assert!(text.contains("does it speak TLS"), "{text}");
 }
 
+/// A scripted cluster (the builder's default size) that asks for SASL of
+/// [`users`].
+async fn sasl_broker() -> ScriptedCluster {
+    ScriptedCluster::builder()
+        .sasl(users())
+        .start()
+        .await
+        .unwrap()
+}
+
 fn users() -> SaslServer {
     SaslServer::new()
         .user("alice", "alice-secret")
@@ -241,11 +251,7 @@ async fn every_sasl_mechanism_over_tcp_and_tls() {
 async fn the_broker_refuses_unauthenticated_requests() {
     // The server side this file relies on: without SASL, a SASL broker
     // closes the connection at the first request past ApiVersions.
-    let cluster = ScriptedCluster::builder()
-        .sasl(users())
-        .start()
-        .await
-        .unwrap();
+    let cluster = sasl_broker().await;
     let connection = Connection::connect(cluster.bootstrap(), ConnectionConfig::default())
         .await
         .unwrap();
@@ -266,11 +272,7 @@ async fn a_wrong_password_fails_fast_and_says_so() {
         SaslConfig::oauthbearer(|| async { Ok::<_, String>("expired".to_owned()) }),
     ] {
         let name = sasl.mechanism_name();
-        let cluster = ScriptedCluster::builder()
-            .sasl(users())
-            .start()
-            .await
-            .unwrap();
+        let cluster = sasl_broker().await;
         let text = fails_fast(&cluster, Security::sasl_plaintext(sasl)).await;
         // Kafka's OAUTHBEARER server side says why in RFC 7628's error
         // JSON rather than in words.
@@ -432,11 +434,7 @@ async fn requests_made_while_a_reauthentication_waits_keep_their_order() {
 /// retriable "connection lost" instead of the fatal authentication error.
 #[tokio::test]
 async fn a_refused_oauthbearer_token_fails_with_the_brokers_status() {
-    let cluster = ScriptedCluster::builder()
-        .sasl(users())
-        .start()
-        .await
-        .unwrap();
+    let cluster = sasl_broker().await;
     let config = ConnectionConfig {
         security: Security::sasl_plaintext(SaslConfig::oauthbearer(|| async {
             Ok::<_, String>("expired.token.value".to_owned())
@@ -475,11 +473,7 @@ async fn a_refused_oauthbearer_token_fails_with_the_brokers_status() {
 /// a connect is bounded.
 #[tokio::test]
 async fn a_token_provider_that_never_answers_does_not_hang_connect() {
-    let cluster = ScriptedCluster::builder()
-        .sasl(users())
-        .start()
-        .await
-        .unwrap();
+    let cluster = sasl_broker().await;
     let config = ConnectionConfig {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(1),

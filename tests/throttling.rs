@@ -14,8 +14,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use support::recovery::{recover, write_partition, Written};
+use support::scripted::scripted_with_topic;
 use tokio::time::Instant;
-use walfetch::cluster::{Cluster, ClusterConfig, FetchParams};
+use walfetch::cluster::{Cluster, FetchParams};
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::writer::WriterConfig;
 use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
@@ -31,13 +32,7 @@ async fn setup() -> (
     Written,
     Vec<walfetch::index::WalIndex>,
 ) {
-    let scripted = ScriptedCluster::start(2).await.unwrap();
-    scripted.create_topic(TOPIC, 2).unwrap();
-    let cluster = Arc::new(
-        Cluster::connect(ClusterConfig::new([scripted.bootstrap()]))
-            .await
-            .unwrap(),
-    );
+    let (scripted, cluster) = scripted_with_topic(2, TOPIC, 2).await;
     let mut written = Written::new();
     let mut indexes = Vec::new();
     for p in 0..2 {

@@ -13,6 +13,7 @@ mod run;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -49,6 +50,15 @@ fn replay_args(addr: &str, extra: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// `walfetch index build -b ADDR -t TOPIC`, `extra` and `--out OUT`,
+/// expecting success; its stderr.
+fn index_build(addr: &str, topic: &str, extra: &[&str], out: &Path) -> String {
+    let mut args = vec!["index", "build", "-b", addr, "-t", topic];
+    args.extend_from_slice(extra);
+    args.extend(["--out", path(out)]);
+    ok(&args).1
+}
+
 fn refs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
@@ -81,16 +91,7 @@ async fn the_index_binds_to_what_it_indexed(broker: &TestBroker) {
     let dir = temp_dir(&format!("bind-{}", broker.name()));
     let addr = broker.address();
     let p0 = dir.join("p0.idx");
-    let (_, err) = ok(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--out",
-        path(&p0),
-    ]);
+    let err = index_build(&addr, &topic, &[], &p0);
     assert!(!err.contains("warning"), "{err}");
     let (shown, _) = ok(&["index", "show", path(&p0)]);
     assert!(
@@ -98,30 +99,19 @@ async fn the_index_binds_to_what_it_indexed(broker: &TestBroker) {
             && shown.contains("first offset 0, region rule key, be"),
         "{shown}"
     );
-    let run = |extra: &[&str]| replay_args(&addr, extra);
+    // `replay -t TOPIC --index INDEX --region REGION` and `extra`.
+    let replay_region = |topic: &str, index: &Path, region: &str, extra: &[&str]| {
+        let mut args = vec!["-t", topic, "--index", path(index), "--region", region];
+        args.extend_from_slice(extra);
+        replay_args(&addr, &args)
+    };
 
     // Another partition.
-    let args = run(&[
-        "-t",
-        &format!("{topic}:1"),
-        "--index",
-        path(&p0),
-        "--region",
-        "1",
-    ]);
+    let args = replay_region(&format!("{topic}:1"), &p0, "1", &[]);
     fails_with(&refs(&args), "the index is of partition 0");
 
     // Another rule: refused; forced, every entry is checked by it.
-    let args = run(&[
-        "-t",
-        &topic,
-        "--index",
-        path(&p0),
-        "--region",
-        "1",
-        "--region-format",
-        "decimal",
-    ]);
+    let args = replay_region(&topic, &p0, "1", &["--region-format", "decimal"]);
     fails_with(
         &refs(&args),
         "differs from the one the index was built with (key, be)",
@@ -133,28 +123,17 @@ async fn the_index_binds_to_what_it_indexed(broker: &TestBroker) {
         "the index does not match this partition at offset 0",
     );
     // The index's own rule, given or not, replays.
-    let args = run(&["-t", &topic, "--index", path(&p0), "--region", "1"]);
+    let args = replay_region(&topic, &p0, "1", &[]);
     let (out, _) = ok(&refs(&args));
     assert_eq!(out.lines().count(), 40, "{out}");
 
     // A region the index does not list, wholly inside the index: an error.
-    let args = run(&["-t", &topic, "--index", path(&p0), "--region", "99"]);
+    let args = replay_region(&topic, &p0, "99", &[]);
     fails_with(&refs(&args), "region 99 has no entry in the index");
     // Indexed up to 59 only, the rest may hold it: a note, and a replay.
     let half = dir.join("half.idx");
-    ok(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--to",
-        "60",
-        "--out",
-        path(&half),
-    ]);
-    let args = run(&["-t", &topic, "--index", path(&half), "--region", "99"]);
+    index_build(&addr, &topic, &["--to", "60"], &half);
+    let args = replay_region(&topic, &half, "99", &[]);
     let (out, err) = ok(&refs(&args));
     assert!(out.is_empty(), "{out}");
     assert!(
@@ -168,95 +147,34 @@ async fn the_index_binds_to_what_it_indexed(broker: &TestBroker) {
     // Tansu from the next batch): every record from there is indexed, and
     // the index starts there.
     let from = dir.join("from.idx");
-    let (_, err) = ok(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--from",
-        "5",
-        "--out",
-        path(&from),
-    ]);
+    let err = index_build(&addr, &topic, &["--from", "5"], &from);
     assert!(err.contains("indexed 115 records"), "{err}");
     let (shown, _) = ok(&["index", "show", path(&from)]);
     assert!(shown.contains("first offset 5,"), "{shown}");
-    let args = run(&[
-        "-t",
-        &topic,
-        "--index",
-        path(&from),
-        "--region",
-        "3",
-        "--from",
-        "5",
-    ]);
+    let args = replay_region(&topic, &from, "3", &["--from", "5"]);
     let (out, _) = ok(&refs(&args));
     assert_eq!(out.lines().next(), Some("entry 0005"), "{out}");
-    let args = run(&[
-        "-t",
-        &topic,
-        "--index",
-        path(&from),
-        "--region",
-        "3",
-        "--from",
-        "4",
-    ]);
+    let args = replay_region(&topic, &from, "3", &["--from", "4"]);
     fails_with(&refs(&args), "the index covers offsets from 5 only");
 
     // Warnings: decimal keys read big-endian; a rule that finds nothing.
     let p1 = dir.join("p1.idx");
-    let (_, err) = ok(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "-p",
-        "1",
-        "--out",
-        path(&p1),
-    ]);
+    let err = index_build(&addr, &topic, &["-p", "1"], &p1);
     assert!(
         err.contains("warning: every region id of the 30 records is ASCII digits"),
         "{err}"
     );
-    let (_, err) = ok(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "-p",
-        "1",
-        "--region-header",
-        "shard",
-        "--out",
-        path(&p1),
-    ]);
+    let err = index_build(&addr, &topic, &["-p", "1", "--region-header", "shard"], &p1);
     assert!(
         err.contains("warning: the region rule (header \"shard\", be) found no region in 30 of 30"),
         "{err}"
     );
-    let (_, err) = ok(&[
-        "index",
-        "build",
-        "-b",
+    let err = index_build(
         &addr,
-        "-t",
         &topic,
-        "-p",
-        "1",
-        "--region-format",
-        "decimal",
-        "--out",
-        path(&p1),
-    ]);
+        &["-p", "1", "--region-format", "decimal"],
+        &p1,
+    );
     assert!(!err.contains("warning"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,21 +8,43 @@ mod run;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use run::{path, stderr, temp_dir, walfetch};
+use run::{index_build_async, path, stderr, strings, temp_dir, walfetch, walfetch_async};
 use support::broker::TestBroker;
 use support::recovery::{expected, write_partition, Written};
+use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 
 /// The stats line: the last line on stderr, one JSON object.
 fn stats_line(out: &Output) -> serde_json::Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
+}
+
+/// `walfetch replay -b ADDR -t TOPIC --index INDEX --region REGION --format
+/// raw` and `extra`.
+fn replay_raw(addr: &str, topic: &str, index: &Path, region: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "replay",
+        "-b",
+        addr,
+        "-t",
+        topic,
+        "--index",
+        path(index),
+        "--region",
+        region,
+        "--format",
+        "raw",
+    ];
+    args.extend_from_slice(extra);
+    walfetch(&args)
 }
 
 async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
@@ -137,23 +159,13 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     assert!(link["round_trip_us"].as_u64().unwrap() > 0, "{link}");
     assert!(link["merge_gap_bytes"].as_u64().is_some(), "{link}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--round-trip-us"));
-    let out = walfetch(&[
-        "replay",
-        "-b",
+    let out = replay_raw(
         &addr,
-        "-t",
         &topic,
-        "--index",
-        path(&index),
-        "--region",
+        &index,
         "1",
-        "--format",
-        "raw",
-        "--round-trip-us",
-        "2000",
-        "--bytes-per-second",
-        "1e8",
-    ]);
+        &["--round-trip-us", "2000", "--bytes-per-second", "1e8"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -167,21 +179,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     // Region 2's first five entries: the clustered writer forms each
     // region's batches apart, so where they land depends on timing.
     let to = (region_2[4].0 + 1).to_string();
-    let out = walfetch(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--index",
-        path(&index),
-        "--region",
-        "2",
-        "--format",
-        "raw",
-        "--to",
-        &to,
-    ]);
+    let out = replay_raw(&addr, &topic, &index, "2", &["--to", &to]);
     assert!(out.status.success());
     let raw = String::from_utf8_lossy(&out.stdout);
     let want: Vec<String> = region_2[..5]
@@ -484,63 +482,22 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
 /// lists none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_leaves_out_aborted_transactions_unless_asked() {
-    use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch, NewRecord};
+    use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch};
     use walfetch_testkit::ScriptedCluster;
 
     let cluster = ScriptedCluster::builder().brokers(1).start().await.unwrap();
     cluster.create_topic("wal", 1).unwrap();
-    let key = Bytes::copy_from_slice(&5u64.to_be_bytes());
-    let entries = |tag: &str| -> Vec<NewRecord> {
-        (0..3)
-            .map(|i| NewRecord {
-                offset_delta: i,
-                key: Some(key.clone()),
-                value: Some(Bytes::from(format!("{tag} {i}"))),
-                ..NewRecord::default()
-            })
-            .collect()
-    };
+    let entries = |tag: &str| region_records(5, tag, 3);
     let append = |b: EncodedBatch| cluster.append("wal", 0, b.bytes).unwrap();
     append(BatchBuilder::new(0).encode(&entries("plain")).unwrap());
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 0)
-            .transactional(true)
-            .encode(&entries("aborted"))
-            .unwrap(),
-    );
-    append(
-        BatchBuilder::new(0)
-            .producer(2, 0, 3)
-            .encode_marker(ControlType::Abort, 0, 0)
-            .unwrap(),
-    );
+    append(transactional_batch(2, &entries("aborted")));
+    append(transaction_marker(2, 3, ControlType::Abort));
     append(BatchBuilder::new(0).encode(&entries("tail")).unwrap());
     let addr = cluster.bootstrap();
     let dir = temp_dir("aborted");
     let index = dir.join("wal.idx");
-    let run = |args: Vec<String>| {
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            walfetch(&args)
-        })
-    };
-    let strings = |args: &[&str]| -> Vec<String> { args.iter().map(|s| (*s).to_owned()).collect() };
     // The first batch indexed: the aborted transaction is past last_index.
-    let out = run(strings(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--out",
-        path(&index),
-        "--to",
-        "3",
-    ]))
-    .await
-    .unwrap();
+    let out = index_build_async(&addr, "wal", &index, &["--to", "3"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let base = [
         "replay", "-b", &addr, "-t", "wal", "--region", "5", "--format", "raw",
@@ -556,9 +513,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
             (&["--read-uncommitted"], with_aborted),
             (&["-X", "isolation.level=read_uncommitted"], with_aborted),
         ] {
-            let out = run(strings(&[&base[..], strategy, isolation].concat()))
-                .await
-                .unwrap();
+            let out = walfetch_async(strings(&[&base[..], strategy, isolation].concat())).await;
             assert!(
                 out.status.success(),
                 "{strategy:?} {isolation:?}: {}",
@@ -573,7 +528,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     }
     // The two flags contradict each other; index build never indexes
     // aborted records, whatever a shared properties file says.
-    let out = run(strings(
+    let out = walfetch_async(strings(
         &[
             &base[..],
             &[
@@ -585,23 +540,15 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
         ]
         .concat(),
     ))
-    .await
-    .unwrap();
+    .await;
     assert!(!out.status.success());
-    let out = run(strings(&[
-        "index",
-        "build",
-        "-b",
+    let out = index_build_async(
         &addr,
-        "-t",
         "wal",
-        "--out",
-        path(&index),
-        "-X",
-        "isolation.level=read_uncommitted",
-    ]))
-    .await
-    .unwrap();
+        &index,
+        &["-X", "isolation.level=read_uncommitted"],
+    )
+    .await;
     assert!(
         !out.status.success() && stderr(&out).contains("index build reads as read_committed only"),
         "{}",

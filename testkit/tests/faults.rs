@@ -10,7 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, MetadataRequest, TopicName,
+    ApiKey, ApiVersionsRequest, FetchRequest, FetchResponse, MetadataRequest, ProduceResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -40,6 +41,25 @@ async fn setup() -> Setup {
 }
 
 impl Setup {
+    /// Scripts `action` for the next `api` request.
+    fn fault(&self, api: ApiKey, action: FaultAction) {
+        self.cluster.script(Fault::on(api).then(action));
+    }
+
+    /// One record produced to `wal` partition 0 on a fresh connection to
+    /// broker 1.
+    async fn produce_one(&self) -> Result<ProduceResponse, ClientError> {
+        let mut client = self.client(1).await;
+        client
+            .call(9, &produce_request("wal", 0, batch(1, 10, 0).bytes, -1))
+            .await
+    }
+
+    /// A fetch from offset 0 on a fresh connection to broker 1.
+    async fn fetch_fresh(&self) -> Result<FetchResponse, ClientError> {
+        self.client(1).await.call(V, &self.fetch(0)).await
+    }
+
     async fn client(&self, node_id: i32) -> RawClient {
         RawClient::connect(self.cluster.addr(node_id).expect("broker")).await
     }
@@ -74,23 +94,15 @@ impl Setup {
 #[tokio::test]
 async fn drop_request_closes_without_handling() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Produce).then(FaultAction::DropRequest));
-    let mut client = s.client(1).await;
-    let result = client
-        .call(9, &produce_request("wal", 0, batch(1, 10, 0).bytes, -1))
-        .await;
+    s.fault(ApiKey::Produce, FaultAction::DropRequest);
+    let result = s.produce_one().await;
     assert!(matches!(result, Err(ClientError::Closed)), "{result:?}");
     assert_eq!(
         s.cluster.high_watermark("wal", 0).ok(),
         Some(5),
         "not appended"
     );
-    let mut client = s.client(1).await;
-    let response = client
-        .call(9, &produce_request("wal", 0, batch(1, 10, 0).bytes, -1))
-        .await
-        .expect("Produce");
+    let response = s.produce_one().await.expect("Produce");
     assert_eq!(response.responses[0].partition_responses[0].base_offset, 5);
     s.works().await;
 }
@@ -98,12 +110,8 @@ async fn drop_request_closes_without_handling() {
 #[tokio::test]
 async fn cut_before_response_handles_then_closes() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Produce).then(FaultAction::CutBeforeResponse));
-    let mut client = s.client(1).await;
-    let result = client
-        .call(9, &produce_request("wal", 0, batch(1, 10, 0).bytes, -1))
-        .await;
+    s.fault(ApiKey::Produce, FaultAction::CutBeforeResponse);
+    let result = s.produce_one().await;
     assert!(matches!(result, Err(ClientError::Closed)), "{result:?}");
     assert_eq!(
         s.cluster.high_watermark("wal", 0).ok(),
@@ -116,19 +124,21 @@ async fn cut_before_response_handles_then_closes() {
 #[tokio::test]
 async fn cut_during_response_leaves_a_truncated_frame() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CutDuringResponse { bytes: None }));
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CutDuringResponse { bytes: Some(2) }));
-    let mut client = s.client(1).await;
-    let result = client.call(V, &s.fetch(0)).await;
+    s.fault(
+        ApiKey::Fetch,
+        FaultAction::CutDuringResponse { bytes: None },
+    );
+    s.fault(
+        ApiKey::Fetch,
+        FaultAction::CutDuringResponse { bytes: Some(2) },
+    );
+    let result = s.fetch_fresh().await;
     assert!(
         matches!(result, Err(ClientError::Truncated { expected, got }) if got > 0 && got < expected),
         "{result:?}"
     );
     // Cut inside the size prefix.
-    let mut client = s.client(1).await;
-    let result = client.call(V, &s.fetch(0)).await;
+    let result = s.fetch_fresh().await;
     assert!(
         matches!(
             result,
@@ -145,8 +155,7 @@ async fn cut_during_response_leaves_a_truncated_frame() {
 #[tokio::test]
 async fn cut_after_response_delivers_then_closes() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CutAfterResponse));
+    s.fault(ApiKey::Fetch, FaultAction::CutAfterResponse);
     let mut client = s.client(1).await;
     let response = client
         .call(V, &s.fetch(0))
@@ -165,8 +174,7 @@ async fn cut_after_response_delivers_then_closes() {
 #[tokio::test]
 async fn pipelined_requests_behind_a_cut_are_lost_with_the_connection() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CutAfterResponse));
+    s.fault(ApiKey::Fetch, FaultAction::CutAfterResponse);
     let mut client = s.client(1).await;
     let first = client.send(V, &s.fetch(0)).await.expect("send");
     let second = client.send(V, &s.fetch(3)).await.expect("send");
@@ -196,10 +204,10 @@ async fn partition_errors_on_fetch_list_offsets_and_produce() {
                     ResponseError::LeaderNotAvailable.code(),
                 )),
         );
-    s.cluster
-        .script(Fault::on(ApiKey::Produce).then(FaultAction::PartitionError(
-            ResponseError::NotEnoughReplicas.code(),
-        )));
+    s.fault(
+        ApiKey::Produce,
+        FaultAction::PartitionError(ResponseError::NotEnoughReplicas.code()),
+    );
     let mut client = s.client(1).await;
     let p = client.call(V, &s.fetch(0)).await.expect("Fetch");
     let p = only_partition(&p);
@@ -245,10 +253,10 @@ async fn metadata_topic_and_partition_errors() {
         .script(Fault::on(ApiKey::Metadata).topic("wal").partition(1).then(
             FaultAction::PartitionError(ResponseError::LeaderNotAvailable.code()),
         ));
-    s.cluster
-        .script(Fault::on(ApiKey::Metadata).then(FaultAction::TopicError(
-            ResponseError::TopicAuthorizationFailed.code(),
-        )));
+    s.fault(
+        ApiKey::Metadata,
+        FaultAction::TopicError(ResponseError::TopicAuthorizationFailed.code()),
+    );
     let mut client = s.client(2).await;
     let mut request = MetadataRequest::default();
     let mut wanted = MetadataRequestTopic::default();
@@ -280,8 +288,7 @@ async fn metadata_topic_and_partition_errors() {
 async fn response_errors_at_the_top_level_where_there_is_one() {
     let s = setup().await;
     let code = ResponseError::UnknownServerError.code();
-    s.cluster
-        .script(Fault::on(ApiKey::ApiVersions).then(FaultAction::ResponseError(code)));
+    s.fault(ApiKey::ApiVersions, FaultAction::ResponseError(code));
     s.cluster.script(
         Fault::on(ApiKey::Fetch)
             .times(2)
@@ -350,8 +357,7 @@ async fn move_leader_then_old_leader_refuses() {
 async fn delay_uses_tokio_time() {
     let s = setup().await;
     let delay = Duration::from_secs(3600);
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::Delay(delay)));
+    s.fault(ApiKey::Fetch, FaultAction::Delay(delay));
     let mut client = s.client(1).await;
     let started = tokio::time::Instant::now();
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
@@ -361,8 +367,7 @@ async fn delay_uses_tokio_time() {
     );
     assert_eq!(only_partition(&response).error_code, 0);
     // A client-side timeout shorter than the delay fires first.
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::Delay(delay)));
+    s.fault(ApiKey::Fetch, FaultAction::Delay(delay));
     let timed = tokio::time::timeout(Duration::from_secs(5), client.call(V, &s.fetch(0))).await;
     assert!(timed.is_err(), "the client's deadline wins");
     s.works().await;
@@ -371,8 +376,10 @@ async fn delay_uses_tokio_time() {
 #[tokio::test]
 async fn truncated_frame_claims_more_than_it_sends() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Metadata).then(FaultAction::TruncatedFrame { missing: 100 }));
+    s.fault(
+        ApiKey::Metadata,
+        FaultAction::TruncatedFrame { missing: 100 },
+    );
     let mut client = s.client(1).await;
     let result = client.call(12, &MetadataRequest::default()).await;
     assert!(
@@ -386,10 +393,8 @@ async fn truncated_frame_claims_more_than_it_sends() {
 async fn oversized_frames_two_gib_negative_and_one_gib() {
     let s = setup().await;
     for length in [0x8000_0000u32, 0xFFFF_FFFF, 0x4000_0000] {
-        s.cluster
-            .script(Fault::on(ApiKey::Fetch).then(FaultAction::OversizedFrame { length }));
-        let mut client = s.client(1).await;
-        let result = client.call(V, &s.fetch(0)).await;
+        s.fault(ApiKey::Fetch, FaultAction::OversizedFrame { length });
+        let result = s.fetch_fresh().await;
         assert!(
             matches!(result, Err(ClientError::BadSize(l)) if l == length),
             "{result:?}"
@@ -422,8 +427,7 @@ async fn faults_fire_n_times_on_the_matching_broker_only() {
     let mut two = s.client(2).await;
     assert!(two.call(12, &MetadataRequest::default()).await.is_ok());
     assert_eq!(s.cluster.stats(2).map(|st| st.connections), Some(3));
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::DropRequest));
+    s.fault(ApiKey::Fetch, FaultAction::DropRequest);
     assert_eq!(s.cluster.pending_faults().len(), 1);
     s.cluster.clear_faults();
     s.works().await;
@@ -469,8 +473,7 @@ async fn malformed_requests_close_the_connection_only() {
 async fn throttle_delays_and_sets_throttle_time() {
     let s = setup().await;
     let delay = Duration::from_millis(250);
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::Throttle(delay)));
+    s.fault(ApiKey::Fetch, FaultAction::Throttle(delay));
     let mut client = s.client(1).await;
     let started = tokio::time::Instant::now();
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
@@ -512,8 +515,7 @@ async fn throttle_time_answers_at_once_with_the_throttle_time_set() {
 #[tokio::test]
 async fn corrupt_records_fail_their_crc_and_truncated_records_end_early() {
     let s = setup().await;
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::CorruptRecords));
+    s.fault(ApiKey::Fetch, FaultAction::CorruptRecords);
     let mut client = s.client(1).await;
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     let records = only_partition(&response).records.clone().unwrap();
@@ -522,8 +524,7 @@ async fn corrupt_records_fail_their_crc_and_truncated_records_end_early() {
         .expect("a batch");
     assert!(first.is_err(), "the CRC no longer matches");
 
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::TruncateRecords { keep: 70 }));
+    s.fault(ApiKey::Fetch, FaultAction::TruncateRecords { keep: 70 });
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     let fetched = decode_records(&only_partition(&response).records.clone().unwrap());
     assert_eq!((fetched.len, fetched.batches.len()), (70, 0));
@@ -536,20 +537,24 @@ async fn patch_frame_overwrites_the_response_where_told() {
     let s = setup().await;
     // Fetch v12 is flexible: length, correlation id, tagged fields, then
     // throttle_time_ms at byte 9.
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::PatchFrame {
+    s.fault(
+        ApiKey::Fetch,
+        FaultAction::PatchFrame {
             at: 9,
             bytes: 77i32.to_be_bytes().to_vec(),
-        }));
+        },
+    );
     let mut client = s.client(1).await;
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     assert_eq!(response.throttle_time_ms, 77);
     // Past the frame's end: nothing happens.
-    s.cluster
-        .script(Fault::on(ApiKey::Fetch).then(FaultAction::PatchFrame {
+    s.fault(
+        ApiKey::Fetch,
+        FaultAction::PatchFrame {
             at: usize::MAX - 1,
             bytes: vec![1, 2, 3],
-        }));
+        },
+    );
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     assert_eq!(response.throttle_time_ms, 0);
     s.works().await;

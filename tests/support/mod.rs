@@ -6,9 +6,11 @@ pub(crate) mod failover;
 pub(crate) mod greptime;
 pub(crate) mod kafka;
 pub(crate) mod recovery;
+pub(crate) mod scripted;
 pub(crate) mod sim;
 pub(crate) mod stunnel;
 pub(crate) mod tansu;
+pub(crate) mod transactions;
 pub(crate) mod wal_log;
 
 use bytes::Bytes;

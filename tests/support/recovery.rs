@@ -89,6 +89,23 @@ pub(crate) async fn start_recovery(
 /// Runs a recovery of every region in `checkpoints` of `topic`; what each
 /// region got. Every entry must belong to the region it is tagged with, by
 /// the options' region rule.
+/// [`recover`] with the default replay options.
+pub(crate) async fn recover_with_defaults(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    indexes: &[WalIndex],
+    checkpoints: &BTreeMap<(i32, RegionId), i64>,
+) -> Result<(Written, ReplayStats), Error> {
+    recover(
+        cluster,
+        topic,
+        indexes,
+        checkpoints,
+        ReplayOptions::default(),
+    )
+    .await
+}
+
 pub(crate) async fn recover(
     cluster: &Arc<Cluster>,
     topic: &str,
@@ -129,6 +146,31 @@ pub(crate) async fn recover(
 /// Writes `entries` (region, value) with one WAL writer configured by
 /// `config` (its topic and partition), and records them in `written`; the
 /// writer's index.
+/// Writes partitions `0..partitions` of `topic`, each with an interleaved
+/// writer of batches of at most `max_batch_bytes`, `entries(p)` the
+/// entries of partition `p`; what was written, and each partition's index
+/// in partition order.
+pub(crate) async fn write_interleaved_partitions<I>(
+    cluster: &Arc<Cluster>,
+    topic: &str,
+    partitions: i32,
+    max_batch_bytes: usize,
+    entries: impl Fn(i32) -> I,
+) -> (Written, Vec<WalIndex>)
+where
+    I: IntoIterator<Item = (RegionId, Bytes)>,
+{
+    let mut written = Written::new();
+    let mut indexes = Vec::new();
+    for p in 0..partitions {
+        let config = WriterConfig::new(topic, p)
+            .with_mode(walfetch::writer::WriterMode::Interleaved)
+            .with_max_batch_bytes(max_batch_bytes);
+        indexes.push(write_partition(cluster, config, entries(p), &mut written).await);
+    }
+    (written, indexes)
+}
+
 pub(crate) async fn write_partition(
     cluster: &Arc<Cluster>,
     config: WriterConfig,
