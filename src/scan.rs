@@ -494,13 +494,7 @@ mod tests {
             .unwrap()
             .next;
             assert_eq!(next, 5);
-            let offsets: Vec<i64> = index
-                .region(5)
-                .unwrap()
-                .entries()
-                .iter()
-                .map(|e| e.offset)
-                .collect();
+            let offsets: Vec<i64> = index.region(5).unwrap().offsets().collect();
             (offsets, report)
         };
         let (offsets, report) = index_with(&aborted);

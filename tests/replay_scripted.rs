@@ -390,7 +390,7 @@ async fn read_committed_drops_aborted_transactions_and_control_batches() {
     let mut with_aborted = index.clone();
     let mut entries_of_region = Vec::new();
     for (_, r) in index.regions() {
-        entries_of_region.extend(r.entries().iter().map(|e| e.offset));
+        entries_of_region.extend(r.offsets());
     }
     entries_of_region.push(aborted + 1);
     entries_of_region.sort_unstable();

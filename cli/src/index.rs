@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use walfetch::cluster::{IsolationLevel, OffsetSpec};
+use walfetch::cluster::IsolationLevel;
 use walfetch::index::{
     import_greptime, write_index_file, IdFormat, IndexSource, RegionRule, WalIndex,
 };
@@ -155,16 +155,7 @@ async fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let (topic, partition) = (&args.target.topic, args.target.partition);
     let from = match args.from {
         Some(from) => from,
-        None => cluster
-            .list_offsets(
-                topic,
-                partition,
-                OffsetSpec::Earliest,
-                IsolationLevel::ReadUncommitted,
-            )
-            .await?
-            .offset
-            .unwrap_or(0),
+        None => cluster.log_start(topic, partition).await?.unwrap_or(0),
     };
     if let Some(to) = args.to {
         anyhow::ensure!(

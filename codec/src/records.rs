@@ -616,17 +616,22 @@ impl Records {
         if self.done {
             return None;
         }
-        match self.next_found() {
-            Ok(Some(found)) => Some(Ok(self.lend(found))),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(err) => {
-                self.done = true;
-                Some(Err(err))
-            }
+        let step = self.next_found();
+        match self.fuse(step)? {
+            Ok(found) => Some(Ok(self.lend(found))),
+            Err(err) => Some(Err(err)),
         }
+    }
+
+    /// One step's outcome as the iterator yields it: the iterator ends for
+    /// good after its last record or its first error.
+    #[inline]
+    fn fuse<T>(&mut self, step: Result<Option<T>, Error>) -> Option<Result<T, Error>> {
+        let item = step.transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
     }
 
     /// Lends the record `found` at the source's front: a whole source moves
@@ -660,16 +665,7 @@ impl Iterator for Records {
         if self.done {
             return None;
         }
-        match self.next_record() {
-            Ok(Some(record)) => Some(Ok(record)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(err) => {
-                self.done = true;
-                Some(Err(err))
-            }
-        }
+        let step = self.next_record();
+        self.fuse(step)
     }
 }

@@ -123,6 +123,20 @@ impl Cluster {
         .await
     }
 
+    /// The partition's log start offset (its earliest offset, whatever
+    /// the isolation level); `None` when the broker names none.
+    pub async fn log_start(&self, topic: &str, partition: i32) -> Result<Option<i64>, ClientError> {
+        let listed = self
+            .list_offsets(
+                topic,
+                partition,
+                OffsetSpec::Earliest,
+                IsolationLevel::ReadUncommitted,
+            )
+            .await?;
+        Ok(listed.offset)
+    }
+
     async fn list_offsets_once(
         &self,
         topic: &str,

@@ -42,37 +42,55 @@ fn kafka(code: ErrorCode) -> ClientError {
     }
 }
 
+/// Runs `attempt` (given its number, from 1) under the retry driver as the
+/// operation "op" on `topic`; returns the outcome and the attempts made.
+async fn retry<T, A>(
+    cluster: &Cluster,
+    idempotent: bool,
+    topic: Option<&str>,
+    mut attempt: impl FnMut(u32) -> A,
+) -> (Result<T, ClientError>, u32)
+where
+    A: Future<Output = Result<T, ClientError>>,
+{
+    let mut calls = 0;
+    let outcome = cluster
+        .retrying(
+            || "op".into(),
+            idempotent,
+            topic,
+            || {
+                calls += 1;
+                attempt(calls)
+            },
+        )
+        .await;
+    (outcome, calls)
+}
+
+/// A policy with no jitter that gives up after `deadline`.
+fn exact_policy(deadline: Duration) -> RetryPolicy {
+    RetryPolicy {
+        jitter: 0.0,
+        deadline,
+        ..RetryPolicy::default()
+    }
+}
+
 /// An attempt cut at the deadline after others failed reports the last
 /// failure, not "no cause": the bootstrap under `with_timeout` failed
 /// its first handshake, started a second and was cut in it.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_cut_at_the_deadline_reports_the_previous_attempts_error() {
-    let policy = RetryPolicy {
-        jitter: 0.0,
-        deadline: Duration::from_secs(1),
-        ..RetryPolicy::default()
-    };
-    let cluster = offline_cluster(policy);
-    let mut calls = 0;
-    let err = cluster
-        .retrying(
-            || "op".into(),
-            true,
-            None,
-            || {
-                calls += 1;
-                let first = calls == 1;
-                async move {
-                    if !first {
-                        std::future::pending::<()>().await;
-                    }
-                    Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower))
-                }
-            },
-        )
-        .await
-        .expect_err("cut");
-    match &err {
+    let cluster = offline_cluster(exact_policy(Duration::from_secs(1)));
+    let (outcome, _) = retry(&cluster, true, None, |n| async move {
+        if n > 1 {
+            std::future::pending::<()>().await;
+        }
+        Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower))
+    })
+    .await;
+    match &outcome.expect_err("cut") {
         ClientError::RetriesExhausted {
             attempts: 2,
             last: Some(last),
@@ -84,26 +102,13 @@ async fn an_attempt_cut_at_the_deadline_reports_the_previous_attempts_error() {
 
 #[tokio::test(start_paused = true)]
 async fn retriable_errors_are_retried_with_backoff_until_the_deadline() {
-    let policy = RetryPolicy {
-        jitter: 0.0,
-        deadline: Duration::from_secs(1),
-        ..RetryPolicy::default()
-    };
-    let cluster = offline_cluster(policy);
+    let cluster = offline_cluster(exact_policy(Duration::from_secs(1)));
     let started = Instant::now();
-    let mut calls = 0;
-    let err = cluster
-        .retrying(
-            || "op".into(),
-            true,
-            Some("t"),
-            || {
-                calls += 1;
-                async { Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower)) }
-            },
-        )
-        .await
-        .expect_err("gives up");
+    let (outcome, calls) = retry(&cluster, true, Some("t"), |_| async {
+        Err::<(), _>(kafka(ErrorCode::NotLeaderOrFollower))
+    })
+    .await;
+    let err = outcome.expect_err("gives up");
     // Delays 50, 100, 200, 400 ms (750 ms); the next (800 ms) would pass the deadline.
     assert_eq!(calls, 5);
     assert_eq!(started.elapsed(), Duration::from_millis(750));
@@ -127,42 +132,22 @@ async fn retriable_errors_are_retried_with_backoff_until_the_deadline() {
 #[tokio::test(start_paused = true)]
 async fn non_retriable_errors_surface_at_once_and_success_ends_retries() {
     let cluster = offline_cluster(RetryPolicy::default());
-    let mut calls = 0;
-    let err = cluster
-        .retrying(
-            || "op".into(),
-            true,
-            None,
-            || {
-                calls += 1;
-                async { Err::<(), _>(kafka(ErrorCode::OffsetOutOfRange)) }
-            },
-        )
-        .await
-        .expect_err("fatal");
+    let (outcome, calls) = retry(&cluster, true, None, |_| async {
+        Err::<(), _>(kafka(ErrorCode::OffsetOutOfRange))
+    })
+    .await;
+    let err = outcome.expect_err("fatal");
     assert_eq!((calls, err.code()), (1, Some(ErrorCode::OffsetOutOfRange)));
 
-    let mut calls = 0;
-    let value = cluster
-        .retrying(
-            || "op".into(),
-            true,
-            None,
-            || {
-                calls += 1;
-                let n = calls;
-                async move {
-                    if n < 3 {
-                        Err(kafka(ErrorCode::LeaderNotAvailable))
-                    } else {
-                        Ok(n)
-                    }
-                }
-            },
-        )
-        .await
-        .expect("third attempt succeeds");
-    assert_eq!(value, 3);
+    let (outcome, _) = retry(&cluster, true, None, |n| async move {
+        if n < 3 {
+            Err(kafka(ErrorCode::LeaderNotAvailable))
+        } else {
+            Ok(n)
+        }
+    })
+    .await;
+    assert_eq!(outcome.expect("third attempt succeeds"), 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -171,15 +156,11 @@ async fn a_hung_attempt_is_cut_at_the_deadline() {
         deadline: Duration::from_millis(300),
         ..RetryPolicy::default()
     });
-    let err = cluster
-        .retrying(
-            || "op".into(),
-            true,
-            None,
-            std::future::pending::<Result<(), ClientError>>,
-        )
-        .await
-        .expect_err("deadline");
+    let (outcome, _) = retry(&cluster, true, None, |_| {
+        std::future::pending::<Result<(), ClientError>>()
+    })
+    .await;
+    let err = outcome.expect_err("deadline");
     assert!(
         matches!(
             err,
@@ -201,19 +182,8 @@ async fn produce_is_not_resent_after_a_connection_lost_mid_request() {
             broker: "127.0.0.1:1".into(),
         })
     };
-    let mut calls = 0;
-    let err = cluster
-        .retrying(
-            || "produce".into(),
-            false,
-            None,
-            || {
-                calls += 1;
-                async { Err::<(), _>(lost()) }
-            },
-        )
-        .await
-        .expect_err("not retried");
+    let (outcome, calls) = retry(&cluster, false, None, |_| async { Err::<(), _>(lost()) }).await;
+    let err = outcome.expect_err("not retried");
     assert_eq!(calls, 1);
     assert!(matches!(err, ClientError::Connection(_)), "{err:?}");
     // The same failure is retried for an idempotent operation.

@@ -292,11 +292,13 @@ mod tests {
 
     #[tokio::test]
     async fn reader_reports_truncation_and_bad_lengths() {
-        let wire = frame_bytes(10, b"abc");
-        let err = FrameReader::new(&wire[..], "p", 100)
-            .read_frame()
-            .await
-            .expect_err("truncated");
+        async fn error_of(wire: &[u8], max: usize) -> ConnectionError {
+            FrameReader::new(wire, "p", max)
+                .read_frame()
+                .await
+                .expect_err("a bad frame")
+        }
+        let err = error_of(&frame_bytes(10, b"abc"), 100).await;
         assert!(
             matches!(
                 err,
@@ -308,11 +310,7 @@ mod tests {
             ),
             "{err}"
         );
-        let wire = [0u8, 0];
-        let err = FrameReader::new(&wire[..], "p", 100)
-            .read_frame()
-            .await
-            .expect_err("truncated");
+        let err = error_of(&[0u8, 0], 100).await;
         assert!(
             matches!(
                 err,
@@ -325,11 +323,7 @@ mod tests {
             "{err}"
         );
         // A huge declared length is refused before any allocation for it.
-        let wire = frame_bytes(i32::MAX, b"");
-        let err = FrameReader::new(&wire[..], "p", 1 << 20)
-            .read_frame()
-            .await
-            .expect_err("too large");
+        let err = error_of(&frame_bytes(i32::MAX, b""), 1 << 20).await;
         assert!(
             matches!(err, ConnectionError::FrameTooLarge { .. }),
             "{err}"

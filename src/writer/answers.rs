@@ -9,9 +9,7 @@ use walfetch_codec::{Batches, DecodeOptions};
 
 use super::fate::Fate;
 use super::{lock, Batch, Error, InFlight, Task};
-use crate::cluster::{
-    ClientError, Cluster, FetchParams, IsolationLevel, LeaderLookup, OffsetSpec, ProducerIdentity,
-};
+use crate::cluster::{ClientError, Cluster, FetchParams, LeaderLookup, ProducerIdentity};
 use crate::error_code::ErrorCode;
 use crate::index::{Hint, IndexEntry};
 
@@ -345,16 +343,7 @@ async fn locate(
             // The log starts past `offset` now (retention): on from its
             // start.
             Err(e) if e.code() == Some(ErrorCode::OffsetOutOfRange) => {
-                let start = cluster
-                    .list_offsets(
-                        topic,
-                        partition,
-                        OffsetSpec::Earliest,
-                        IsolationLevel::ReadUncommitted,
-                    )
-                    .await?
-                    .offset
-                    .unwrap_or(offset);
+                let start = cluster.log_start(topic, partition).await?.unwrap_or(offset);
                 if start <= offset {
                     return Err(e);
                 }

@@ -52,10 +52,7 @@ async fn build_from_inside_a_batch_indexes_every_record_from_there() {
         .await
         .unwrap();
     let all: Vec<i64> = {
-        let mut v: Vec<i64> = index
-            .regions()
-            .flat_map(|(_, r)| r.entries().iter().map(|e| e.offset))
-            .collect();
+        let mut v: Vec<i64> = index.regions().flat_map(|(_, r)| r.offsets()).collect();
         v.sort_unstable();
         v
     };
@@ -114,10 +111,7 @@ async fn build_on_a_broker_that_answers_hurried_fetches_with_no_records_indexes_
         let (index, report) = build_index(&cluster, "wal", 0, &rule, from, None, 1 << 20)
             .await
             .unwrap();
-        let mut all: Vec<i64> = index
-            .regions()
-            .flat_map(|(_, r)| r.entries().iter().map(|e| e.offset))
-            .collect();
+        let mut all: Vec<i64> = index.regions().flat_map(|(_, r)| r.offsets()).collect();
         all.sort_unstable();
         assert_eq!(all, (from..100).collect::<Vec<_>>(), "{report:?}");
         assert_eq!(index.last_index(), Some(99), "{report:?}");

@@ -297,13 +297,7 @@ async fn greptimedb_noop_records_are_not_entries_nor_a_sign_of_a_wrong_rule() {
     .await
     .unwrap();
     assert_eq!((report.indexed, report.unassigned), (4, 0), "{report:?}");
-    let indexed: Vec<i64> = index
-        .region(7)
-        .unwrap()
-        .entries()
-        .iter()
-        .map(|e| e.offset)
-        .collect();
+    let indexed: Vec<i64> = index.region(7).unwrap().offsets().collect();
     assert_eq!(indexed, [1, 3, 5]);
     assert!(report.warnings(&RegionRule::GREPTIMEDB).is_empty());
     let be = RegionRule::Key(IdFormat::BigEndian);

@@ -26,13 +26,7 @@ async fn build_index_skips_aborted_transactions() {
     let (index, report) = build_index(&cluster, "wal", 0, &rule, 0, None, 1 << 20)
         .await
         .unwrap();
-    let indexed: Vec<i64> = index
-        .region(5)
-        .unwrap()
-        .entries()
-        .iter()
-        .map(|e| e.offset)
-        .collect();
+    let indexed: Vec<i64> = index.region(5).unwrap().offsets().collect();
     assert_eq!(
         indexed,
         [plain, plain + 1],

@@ -679,13 +679,7 @@ mod tests {
     fn version_1_files_still_load_knowing_nothing_of_their_source() {
         let index = decode_index(&version_1_file(), "old.idx").unwrap();
         assert_eq!(index.last_index(), Some(41));
-        let offsets: Vec<i64> = index
-            .region(7)
-            .unwrap()
-            .entries()
-            .iter()
-            .map(|e| e.offset)
-            .collect();
+        let offsets: Vec<i64> = index.region(7).unwrap().offsets().collect();
         assert_eq!(offsets, [3, 5]);
         assert!(index.source().is_unknown());
         // Written again, it is a version 2 file saying the same.

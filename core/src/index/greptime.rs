@@ -193,13 +193,7 @@ mod tests {
         assert_eq!(t0.source().topic.as_deref(), Some("wal_topic_0"));
         assert_eq!(t0.source().partition, Some(GREPTIMEDB_PARTITION));
         assert_eq!(t0.source().rule, Some(RegionRule::GREPTIMEDB));
-        let offsets: Vec<i64> = t0
-            .region(4398046511104)
-            .unwrap()
-            .entries()
-            .iter()
-            .map(|e| e.offset)
-            .collect();
+        let offsets: Vec<i64> = t0.region(4398046511104).unwrap().offsets().collect();
         assert_eq!(offsets, [3, 5, 15]);
         assert!(t0
             .region(4398046511104)

@@ -220,6 +220,11 @@ impl RegionIndex {
         &self.entries
     }
 
+    /// The entries' offsets, in order.
+    pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
+        self.entries.iter().map(|e| e.offset)
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -546,13 +551,7 @@ mod tests {
         a.set_last_index(9);
         b.set_last_index(7);
         a.merge(&b).unwrap();
-        let offsets: Vec<i64> = a
-            .region(1)
-            .unwrap()
-            .entries()
-            .iter()
-            .map(|e| e.offset)
-            .collect();
+        let offsets: Vec<i64> = a.region(1).unwrap().offsets().collect();
         assert_eq!(offsets, [1, 2, 5, 6, 9]);
         assert_eq!(a.region(2).unwrap().len(), 2);
         assert_eq!(a.last_index(), Some(7));
