@@ -48,24 +48,12 @@ fn replay(log: &SimLog, index: &WalIndex, habits: Habits) -> Outcome {
 
 const NEVER_CUT: Habits = Habits {
     never_cut: true,
-    overshoot: false,
-    skip_containing_batch: false,
-    repeat_last_batch: false,
-    omit_below_wait_ms: 0,
-    empty_below_wait_ms: 0,
-    segment_bytes: 0,
-    spend_request_bytes: false,
+    ..Habits::KAFKA
 };
 
 const SKIP_CONTAINING: Habits = Habits {
-    never_cut: false,
-    overshoot: false,
     skip_containing_batch: true,
-    repeat_last_batch: false,
-    omit_below_wait_ms: 0,
-    empty_below_wait_ms: 0,
-    segment_bytes: 0,
-    spend_request_bytes: false,
+    ..Habits::KAFKA
 };
 
 /// The fewest bytes Kafka sends to deliver `wanted` in one fetch per run

@@ -366,17 +366,10 @@ impl ScriptedCluster {
     /// current leader epoch. Returns the base offset assigned. Control
     /// batches (transaction markers) are accepted here, unlike in Produce.
     pub fn append(&self, topic: &str, partition: i32, batch: Bytes) -> Result<i64, TestkitError> {
-        let result = self.with_partition(topic, partition, |p| {
+        self.append_with(topic, partition, |p| {
             let epoch = p.leader_epoch;
             p.log.append(batch, epoch)
-        })?;
-        let base = result.map_err(|source| TestkitError::Append {
-            topic: topic.to_owned(),
-            partition,
-            source,
-        })?;
-        self.shared.notify_append();
-        Ok(base)
+        })
     }
 
     /// Appends one encoded batch as it is, keeping its `baseOffset` (at or
@@ -388,7 +381,18 @@ impl ScriptedCluster {
         partition: i32,
         batch: Bytes,
     ) -> Result<i64, TestkitError> {
-        let result = self.with_partition(topic, partition, |p| p.log.append_at(batch))?;
+        self.append_with(topic, partition, |p| p.log.append_at(batch))
+    }
+
+    /// Runs an append on the partition's state, names its failure, and
+    /// wakes the fetches waiting for data.
+    fn append_with(
+        &self,
+        topic: &str,
+        partition: i32,
+        append: impl FnOnce(&mut state::PartitionState) -> Result<i64, log::AppendError>,
+    ) -> Result<i64, TestkitError> {
+        let result = self.with_partition(topic, partition, append)?;
         let base = result.map_err(|source| TestkitError::Append {
             topic: topic.to_owned(),
             partition,

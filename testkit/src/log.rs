@@ -82,6 +82,21 @@ pub struct StoredBatch {
     pub bytes: Bytes,
 }
 
+impl StoredBatch {
+    /// Its records, `(offset, timestamp)` in order; `None` if they do not
+    /// decode (a batch is checked when appended, so only a bug would do).
+    fn records(&self) -> Option<Vec<(i64, i64)>> {
+        let decoded = Batches::new(self.bytes.clone(), DecodeOptions::default())
+            .next()?
+            .ok()?;
+        decoded
+            .records()
+            .ok()?
+            .map(|r| r.ok().map(|r| (r.offset(), r.timestamp())))
+            .collect()
+    }
+}
+
 /// One partition's log.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionLog {
@@ -400,20 +415,12 @@ impl PartitionLog {
             if batch.header.max_timestamp < timestamp {
                 continue;
             }
-            let decoded = Batches::new(batch.bytes.clone(), DecodeOptions::default())
-                .next()?
-                .ok()?;
-            for record in decoded.records().ok()? {
-                let record = record.ok()?;
-                if record.offset() >= upper_bound {
+            for (offset, ts) in batch.records()? {
+                if offset >= upper_bound {
                     return None;
                 }
-                if record.timestamp() >= timestamp && record.offset() >= self.log_start_offset {
-                    return Some((
-                        record.offset(),
-                        record.timestamp(),
-                        batch.header.partition_leader_epoch,
-                    ));
+                if ts >= timestamp && offset >= self.log_start_offset {
+                    return Some((offset, ts, batch.header.partition_leader_epoch));
                 }
             }
         }
@@ -431,20 +438,12 @@ impl PartitionLog {
             if best.is_some_and(|(_, ts, _)| batch.header.max_timestamp <= ts) {
                 continue;
             }
-            let decoded = Batches::new(batch.bytes.clone(), DecodeOptions::default())
-                .next()?
-                .ok()?;
-            for record in decoded.records().ok()? {
-                let record = record.ok()?;
-                if record.offset() < self.log_start_offset || record.offset() >= upper_bound {
+            for (offset, ts) in batch.records()? {
+                if offset < self.log_start_offset || offset >= upper_bound {
                     continue;
                 }
-                if best.is_none_or(|(_, ts, _)| record.timestamp() > ts) {
-                    best = Some((
-                        record.offset(),
-                        record.timestamp(),
-                        batch.header.partition_leader_epoch,
-                    ));
+                if best.is_none_or(|(_, best_ts, _)| ts > best_ts) {
+                    best = Some((offset, ts, batch.header.partition_leader_epoch));
                 }
             }
         }
