@@ -184,12 +184,8 @@ impl Args {
         self.only.as_deref().is_none_or(|only| only == name)
     }
 
-    /// Parses the bench's command line, the program's name first (see
-    /// [`harness::parse_flags`]); `None` when it asked for the help.
-    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
-        let Some(flags) = harness::parse_flags::<Flags>(&DEFAULTS, args)? else {
-            return Ok(None);
-        };
+    /// The arguments `flags` give, with the bench's defaults.
+    fn new(flags: Flags) -> Result<Self, String> {
         let common = flags.common.resolve(&DEFAULTS)?;
         let mut partitions = flags.partitions.unwrap_or(restart::LAYOUTS.to_vec());
         partitions.sort_unstable();
@@ -203,7 +199,7 @@ impl Args {
                 common.regions
             )));
         }
-        Ok(Some(Self {
+        Ok(Self {
             common,
             workloads: flags.workloads,
             zipf: flags.zipf,
@@ -212,7 +208,7 @@ impl Args {
             restart_offsets_only: flags.restart_index == "offsets",
             only: flags.only,
             partitions,
-        }))
+        })
     }
 
     fn specs(&self) -> Vec<WorkloadSpec> {
@@ -227,13 +223,10 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    harness::bench_main("replay", run)
+    harness::bench_main("replay", &DEFAULTS, Args::new, run)
 }
 
-fn run() -> Result<ExitCode, String> {
-    let Some(args) = Args::parse(std::env::args())? else {
-        return Ok(ExitCode::SUCCESS);
-    };
+fn run(args: Args) -> Result<(), String> {
     let common = &args.common;
     let started = Instant::now();
     eprintln!(
@@ -311,8 +304,7 @@ fn run() -> Result<ExitCode, String> {
         &json,
         svg.into_iter().collect(),
         started,
-    )?;
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 /// Writes every workload to `broker`, reached through `running`'s proxy

@@ -119,16 +119,12 @@ struct Args {
 }
 
 impl Args {
-    /// Parses the bench's command line, the program's name first (see
-    /// [`harness::parse_flags`]); `None` when it asked for the help.
-    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
-        let Some(flags) = harness::parse_flags::<Flags>(&DEFAULTS, args)? else {
-            return Ok(None);
-        };
-        Ok(Some(Self {
+    /// The arguments `flags` give, with the bench's defaults.
+    fn new(flags: Flags) -> Result<Self, String> {
+        Ok(Self {
             common: flags.common.resolve(&DEFAULTS)?,
             compression: flags.compression,
-        }))
+        })
     }
 
     /// The replay bench's workload with these settings; `region_pure` as
@@ -139,13 +135,10 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    harness::bench_main("writer", run)
+    harness::bench_main("writer", &DEFAULTS, Args::new, run)
 }
 
-fn run() -> Result<ExitCode, String> {
-    let Some(args) = Args::parse(std::env::args())? else {
-        return Ok(ExitCode::SUCCESS);
-    };
+fn run(args: Args) -> Result<(), String> {
     let common = &args.common;
     let started = Instant::now();
     eprintln!(
@@ -181,8 +174,7 @@ fn run() -> Result<ExitCode, String> {
         "round_trip_us": round_trips.iter().map(|(b, rt)| (b.clone(), rt.as_micros() as u64)).collect::<BTreeMap<_, _>>(),
         "seconds": started.elapsed().as_secs_f64(),
     });
-    harness::write_report("writer-bench", &md, &json, Vec::new(), started)?;
-    Ok(ExitCode::SUCCESS)
+    harness::write_report("writer-bench", &md, &json, Vec::new(), started)
 }
 
 async fn create(cluster: &Cluster, topic: &str) -> Result<(), String> {

@@ -198,7 +198,7 @@ impl Common {
 /// into `F`, its flags: `None` after printing the help that `--help` asked
 /// for. `defaults` words the help of the common flags for the bench. A
 /// flag may be given again: the last one counts.
-pub(crate) fn parse_flags<F: clap::Parser>(
+fn parse_flags<F: clap::Parser>(
     defaults: &Defaults,
     args: impl IntoIterator<Item = String>,
 ) -> Result<Option<F>, String> {
@@ -536,11 +536,22 @@ fn start(
     })
 }
 
-/// A bench's `main`: runs `run` and turns its error into a failure that
-/// says which bench failed and why.
-pub(crate) fn bench_main(bench: &str, run: impl FnOnce() -> Result<ExitCode, String>) -> ExitCode {
-    match run() {
-        Ok(code) => code,
+/// A bench's `main`: reads its command line into its flags `F` (see
+/// [`parse_flags`]; `--help` prints the help and ends there), `build`s its
+/// arguments from them and `run`s it. An error, of the command line or of
+/// the run, is a failure that says which bench failed and why.
+pub(crate) fn bench_main<F: clap::Parser, A>(
+    bench: &str,
+    defaults: &Defaults,
+    build: impl FnOnce(F) -> Result<A, String>,
+    run: impl FnOnce(A) -> Result<(), String>,
+) -> ExitCode {
+    let outcome = parse_flags::<F>(defaults, std::env::args()).and_then(|flags| match flags {
+        Some(flags) => run(build(flags)?),
+        None => Ok(()),
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("\n{bench} bench FAILED: {why}");
             ExitCode::FAILURE

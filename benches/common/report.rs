@@ -113,31 +113,24 @@ impl Spread<f64> {
     }
 }
 
-/// How a column of a [`Table`] is aligned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Align {
-    Left,
-    Right,
-}
-
-/// A markdown table: its head (the columns' names and alignments), then a
-/// line a row.
+/// A markdown table: its head, then a line a row.
 #[derive(Debug, Clone)]
 pub(crate) struct Table {
     text: String,
 }
 
 impl Table {
-    /// A table of `columns`, no rows yet.
-    pub(crate) fn new(columns: &[(&str, Align)]) -> Self {
-        let names: Vec<&str> = columns.iter().map(|c| c.0).collect();
-        let rules: Vec<&str> = columns
-            .iter()
-            .map(|c| match c.1 {
-                Align::Left => "---",
-                Align::Right => "---:",
+    /// A table of `columns`, no rows yet: their names between ` | `, a
+    /// right-aligned column's followed by `:` (as markdown marks it,
+    /// `---:`): `"broker | entries: | wire:"`.
+    pub(crate) fn new(columns: &str) -> Self {
+        let (names, rules): (Vec<&str>, Vec<&str>) = columns
+            .split(" | ")
+            .map(|c| match c.strip_suffix(':') {
+                Some(name) => (name, "---:"),
+                None => (c, "---"),
             })
-            .collect();
+            .unzip();
         let mut text = String::new();
         let _ = writeln!(text, "| {} |\n|{}|", names.join(" | "), rules.join("|"));
         Table { text }
@@ -365,7 +358,7 @@ pub(crate) fn broker_tables<R>(
     s: &mut String,
     rows: &[R],
     broker: impl Fn(&R) -> &str,
-    columns: &[(&str, Align)],
+    columns: &str,
     cells: impl Fn(&R) -> Vec<String>,
 ) {
     let mut brokers: Vec<&str> = rows.iter().map(&broker).collect();
@@ -394,27 +387,11 @@ pub(crate) fn markdown(
     if rows.is_empty() {
         return s;
     }
-    use Align::{Left, Right};
     broker_tables(
         &mut s,
         rows,
         |r| &r.broker,
-        &[
-            ("workload", Left),
-            ("scenario", Left),
-            ("contender", Left),
-            ("entries", Right),
-            ("wire", Right),
-            ("floor", Right),
-            ("×floor", Right),
-            ("×own", Right),
-            ("fetches", Right),
-            ("round trips", Right),
-            ("runs / floor fetches", Right),
-            ("wall ms median (min–max)", Right),
-            ("first entry ms", Right),
-            ("peak buffered", Right),
-        ],
+        "workload | scenario | contender | entries: | wire: | floor: | ×floor: | ×own: | fetches: | round trips: | runs / floor fetches: | wall ms median (min–max): | first entry ms: | peak buffered:",
         |r| {
             let wall = Spread {
                 median: r.wall_ms,
@@ -445,13 +422,7 @@ pub(crate) fn markdown(
         "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries. The floor counts record bytes only; a miss of a target on wire bytes over the floor says when the floor with each fetch's response framing (the fewest bytes a Fetch response for the partition takes at any version the broker serves, `floor.rs`) is already over the limit: no client can meet it there.\n"
     );
     let _ = writeln!(s, "### Targets\n");
-    let mut table = Table::new(&[
-        ("target", Left),
-        ("met", Right),
-        ("worst case", Left),
-        ("worst value", Right),
-        ("limit", Right),
-    ]);
+    let mut table = Table::new("target | met: | worst case | worst value: | limit:");
     for target in TARGETS {
         let all: Vec<&TargetCheck> = targets.iter().filter(|t| t.target == target).collect();
         if all.is_empty() {

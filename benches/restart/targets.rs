@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::report::{broker_tables, bytes, Align, Table, TargetCheck};
+use crate::report::{broker_tables, bytes, Table, TargetCheck};
 
 use super::*;
 
@@ -117,31 +117,11 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
         "\n## Restart: every region at once, each from its own checkpoint\n\nEvery region of the workload, each from a seeded checkpoint spread uniformly over its partition's log, with the regions on {} partition(s): on one, they share the workload's own partition; over N, region r is on partition (r-1) mod N, with one writer and one index per partition. Region by region: one `Consumer` after another; 16 regions at a time: as many `Consumer`s at once, as GreptimeDB opens its regions on restart (its `init_regions_parallelism`, 16 by default). One pass: one `Recovery` of every region. Every run of every contender was checked region by region against the written entries.",
         counts.join(", ")
     );
-    use Align::{Left, Right};
     broker_tables(
         &mut s,
         rows,
         |r| &r.broker,
-        &[
-            ("workload", Left),
-            ("partitions", Right),
-            ("contender", Left),
-            ("regions", Right),
-            ("entries", Right),
-            ("wire", Right),
-            ("union floor", Right),
-            ("Σ region floors", Right),
-            ("×floor", Right),
-            ("×own", Right),
-            ("fetches", Right),
-            ("round trips", Right),
-            ("wall ms per replay (median)", Right),
-            ("total wall ms median (min–max)", Right),
-            ("CPU ms", Right),
-            ("runs", Right),
-            ("peak buffered", Right),
-            ("link: dearest per fetch (dear runs)", Right),
-        ],
+        "workload | partitions: | contender | regions: | entries: | wire: | union floor: | Σ region floors: | ×floor: | ×own: | fetches: | round trips: | wall ms per replay (median): | total wall ms median (min–max): | CPU ms: | runs: | peak buffered: | link: dearest per fetch (dear runs):",
         |r| {
             vec![
                 r.workload.clone(),
@@ -179,14 +159,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
         "\n`union floor`: the floor (`floor.rs` over the broker's own batches; see below) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `CPU ms`: CPU time this process used during a run (median): the client, the proxy and, on the scripted broker's rows, the broker itself (Tansu runs in its own process and is not counted). `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size. `link`: the most the one pass measured a fetch to cost on the broker beyond its bytes (`ReplayStats::links`, median of the runs), and in how many runs it was dear at some point (over a loopback round trip, 150 µs: the plan then read through other regions' batches to send fewer fetches).\n\nThe floor is the library's `walfetch::plan::floor_bytes`: the least any set of fetches can move under Kafka's rules (a fetch may start at the batch before a wanted one and cut the wanted one after its last wanted record; proven against a brute force in its tests). On Tansu rows it is the never-cut floor (every wanted batch whole), since Tansu never cuts a batch.\n"
     );
     let _ = writeln!(s, "### Restart targets (reported, not asserted)\n");
-    let mut table = Table::new(&[
-        ("target", Left),
-        ("broker", Left),
-        ("workload", Left),
-        ("scenario", Left),
-        ("value", Right),
-        ("verdict", Left),
-    ]);
+    let mut table = Table::new("target | broker | workload | scenario | value: | verdict");
     for t in targets {
         let (verdict, sign) = if t.met {
             ("met", "<=")

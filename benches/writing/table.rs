@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::harness::Listener;
-use crate::report::{Align, Row, Table};
+use crate::report::{Row, Table};
 use crate::*;
 
 /// One writer configuration's run.
@@ -60,7 +60,7 @@ fn range_note(sorted: &[f64], what: &str, unit: &str) -> String {
 
 /// The row of `broker`'s writer `mode` with `in_flight` requests in
 /// flight at `pace`, if it ran.
-fn find<'a>(
+fn write_row<'a>(
     writes: &'a [WriteRow],
     broker: &str,
     (mode, in_flight, pace): (&str, usize, &str),
@@ -78,7 +78,6 @@ pub(crate) fn markdown(
     round_trips: &BTreeMap<String, Duration>,
     elapsed: Duration,
 ) -> String {
-    use Align::{Left, Right};
     let common = &args.common;
     let mut md = String::new();
     let _ = writeln!(
@@ -108,20 +107,7 @@ pub(crate) fn markdown(
         );
     }
     md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput; rows at the rate: the median of their runs by append p99. `CPU ms`: CPU time this process used from the first append to the last acknowledgement (the writer, the bench's appender, the proxy and, on the scripted broker's rows, the broker; Tansu runs in its own process).\n\n");
-    let mut table = Table::new(&[
-        ("broker", Left),
-        ("mode", Left),
-        ("in flight", Right),
-        ("pace", Left),
-        ("entries/s", Right),
-        ("MB/s", Right),
-        ("append p50", Right),
-        ("append p99", Right),
-        ("max", Right),
-        ("batches", Right),
-        ("CPU ms", Right),
-        ("runs", Right),
-    ]);
+    let mut table = Table::new("broker | mode | in flight: | pace | entries/s: | MB/s: | append p50: | append p99: | max: | batches: | CPU ms: | runs:");
     for w in writes {
         table.row([
             w.broker.clone(),
@@ -140,19 +126,13 @@ pub(crate) fn markdown(
     }
     md.push_str(&table.to_string());
     md.push_str("\n### Side by side with GreptimeDB's producer (same run)\n\nGreptimeDB's Kafka log store as it runs today (`greptime.rs`: a request a region write, produced one after another, no linger) on stock rskafka 0.6 from crates.io, against walfetch's clustered writer, 5 in flight, on the same workload and broker. GreptimeDB's producer writes the first tenth of the entries, once (it falls behind the rate). rskafka 0.6 sets no `TCP_NODELAY`: a request larger than its 8 KiB write buffer goes out in two writes, and the second waits for the broker's delayed acknowledgement (about 40 ms on Linux); GreptimeDB builds on its own fork of rskafka, not checked here.\n\n");
-    let mut table = Table::new(&[
-        ("broker", Left),
-        ("pace", Left),
-        ("walfetch clustered, 5 in flight", Left),
-        ("GreptimeDB's producer", Left),
-        ("walfetch ÷ GreptimeDB", Left),
-    ]);
+    let mut table = Table::new("broker | pace | walfetch clustered, 5 in flight | GreptimeDB's producer | walfetch ÷ GreptimeDB");
     for broker in round_trips.keys() {
-        let find = |pace| {
-            let ours = find(writes, broker, ("clustered", 5, pace));
-            ours.zip(find(writes, broker, (GREPTIME_MODE, 1, pace)))
+        let with_greptime = |pace| {
+            let ours = write_row(writes, broker, ("clustered", 5, pace));
+            ours.zip(write_row(writes, broker, (GREPTIME_MODE, 1, pace)))
         };
-        if let Some((w, g)) = find("flat out") {
+        if let Some((w, g)) = with_greptime("flat out") {
             table.row([
                 broker.clone(),
                 "flat out".to_owned(),
@@ -164,7 +144,7 @@ pub(crate) fn markdown(
                 format!("{:.1}× the entries/s", w.entries_per_s / g.entries_per_s),
             ]);
         }
-        if let Some((w, g)) = find("rate") {
+        if let Some((w, g)) = with_greptime("rate") {
             table.row([
                 broker.clone(),
                 "rate".to_owned(),
@@ -182,20 +162,7 @@ pub(crate) fn markdown(
     }
     md.push_str(&table.to_string());
     md.push_str("\n### Replay cost of each layout (walfetch with the writer's hints, complete index)\n\n`walfetch hints` plans with the library's default cost model (it may read other regions' batches to save a fetch); `fewest bytes` plans with a per-fetch cost of zero (runs never merge).\n\n");
-    let mut table = Table::new(&[
-        ("broker", Left),
-        ("layout", Left),
-        ("batches", Right),
-        ("region", Left),
-        ("plan", Left),
-        ("entries", Right),
-        ("own bytes", Right),
-        ("wire bytes", Right),
-        ("×own", Right),
-        ("×floor", Right),
-        ("fetches", Right),
-        ("round trips", Right),
-    ]);
+    let mut table = Table::new("broker | layout | batches: | region | plan | entries: | own bytes: | wire bytes: | ×own: | ×floor: | fetches: | round trips:");
     for r in replays {
         let row = &r.row;
         table.row([
@@ -217,16 +184,11 @@ pub(crate) fn markdown(
     }
     md.push_str(&table.to_string());
     md.push_str("\n### Targets (same run)\n\n");
-    let mut table = Table::new(&[
-        ("broker", Left),
-        ("target", Left),
-        ("measured", Left),
-        ("met", Left),
-    ]);
+    let mut table = Table::new("broker | target | measured | met");
     let yes = |ok: bool| if ok { "yes" } else { "**no**" }.to_owned();
     for (broker, rt) in round_trips {
         let find = |mode: &str, in_flight: usize, pace: &str| {
-            find(writes, broker, (mode, in_flight, pace))
+            write_row(writes, broker, (mode, in_flight, pace))
         };
         for in_flight in [5, 1] {
             if let (Some(c), Some(i)) = (
