@@ -56,16 +56,14 @@ mod restart;
 use common::{contenders, floor, harness, proxy, report, workload};
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
+use rskafka::client::partition::OffsetAt;
 use walfetch::calibrate::measure_link;
-use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
+use walfetch::cluster::NewTopic;
 use walfetch::codec::Compression;
-use walfetch::connection::Security;
 use walfetch::plan::PlanConfig;
 
 use contenders::{Clients, Contender, RunResult};
@@ -73,62 +71,102 @@ use harness::{BrokerKind, Listener, Running};
 use report::Row;
 use workload::WorkloadSpec;
 
-const USAGE: &str = "\
-replay benchmark: walfetch vs scan, estimate (walfetch and rskafka), offsets-only
+/// The replay bench's command line: the flags both benches take, and its
+/// own.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "replay",
+    about = "replay benchmark: walfetch vs scan, estimate (walfetch and rskafka), offsets-only",
+    override_usage = "cargo bench --bench replay -- [options]"
+)]
+struct Flags {
+    #[command(flatten)]
+    common: harness::CommonFlags,
+    /// Run only scenario S: replay (one region at a time) or restart (every
+    /// region at once); default both
+    #[arg(long, value_name = "S", value_parser = ["replay", "restart"])]
+    only: Option<String>,
+    /// Comma-separated <compression>-<writers>w[-pure], compression
+    /// none|lz4|zstd, writers 1|2; -pure writes one region per batch
+    /// (GreptimeDB's layout, batches <= 1 MiB), otherwise regions interleave
+    /// in every batch
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = clap::ArgAction::Set,
+        value_parser = parse_workload,
+        default_value = "lz4-1w-pure,none-1w,lz4-2w,zstd-1w"
+    )]
+    workloads: Vec<(Compression, usize, bool)>,
+    /// Zipf exponent of region activity
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    zipf: f64,
+    /// Restart: comma-separated partition counts the regions are split over
+    /// (default 1,4; at most --regions)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = clap::ArgAction::Set)]
+    partitions: Option<Vec<usize>>,
+    /// walfetch planner's cost model: round trip in µs (default: the
+    /// planner's own, 150); 0 never merges runs
+    #[arg(long = "round-trip-us", value_name = "N")]
+    round_trip_us: Option<u64>,
+    /// Stand for a network link: the proxy holds bytes N/2 µs each way (0:
+    /// loopback as it is)
+    #[arg(long = "link-rtt-us", value_name = "N", default_value_t = 0)]
+    link_rtt_us: u64,
+    /// Restart: the index walfetch recovers with, hints (the writer's, with
+    /// batch positions) or offsets (offsets only, as GreptimeDB's index
+    /// files)
+    #[arg(long = "restart-index", value_name = "I", value_parser = ["hints", "offsets"], default_value = "hints")]
+    restart_index: String,
+}
 
-usage: cargo bench --bench replay -- [options]
+/// The replay bench's defaults for the common flags, and its words for them.
+const DEFAULTS: harness::Defaults = harness::Defaults {
+    brokers: &[BrokerKind::Kafka, BrokerKind::Scripted, BrokerKind::Tansu],
+    entries: (20_000, 2_500),
+    runs: (5, 1),
+    help: &[
+        (
+            "quick",
+            "Small data, one run: checks every contender (< 2 min); also the profile without --bench",
+        ),
+        (
+            "broker",
+            "Comma-separated: kafka, scripted, tansu; or all (default: all; Kafka is started from the cached install, see scripts/setup-kafka.sh)",
+        ),
+        ("entries", "Entries per workload (default 20000; quick 2500)"),
+        ("rate", "Entries per second, all writers"),
+        (
+            "runs",
+            "Measured runs per contender and scenario (default 5; quick 1)",
+        ),
+    ],
+};
 
-  --quick              small data, one run: checks every contender (< 2 min)
-  --only S             run only scenario S: replay (one region at a time) or
-                       restart (every region at once); default both
-  --broker B           comma-separated: kafka, scripted, tansu; or all
-                       (default: all; Kafka is started from the cached
-                       install, see scripts/setup-kafka.sh)
-  --workloads LIST     comma-separated <compression>-<writers>w[-pure],
-                       compression none|lz4|zstd, writers 1|2; -pure writes one
-                       region per batch (GreptimeDB's layout, batches <= 1 MiB),
-                       otherwise regions interleave in every batch
-                       (default lz4-1w-pure,none-1w,lz4-2w,zstd-1w)
-  --regions N          regions sharing the partition (default 64)
-  --zipf S             Zipf exponent of region activity (default 1.0)
-  --entries N          entries per workload (default 20000)
-  --rate N             entries per second, all writers (default 5000)
-  --linger-ms N        writer linger (default 5)
-  --batch-kib N        writer batch size cap (default 256)
-  --checkpoint F       replay from this fraction of the log (default 0.25)
-  --partitions LIST    restart: comma-separated partition counts the regions
-                       are split over (default 1,4; at most --regions)
-  --runs N             measured runs per contender and scenario (default 5)
-  --seed N             workload seed (default 42)
-  --round-trip-us N    walfetch planner's cost model: round trip in µs
-                       (default: the planner's own, 150); 0 never merges runs
-  --link-rtt-us N      stand for a network link: the proxy holds bytes N/2 µs
-                       each way (default 0, loopback as it is)
-  --restart-index I    restart: the index walfetch recovers with, hints
-                       (default: the writer's, with batch positions) or
-                       offsets (offsets only, as GreptimeDB's index files)
-  --security P         how clients reach the broker: PLAINTEXT (default),
-                       SSL or SASL_SSL (TLS, then SCRAM-SHA-512), as
-                       librdkafka's security.protocol, for every contender
-                       (rskafka's too); not PLAINTEXT: the scripted broker
-                       only (--broker scripted)
-";
+/// Reads a `--workloads` item: `<compression>-<N>w[-pure]`.
+fn parse_workload(w: &str) -> Result<(Compression, usize, bool), String> {
+    let (w, pure) = match w.strip_suffix("-pure") {
+        Some(w) => (w, true),
+        None => (w, false),
+    };
+    let (c, n) = w
+        .split_once('-')
+        .ok_or_else(|| format!("{w:?} is not <compression>-<N>w[-pure]"))?;
+    let codec = harness::parse_compression(c)?;
+    match n {
+        "1w" => Ok((codec, 1, pure)),
+        "2w" => Ok((codec, 2, pure)),
+        _ => Err(format!("writers {n:?} must be 1w or 2w")),
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Args {
-    quick: bool,
-    brokers: Vec<BrokerKind>,
+    common: harness::Common,
     /// Compression, writers, region-pure.
     workloads: Vec<(Compression, usize, bool)>,
-    regions: u64,
     zipf: f64,
-    entries: usize,
-    rate: f64,
-    linger: Duration,
-    batch_bytes: usize,
-    checkpoint: f64,
-    runs: usize,
-    seed: u64,
     round_trip: Option<Duration>,
     /// The round trip the proxy adds, half each way (`--link-rtt-us`).
     link_rtt: Duration,
@@ -138,272 +176,120 @@ struct Args {
     only: Option<String>,
     /// Restart: the partition counts the regions are split over.
     partitions: Vec<usize>,
-    /// How clients reach the broker (`--security`).
-    listener: Listener,
 }
 
 impl Args {
-    fn defaults(quick: bool) -> Self {
-        Self {
-            quick,
-            brokers: vec![BrokerKind::Kafka, BrokerKind::Scripted, BrokerKind::Tansu],
-            workloads: vec![
-                (Compression::Lz4, 1, true),
-                (Compression::None, 1, false),
-                (Compression::Lz4, 2, false),
-                (Compression::Zstd, 1, false),
-            ],
-            regions: if quick { 16 } else { 64 },
-            zipf: 1.0,
-            entries: if quick { 2_500 } else { 20_000 },
-            rate: 5_000.0,
-            linger: Duration::from_millis(5),
-            batch_bytes: 256 << 10,
-            checkpoint: 0.25,
-            runs: if quick { 1 } else { 5 },
-            seed: 42,
-            round_trip: None,
-            link_rtt: Duration::ZERO,
-            restart_offsets_only: false,
-            only: None,
-            partitions: restart::LAYOUTS.to_vec(),
-            listener: Listener::Plaintext,
-        }
-    }
-
     /// Whether scenario `name` (`replay` or `restart`) runs.
     fn runs_scenario(&self, name: &str) -> bool {
         self.only.as_deref().is_none_or(|only| only == name)
     }
 
-    /// Parses the bench's arguments. `--bench` (added by `cargo bench`) is
-    /// accepted; without it the quick profile runs, as a smoke test. Free
-    /// arguments (a criterion-style filter) are ignored with a note.
-    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
-        let args: Vec<String> = args.into_iter().collect();
-        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
-        let mut out = Self::defaults(quick);
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))
-            };
-            fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
-                v.parse()
-                    .map_err(|_| format!("{name}: cannot read {v:?}\n\n{USAGE}"))
-            }
-            match arg.as_str() {
-                "--bench" | "--quick" => {}
-                "--help" | "-h" => return Ok(None),
-                "--broker" => {
-                    out.brokers = BrokerKind::parse_list(&value("--broker")?)
-                        .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-                }
-                "--workloads" => {
-                    out.workloads = value("--workloads")?
-                        .split(',')
-                        .map(|w| {
-                            let (w, pure) = match w.strip_suffix("-pure") {
-                                Some(w) => (w, true),
-                                None => (w, false),
-                            };
-                            let (c, n) = w.split_once('-').ok_or_else(|| {
-                                format!("--workloads: {w:?} is not <compression>-<N>w[-pure]")
-                            })?;
-                            let codec = match c {
-                                "none" => Compression::None,
-                                "lz4" => Compression::Lz4,
-                                "zstd" => Compression::Zstd,
-                                _ => return Err(format!("--workloads: unknown compression {c:?}")),
-                            };
-                            match n {
-                                "1w" => Ok((codec, 1, pure)),
-                                "2w" => Ok((codec, 2, pure)),
-                                _ => Err(format!("--workloads: writers {n:?} must be 1w or 2w")),
-                            }
-                        })
-                        .collect::<Result<_, _>>()?;
-                }
-                "--regions" => out.regions = num("--regions", value("--regions")?)?,
-                "--zipf" => out.zipf = num("--zipf", value("--zipf")?)?,
-                "--entries" => out.entries = num("--entries", value("--entries")?)?,
-                "--rate" => out.rate = num("--rate", value("--rate")?)?,
-                "--linger-ms" => {
-                    out.linger = Duration::from_millis(num("--linger-ms", value("--linger-ms")?)?)
-                }
-                "--batch-kib" => {
-                    out.batch_bytes = num::<usize>("--batch-kib", value("--batch-kib")?)? << 10
-                }
-                "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
-                "--runs" => out.runs = num("--runs", value("--runs")?)?,
-                "--seed" => out.seed = num("--seed", value("--seed")?)?,
-                "--only" => match value("--only")?.as_str() {
-                    only @ ("replay" | "restart") => out.only = Some(only.to_owned()),
-                    other => return Err(format!("--only: unknown {other:?}\n\n{USAGE}")),
-                },
-                "--partitions" => {
-                    out.partitions = value("--partitions")?
-                        .split(',')
-                        .map(|n| num("--partitions", n.to_owned()))
-                        .collect::<Result<_, _>>()?;
-                    out.partitions.sort_unstable();
-                    out.partitions.dedup();
-                }
-                "--restart-index" => {
-                    out.restart_offsets_only = match value("--restart-index")?.as_str() {
-                        "hints" => false,
-                        "offsets" => true,
-                        other => {
-                            return Err(format!("--restart-index: unknown {other:?}\n\n{USAGE}"))
-                        }
-                    }
-                }
-                "--round-trip-us" => {
-                    let us: u64 = num("--round-trip-us", value("--round-trip-us")?)?;
-                    out.round_trip = Some(Duration::from_micros(us));
-                }
-                "--link-rtt-us" => {
-                    let us: u64 = num("--link-rtt-us", value("--link-rtt-us")?)?;
-                    out.link_rtt = Duration::from_micros(us);
-                }
-                "--security" => {
-                    let name = value("--security")?;
-                    out.listener = Listener::parse(&name)
-                        .ok_or_else(|| format!("--security: unknown {name:?}\n\n{USAGE}"))?;
-                }
-                flag if flag.starts_with('-') => {
-                    return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
-                }
-                free => eprintln!("note: ignoring the argument {free:?} (no filters here)"),
-            }
-        }
-        if out.regions == 0 || out.entries == 0 || out.runs == 0 || out.workloads.is_empty() {
-            return Err(format!(
-                "--regions, --entries, --runs and --workloads must not be zero or empty\n\n{USAGE}"
-            ));
-        }
-        if out.partitions.is_empty()
-            || out
-                .partitions
-                .iter()
-                .any(|&p| p == 0 || p as u64 > out.regions)
+    /// The arguments `flags` give, with the bench's defaults.
+    fn new(flags: Flags) -> Result<Self, String> {
+        let common = flags.common.resolve(&DEFAULTS)?;
+        let mut partitions = flags.partitions.unwrap_or(restart::LAYOUTS.to_vec());
+        partitions.sort_unstable();
+        partitions.dedup();
+        if partitions
+            .iter()
+            .any(|&p| p == 0 || p as u64 > common.regions)
         {
-            return Err(format!(
-                "--partitions: each count must be 1 to --regions ({})\n\n{USAGE}",
-                out.regions
-            ));
+            return Err(harness::see_help(format!(
+                "--partitions: each count must be 1 to --regions ({})",
+                common.regions
+            )));
         }
-        harness::check_listener(out.listener, &out.brokers)
-            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-        if !(0.0..1.0).contains(&out.checkpoint) || out.rate <= 0.0 {
-            return Err(format!(
-                "--checkpoint must be in [0, 1) and --rate positive\n\n{USAGE}"
-            ));
-        }
-        Ok(Some(out))
+        Ok(Self {
+            common,
+            workloads: flags.workloads,
+            zipf: flags.zipf,
+            round_trip: flags.round_trip_us.map(Duration::from_micros),
+            link_rtt: Duration::from_micros(flags.link_rtt_us),
+            restart_offsets_only: flags.restart_index == "offsets",
+            only: flags.only,
+            partitions,
+        })
     }
 
     fn specs(&self) -> Vec<WorkloadSpec> {
         self.workloads
             .iter()
-            .map(|&(compression, writers, region_pure)| WorkloadSpec {
-                name: format!(
-                    "{}-{writers}w{}",
-                    compression.name(),
-                    if region_pure { "-pure" } else { "" }
-                ),
-                regions: self.regions,
-                zipf: self.zipf,
-                entries: self.entries,
-                rate: self.rate,
-                linger: self.linger,
-                // GreptimeDB's `max_batch_bytes` default for its own layout.
-                max_batch_bytes: if region_pure {
-                    1 << 20
-                } else {
-                    self.batch_bytes
-                },
-                writers,
-                compression,
-                region_pure,
-                seed: self.seed,
+            .map(|&(compression, writers, region_pure)| {
+                self.common
+                    .spec(compression, writers, region_pure, self.zipf)
             })
             .collect()
     }
 }
 
 fn main() -> ExitCode {
-    harness::bench_main("replay", run)
+    harness::bench_main("replay", &DEFAULTS, Args::new, run)
 }
 
-fn run() -> Result<ExitCode, String> {
-    let Some(args) = Args::parse(std::env::args().skip(1))? else {
-        print!("{USAGE}");
-        return Ok(ExitCode::SUCCESS);
-    };
+fn run(args: Args) -> Result<(), String> {
+    let common = &args.common;
     let started = Instant::now();
-    let (infra, clients) = harness::runtimes()?;
     eprintln!(
         "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender",
-        if args.quick { "quick" } else { "default" },
-        args.regions,
-        args.entries,
-        args.runs
+        if common.quick { "quick" } else { "default" },
+        common.regions,
+        common.entries,
+        common.runs
     );
     let mut rows = Vec::new();
     let mut restart_rows = Vec::new();
-    let mut datasets = Vec::new();
-    for &broker in &args.brokers {
-        // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients, args.link_rtt / 2, args.listener)?;
-        let result = clients.block_on(bench_broker(
-            broker,
-            &running,
-            &args,
-            &mut rows,
-            &mut restart_rows,
-        ));
-        drop(running);
-        datasets.extend(result?);
-    }
+    let datasets: Vec<String> = harness::on_each_broker(
+        &common.brokers,
+        args.link_rtt / 2,
+        common.listener,
+        |clients, broker, running| {
+            clients.block_on(bench_broker(
+                broker,
+                running,
+                &args,
+                &mut rows,
+                &mut restart_rows,
+            ))
+        },
+    )?
+    .into_iter()
+    .flatten()
+    .collect();
 
     let targets = report::check_targets(&rows, BrokerKind::Scripted.name());
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
         "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
-        if args.quick { " -- --quick" } else { "" },
+        common.quick_flag(),
         args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         if args.restart_offsets_only { " (--restart-index offsets)" } else { "" },
         if args.link_rtt.is_zero() { String::new() } else { format!(" (link round trip {} µs added by the proxy)", args.link_rtt.as_micros()) },
-        match args.listener { Listener::Plaintext => String::new(), l => format!(" (over {}; wire bytes are what the proxy forwards, TLS records included)", l.name()) },
-        args.regions,
+        match common.listener { Listener::Plaintext => String::new(), l => format!(" (over {}; wire bytes are what the proxy forwards, TLS records included)", l.name()) },
+        common.regions,
         args.zipf,
-        args.entries,
-        args.checkpoint * 100.0,
-        args.rate,
-        args.linger,
-        args.batch_bytes >> 10,
-        args.seed,
-        args.runs,
+        common.entries,
+        common.checkpoint * 100.0,
+        common.rate,
+        common.linger,
+        common.batch_bytes >> 10,
+        common.seed,
+        common.runs,
         started.elapsed().as_secs_f64(),
     );
     let md = report::markdown(&rows, &targets, &header, &datasets)
         + &restart::markdown(&restart_rows, &restart_targets);
     println!("{md}");
-    let dir = harness::out_dir("replay-bench");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({
-        "profile": if args.quick { "quick" } else { "default" },
+        "profile": if common.quick { "quick" } else { "default" },
         "config": {
-            "regions": args.regions, "zipf": args.zipf, "entries": args.entries,
-            "rate": args.rate, "linger_ms": args.linger.as_millis() as u64,
-            "batch_bytes": args.batch_bytes, "checkpoint": args.checkpoint,
-            "runs": args.runs, "seed": args.seed, "only": args.only,
+            "regions": common.regions, "zipf": args.zipf, "entries": common.entries,
+            "rate": common.rate, "linger_ms": common.linger.as_millis() as u64,
+            "batch_bytes": common.batch_bytes, "checkpoint": common.checkpoint,
+            "runs": common.runs, "seed": common.seed, "only": args.only,
             "link_rtt_us": args.link_rtt.as_micros() as u64,
-            "security": args.listener.name(),
+            "security": common.listener.name(),
         },
         "datasets": datasets,
         "rows": rows,
@@ -411,36 +297,14 @@ fn run() -> Result<ExitCode, String> {
         "restart": { "rows": restart_rows, "targets": restart_targets },
         "seconds": started.elapsed().as_secs_f64(),
     });
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    write("report.md", md.clone())?;
-    write(
-        "report.json",
-        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
-    )?;
-    if !rows.is_empty() {
-        write("replay.svg", report::svg(&rows))?;
-    }
-    eprintln!(
-        "wrote {0}/report.md, {0}/report.json{2} in {1:.0} s",
-        dir.display(),
-        started.elapsed().as_secs_f64(),
-        if rows.is_empty() {
-            String::new()
-        } else {
-            format!(" and {}/replay.svg", dir.display())
-        }
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn cluster_config(addr: SocketAddr, security: &Security) -> ClusterConfig {
-    let mut config = ClusterConfig::new([addr.to_string()]);
-    config.connection.request_timeout = Duration::from_secs(30);
-    config.connection.security = security.clone();
-    config
+    let svg = (!rows.is_empty()).then(|| ("replay.svg", report::svg(&rows)));
+    harness::write_report(
+        "replay-bench",
+        &md,
+        &json,
+        svg.into_iter().collect(),
+        started,
+    )
 }
 
 /// Writes every workload to `broker`, reached through `running`'s proxy
@@ -454,11 +318,7 @@ async fn bench_broker(
 ) -> Result<Vec<String>, String> {
     let name = broker.name();
     let proxy = &running.proxy;
-    let cluster = Arc::new(
-        Cluster::connect(cluster_config(proxy.addr(), &running.security))
-            .await
-            .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
-    );
+    let cluster = running.connect(name).await?;
     let mut datasets = Vec::new();
     for spec in args.specs() {
         let topic = format!("wal-{}", spec.name);
@@ -511,25 +371,13 @@ async fn bench_broker(
         // single-region scenarios, its only ones.
         let mut rskafka = HashMap::new();
         if args.runs_scenario("replay") {
-            let rs = running
-                .rskafka_client()?
-                .build()
+            let rs = running.rskafka(name).await?;
+            let partition = harness::rskafka_partition(&rs, &topic, OffsetAt::Earliest)
                 .await
-                .map_err(|e| format!("{name}: rskafka: {e}"))?;
-            let partition = rs
-                .partition_client(topic.clone(), 0, UnknownTopicHandling::Retry)
-                .await
-                .map_err(|e| format!("{name}: rskafka partition client: {e}"))?;
-            partition
-                .get_offset(OffsetAt::Earliest)
-                .await
-                .map_err(|e| format!("{name}: rskafka warm-up: {e}"))?;
+                .map_err(|e| format!("{name}: {e}"))?;
             rskafka.insert(topic.clone(), Arc::new(partition));
         }
-        cluster
-            .fetch(&FetchParams::new(topic.clone(), 0, 0).with_max_bytes(1))
-            .await
-            .map_err(|e| format!("{name}: warm-up fetch: {e}"))?;
+        contenders::warm_up(&cluster, &topic, name).await?;
         let clients = Clients {
             walfetch: Arc::clone(&cluster),
             rskafka,
@@ -543,13 +391,13 @@ async fn bench_broker(
         };
 
         let picked = if args.runs_scenario("replay") {
-            contenders::scenarios(&topic, &written, args.checkpoint)?
+            contenders::scenarios(&topic, &written, args.common.checkpoint)?
         } else {
             Vec::new()
         };
         // A first, unmeasured run per contender (checked like the others)
         // warms caches on both sides, except in the quick profile.
-        let warmups = usize::from(!args.quick);
+        let warmups = usize::from(!args.common.quick);
         for scenario in picked {
             let floor = floor::floor(
                 &layout,
@@ -570,7 +418,7 @@ async fn bench_broker(
                     c.name()
                 )
             };
-            for run in 0..warmups + args.runs {
+            for run in 0..warmups + args.common.runs {
                 for k in 0..Contender::ALL.len() {
                     // Rotate the order so no contender always runs first.
                     let c = Contender::ALL[(k + run) % Contender::ALL.len()];
@@ -621,9 +469,9 @@ async fn bench_broker(
                 cluster: &cluster,
                 proxy,
                 plan: clients.plan,
-                runs: args.runs,
+                runs: args.common.runs,
                 warmups,
-                seed: args.seed,
+                seed: args.common.seed,
                 partitions: &args.partitions,
                 offsets_only: args.restart_offsets_only,
             };

@@ -60,222 +60,121 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use walfetch::calibrate::measure_link;
-use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, NewTopic};
+use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::Compression;
 use walfetch::plan::PlanConfig;
 use walfetch::writer::WriterMode;
 
 use contenders::{Clients, Contender};
-use harness::{BrokerKind, Listener, Running};
+use harness::{BrokerKind, Running};
 use proxy::Proxy;
 use report::Row;
 use workload::{WorkloadSpec, Written};
 use writing::producers::*;
 use writing::table::*;
 
-const USAGE: &str = "\
-writer benchmark: interleaved vs clustered, 1 vs 5 in flight, paced vs flat out; replay cost per layout
+/// The writer bench's command line: the flags both benches take, and its
+/// own.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "writer",
+    about = "writer benchmark: interleaved vs clustered, 1 vs 5 in flight, paced vs flat out; replay cost per layout",
+    override_usage = "cargo bench --bench writer -- [options]"
+)]
+struct Flags {
+    #[command(flatten)]
+    common: harness::CommonFlags,
+    /// none | lz4 | zstd
+    #[arg(long, value_name = "C", value_parser = harness::parse_compression, default_value = "lz4")]
+    compression: Compression,
+}
 
-usage: cargo bench --bench writer -- [options]
-
-  --quick              small workload, one replay run (seconds)
-  --broker B           comma-separated: scripted, kafka, tansu; or all
-                       (default scripted)
-  --regions N          regions sharing the partition (default 64; quick 16)
-  --entries N          entries per run (default 20000; quick 1500)
-  --rate N             entries per second when paced (default 5000, the replay bench's)
-  --linger-ms N        writer linger (default 5)
-  --batch-kib N        writer batch size cap (default 256)
-  --compression C      none | lz4 | zstd (default lz4)
-  --checkpoint F       replay from this fraction of the log (default 0.25)
-  --runs N             measured replay runs per region (default 3; quick 1)
-  --seed N             workload seed (default 42)
-  --security P         PLAINTEXT (default), SSL or SASL_SSL (TLS, then
-                       SCRAM-SHA-512), as librdkafka's security.protocol;
-                       not PLAINTEXT: the scripted broker only
-";
+/// The writer bench's defaults for the common flags, and its words for them.
+const DEFAULTS: harness::Defaults = harness::Defaults {
+    brokers: &[BrokerKind::Scripted],
+    entries: (20_000, 1_500),
+    runs: (3, 1),
+    help: &[
+        (
+            "quick",
+            "Small workload, one replay run (seconds); also the profile without --bench",
+        ),
+        (
+            "broker",
+            "Comma-separated: scripted, kafka, tansu; or all (default scripted)",
+        ),
+        ("entries", "Entries per run (default 20000; quick 1500)"),
+        ("rate", "Entries per second when paced (the replay bench's)"),
+        (
+            "runs",
+            "Measured replay runs per region (default 3; quick 1)",
+        ),
+    ],
+};
 
 #[derive(Debug, Clone)]
 struct Args {
-    quick: bool,
-    brokers: Vec<BrokerKind>,
-    regions: u64,
-    entries: usize,
-    rate: f64,
-    linger: Duration,
-    batch_bytes: usize,
+    common: harness::Common,
     compression: Compression,
-    checkpoint: f64,
-    runs: usize,
-    seed: u64,
-    /// How clients reach the broker (`--security`).
-    listener: Listener,
 }
 
 impl Args {
-    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
-        let args: Vec<String> = args.into_iter().collect();
-        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
-        let mut out = Self {
-            quick,
-            brokers: vec![BrokerKind::Scripted],
-            regions: if quick { 16 } else { 64 },
-            entries: if quick { 1_500 } else { 20_000 },
-            rate: 5_000.0,
-            linger: Duration::from_millis(5),
-            batch_bytes: 256 << 10,
-            compression: Compression::Lz4,
-            checkpoint: 0.25,
-            runs: if quick { 1 } else { 3 },
-            seed: 42,
-            listener: Listener::Plaintext,
-        };
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))
-            };
-            fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
-                v.parse()
-                    .map_err(|_| format!("{name}: cannot read {v:?}\n\n{USAGE}"))
-            }
-            match arg.as_str() {
-                "--bench" | "--quick" => {}
-                "--help" | "-h" => return Ok(None),
-                "--broker" => {
-                    out.brokers = BrokerKind::parse_list(&value("--broker")?)
-                        .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-                }
-                "--regions" => out.regions = num("--regions", value("--regions")?)?,
-                "--entries" => out.entries = num("--entries", value("--entries")?)?,
-                "--rate" => out.rate = num("--rate", value("--rate")?)?,
-                "--linger-ms" => {
-                    out.linger = Duration::from_millis(num("--linger-ms", value("--linger-ms")?)?)
-                }
-                "--batch-kib" => {
-                    out.batch_bytes = num::<usize>("--batch-kib", value("--batch-kib")?)? << 10
-                }
-                "--compression" => {
-                    out.compression = match value("--compression")?.as_str() {
-                        "none" => Compression::None,
-                        "lz4" => Compression::Lz4,
-                        "zstd" => Compression::Zstd,
-                        other => return Err(format!("--compression: unknown {other:?}")),
-                    }
-                }
-                "--checkpoint" => out.checkpoint = num("--checkpoint", value("--checkpoint")?)?,
-                "--runs" => out.runs = num("--runs", value("--runs")?)?,
-                "--seed" => out.seed = num("--seed", value("--seed")?)?,
-                "--security" => {
-                    let name = value("--security")?;
-                    out.listener = Listener::parse(&name)
-                        .ok_or_else(|| format!("--security: unknown {name:?}\n\n{USAGE}"))?;
-                }
-                flag if flag.starts_with('-') => {
-                    return Err(format!("unknown option {flag:?}\n\n{USAGE}"))
-                }
-                free => eprintln!("note: ignoring the argument {free:?} (no filters here)"),
-            }
-        }
-        if out.regions == 0 || out.entries == 0 || out.runs == 0 || out.rate <= 0.0 {
-            return Err(format!(
-                "--regions, --entries, --runs and --rate must be positive\n\n{USAGE}"
-            ));
-        }
-        if !(0.0..1.0).contains(&out.checkpoint) {
-            return Err(format!("--checkpoint must be in [0, 1)\n\n{USAGE}"));
-        }
-        harness::check_listener(out.listener, &out.brokers)
-            .map_err(|e| format!("{e}\n\n{USAGE}"))?;
-        Ok(Some(out))
+    /// The arguments `flags` give, with the bench's defaults.
+    fn new(flags: Flags) -> Result<Self, String> {
+        Ok(Self {
+            common: flags.common.resolve(&DEFAULTS)?,
+            compression: flags.compression,
+        })
     }
 
     /// The replay bench's workload with these settings; `region_pure` as
     /// its `-pure` workloads (1 MiB batches, GreptimeDB's cap).
     fn spec(&self, region_pure: bool) -> WorkloadSpec {
-        WorkloadSpec {
-            name: format!(
-                "{}-1w{}",
-                self.compression.name(),
-                if region_pure { "-pure" } else { "" }
-            ),
-            regions: self.regions,
-            zipf: 1.0,
-            entries: self.entries,
-            rate: self.rate,
-            linger: self.linger,
-            max_batch_bytes: if region_pure {
-                1 << 20
-            } else {
-                self.batch_bytes
-            },
-            writers: 1,
-            compression: self.compression,
-            region_pure,
-            seed: self.seed,
-        }
+        self.common.spec(self.compression, 1, region_pure, 1.0)
     }
 }
 
 fn main() -> ExitCode {
-    harness::bench_main("writer", run)
+    harness::bench_main("writer", &DEFAULTS, Args::new, run)
 }
 
-fn run() -> Result<ExitCode, String> {
-    let Some(args) = Args::parse(std::env::args().skip(1))? else {
-        print!("{USAGE}");
-        return Ok(ExitCode::SUCCESS);
-    };
+fn run(args: Args) -> Result<(), String> {
+    let common = &args.common;
     let started = Instant::now();
-    let (infra, clients) = harness::runtimes()?;
     eprintln!(
         "writer bench, {} profile: {} regions, {} entries per run, rate {}/s",
-        if args.quick { "quick" } else { "full" },
-        args.regions,
-        args.entries,
-        args.rate
+        if common.quick { "quick" } else { "full" },
+        common.regions,
+        common.entries,
+        common.rate
     );
     let mut writes = Vec::new();
     let mut replays = Vec::new();
     let mut round_trips = BTreeMap::new();
-    for &broker in &args.brokers {
-        // The broker is kept alive until its figures are in.
-        let running = harness::start(broker, &infra, &clients, Duration::ZERO, args.listener)?;
-        let result = clients.block_on(bench_broker(broker, &running, &args));
-        drop(running);
-        let (w, r, rt) = result?;
+    let per_broker = harness::on_each_broker(
+        &common.brokers,
+        Duration::ZERO,
+        common.listener,
+        |clients, broker, running| {
+            let (w, r, rt) = clients.block_on(bench_broker(broker, running, &args))?;
+            Ok((broker, w, r, rt))
+        },
+    )?;
+    for (broker, w, r, rt) in per_broker {
         writes.extend(w);
         replays.extend(r);
         round_trips.insert(broker.name().to_owned(), rt);
     }
     let md = markdown(&args, &writes, &replays, &round_trips, started.elapsed());
     println!("{md}");
-    let dir = harness::out_dir("writer-bench");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({
-        "profile": if args.quick { "quick" } else { "full" },
+        "profile": if common.quick { "quick" } else { "full" },
         "writes": writes,
         "replays": replays,
         "round_trip_us": round_trips.iter().map(|(b, rt)| (b.clone(), rt.as_micros() as u64)).collect::<BTreeMap<_, _>>(),
         "seconds": started.elapsed().as_secs_f64(),
     });
-    for (name, text) in [
-        ("report.md", md),
-        (
-            "report.json",
-            serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
-        ),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    eprintln!(
-        "wrote {0}/report.md and {0}/report.json in {1:.0} s",
-        dir.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(ExitCode::SUCCESS)
+    harness::write_report("writer-bench", &md, &json, Vec::new(), started)
 }
 
 async fn create(cluster: &Cluster, topic: &str) -> Result<(), String> {
@@ -297,17 +196,14 @@ async fn replay_costs(
     args: &Args,
 ) -> Result<Vec<ReplayRow>, String> {
     let layout = floor::scan(cluster, topic, 0, written.end).await?;
-    cluster
-        .fetch(&FetchParams::new(topic, 0, 0).with_max_bytes(1))
-        .await
-        .map_err(|e| format!("{broker}: warm-up fetch: {e}"))?;
+    contenders::warm_up(cluster, topic, broker).await?;
     let clients = Clients {
         walfetch: Arc::clone(cluster),
         rskafka: HashMap::new(),
         plan: PlanConfig::default(),
     };
     let mut out = Vec::new();
-    for scenario in contenders::scenarios(topic, written, args.checkpoint)? {
+    for scenario in contenders::scenarios(topic, written, args.common.checkpoint)? {
         if scenario.index_mode != "complete" {
             continue;
         }
@@ -319,7 +215,7 @@ async fn replay_costs(
         )?;
         for contender in [Contender::Hints, Contender::HintsFewestBytes] {
             let mut runs = Vec::new();
-            for run in 0..args.runs + usize::from(!args.quick) {
+            for run in 0..args.common.runs + usize::from(!args.common.quick) {
                 let result = contenders::run(contender, &clients, proxy, &scenario)
                     .await
                     .map_err(|e| {
@@ -331,7 +227,7 @@ async fn replay_costs(
                         )
                     })?;
                 // A first, unmeasured run warms caches (not when quick).
-                if run > 0 || args.quick {
+                if run > 0 || args.common.quick {
                     runs.push(result);
                 }
             }
@@ -364,19 +260,8 @@ async fn bench_broker(
 ) -> Result<(Vec<WriteRow>, Vec<ReplayRow>, Duration), String> {
     let name = broker.name();
     let (proxy, scripted) = (&running.proxy, running.scripted());
-    let mut config = ClusterConfig::new([proxy.addr().to_string()]);
-    config.connection.request_timeout = Duration::from_secs(30);
-    config.connection.security = running.security.clone();
-    let cluster = Arc::new(
-        Cluster::connect(config)
-            .await
-            .map_err(|e| format!("{name}: connect through the proxy: {e}"))?,
-    );
-    let rskafka = running
-        .rskafka_client()?
-        .build()
-        .await
-        .map_err(|e| format!("{name}: rskafka: {e}"))?;
+    let cluster = running.connect(name).await?;
+    let rskafka = running.rskafka(name).await?;
     let spec = args.spec(false);
     let arrivals = workload::arrivals(&spec);
     let mut writes = Vec::new();
@@ -394,7 +279,7 @@ async fn bench_broker(
         // DeleteTopics), and Tansu slows down as its in-memory log grows:
         // with three paced runs a configuration, the flat-out runs after
         // them went at half the rate. One paced run each there.
-        let reps = match (args.quick, paced, scripted.is_some()) {
+        let reps = match (args.common.quick, paced, scripted.is_some()) {
             (true, _, _) => 1,
             (false, true, true) => 3,
             (false, true, false) => 1,

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rskafka::client::partition::PartitionClient;
-use walfetch::cluster::Cluster;
+use rskafka::record::RecordAndOffset;
+use walfetch::cluster::{Cluster, FetchParams};
 use walfetch::codec::{Record, RECORD_CHECKSUM_HEADER};
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
@@ -193,6 +194,13 @@ impl<'a> Checker<'a> {
         self.record(record.offset(), record.key(), record.value(), &headers)
     }
 
+    /// Checks a record as rskafka yields it.
+    fn rskafka_record(&mut self, r: &RecordAndOffset) -> Result<(), String> {
+        let headers = rskafka_headers(&r.record);
+        let (key, value) = (r.record.key.as_deref(), r.record.value.as_deref());
+        self.record(r.offset, key, value, &headers)
+    }
+
     fn record(
         &mut self,
         offset: i64,
@@ -297,6 +305,16 @@ pub(crate) fn walfetch_options(
         .with_strategy(strategy)
         .with_plan(plan)
         .with_learn_link(!by_hand && !fewest_bytes)
+}
+
+/// Fetches one byte of `topic` on `cluster`, so that no replay pays for
+/// its connections and metadata; `broker` names it in an error.
+pub(crate) async fn warm_up(cluster: &Cluster, topic: &str, broker: &str) -> Result<(), String> {
+    cluster
+        .fetch(&FetchParams::new(topic, 0, 0).with_max_bytes(1))
+        .await
+        .map(drop)
+        .map_err(|e| format!("{broker}: warm-up fetch: {e}"))
 }
 
 /// Runs one replay of `scenario` by `contender` and checks its output.
@@ -497,13 +515,7 @@ async fn replay_rskafka(
                             ));
                         }
                         if r.offset == wanted[cursor].offset {
-                            let h = rskafka_headers(&r.record);
-                            checker.record(
-                                r.offset,
-                                r.record.key.as_deref(),
-                                r.record.value.as_deref(),
-                                &h,
-                            )?;
+                            checker.rskafka_record(r)?;
                             cursor += 1;
                         }
                     }
@@ -519,13 +531,7 @@ async fn replay_rskafka(
                 let mut next = from;
                 if !skipped {
                     for r in records.iter().filter(|r| r.offset >= from && r.offset < to) {
-                        let h = rskafka_headers(&r.record);
-                        checker.record(
-                            r.offset,
-                            r.record.key.as_deref(),
-                            r.record.value.as_deref(),
-                            &h,
-                        )?;
+                        checker.rskafka_record(r)?;
                         next = r.offset + 1;
                     }
                 }

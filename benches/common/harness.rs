@@ -1,23 +1,238 @@
 //! What the replay and writer benches share around their measurements:
-//! the brokers they run on (each behind the counting proxy), their tokio
-//! runtimes and where they write their outputs.
+//! their command line (the flags both take), the brokers they run on (each
+//! behind the counting proxy), their tokio runtimes and where they write
+//! their outputs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use clap::error::ErrorKind;
+use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{ClientBuilder, Credentials, SaslConfig as RskafkaSasl};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio::runtime::Runtime;
+use walfetch::cluster::{Cluster, ClusterConfig};
+use walfetch::codec::Compression;
 use walfetch::connection::{SaslConfig, Security, TlsConfig};
 use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 use walfetch_brokers::tansu::{find_tansu, TansuBroker};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 use crate::proxy::{self, Proxy};
+use crate::workload::WorkloadSpec;
+
+/// The flags both benches take, as given: each bench flattens them into its
+/// own (`#[command(flatten)]`), and [`CommonFlags::resolve`] fills in what
+/// was not given from the bench's [`Defaults`].
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CommonFlags {
+    /// Small data, one run (also the profile when run without `--bench`)
+    #[arg(long)]
+    quick: bool,
+    /// Added by `cargo bench`; without it the quick profile runs, as a smoke
+    /// test
+    #[arg(long, hide = true)]
+    bench: bool,
+    /// Comma-separated: kafka, scripted, tansu; or both (scripted and tansu)
+    /// or all
+    #[arg(long, value_name = "B", value_parser = BrokerKind::parse_list)]
+    broker: Option<BrokerList>,
+    /// Regions sharing the partition (default 64; quick 16)
+    #[arg(long, value_name = "N")]
+    regions: Option<u64>,
+    /// Entries per workload
+    #[arg(long, value_name = "N")]
+    entries: Option<usize>,
+    /// Entries per second, all writers (the writer bench: when paced)
+    #[arg(long, value_name = "N", default_value_t = 5_000.0)]
+    rate: f64,
+    /// Writer linger, in ms
+    #[arg(long = "linger-ms", value_name = "N", default_value_t = 5)]
+    linger_ms: u64,
+    /// Writer batch size cap, in KiB
+    #[arg(long = "batch-kib", value_name = "N", default_value_t = 256)]
+    batch_kib: usize,
+    /// Replay from this fraction of the log
+    #[arg(long, value_name = "F", default_value_t = 0.25)]
+    checkpoint: f64,
+    /// Measured runs
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+    /// Workload seed
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    seed: u64,
+    /// How clients reach the broker: PLAINTEXT, SSL or SASL_SSL (TLS, then
+    /// SCRAM-SHA-512), as librdkafka's security.protocol, for every client;
+    /// not PLAINTEXT: the scripted broker only (--broker scripted)
+    #[arg(long, value_name = "P", default_value = "PLAINTEXT", value_parser = Listener::parse)]
+    security: Listener,
+    /// Criterion-style filters: there are none here, they are ignored
+    #[arg(hide = true)]
+    filters: Vec<String>,
+}
+
+/// `--broker`'s value: the brokers, in the order they run.
+#[derive(Debug, Clone)]
+pub(crate) struct BrokerList(Vec<BrokerKind>);
+
+/// A bench's defaults for the common flags that differ between the benches
+/// (the others have one default, in [`CommonFlags`]), and its own words
+/// for their help.
+pub(crate) struct Defaults {
+    pub(crate) brokers: &'static [BrokerKind],
+    /// Entries per workload: default profile, quick profile.
+    pub(crate) entries: (usize, usize),
+    /// Measured runs: default profile, quick profile.
+    pub(crate) runs: (usize, usize),
+    /// Help for flags (by their long names, which are their ids) in the
+    /// bench's words.
+    pub(crate) help: &'static [(&'static str, &'static str)],
+}
+
+/// The common flags with the bench's defaults filled in, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Common {
+    pub(crate) quick: bool,
+    pub(crate) brokers: Vec<BrokerKind>,
+    pub(crate) regions: u64,
+    pub(crate) entries: usize,
+    pub(crate) rate: f64,
+    pub(crate) linger: Duration,
+    pub(crate) batch_bytes: usize,
+    pub(crate) checkpoint: f64,
+    pub(crate) runs: usize,
+    pub(crate) seed: u64,
+    /// How clients reach the broker (`--security`).
+    pub(crate) listener: Listener,
+}
+
+impl CommonFlags {
+    /// The flags with `defaults` filled in; an error says which flag is
+    /// out of range.
+    pub(crate) fn resolve(&self, defaults: &Defaults) -> Result<Common, String> {
+        for free in &self.filters {
+            eprintln!("note: ignoring the argument {free:?} (no filters here)");
+        }
+        let quick = self.quick || !self.bench;
+        let profile = |(full, quick_value): (usize, usize)| if quick { quick_value } else { full };
+        let common = Common {
+            quick,
+            brokers: self
+                .broker
+                .as_ref()
+                .map_or_else(|| defaults.brokers.to_vec(), |list| list.0.clone()),
+            regions: self.regions.unwrap_or(if quick { 16 } else { 64 }),
+            entries: self.entries.unwrap_or(profile(defaults.entries)),
+            rate: self.rate,
+            linger: Duration::from_millis(self.linger_ms),
+            batch_bytes: self.batch_kib << 10,
+            checkpoint: self.checkpoint,
+            runs: self.runs.unwrap_or(profile(defaults.runs)),
+            seed: self.seed,
+            listener: self.security,
+        };
+        if common.regions == 0 || common.entries == 0 || common.runs == 0 || common.rate <= 0.0 {
+            return Err(see_help(
+                "--regions, --entries, --runs and --rate must be positive",
+            ));
+        }
+        if !(0.0..1.0).contains(&common.checkpoint) {
+            return Err(see_help("--checkpoint must be in [0, 1)"));
+        }
+        check_listener(common.listener, &common.brokers).map_err(see_help)?;
+        Ok(common)
+    }
+}
+
+impl Common {
+    /// The seeded workload of these settings: `writers` writers, `zipf`
+    /// region activity; `region_pure` as GreptimeDB writes (one region a
+    /// batch, its 1 MiB `max_batch_bytes`), named
+    /// `<compression>-<writers>w[-pure]`.
+    pub(crate) fn spec(
+        &self,
+        compression: Compression,
+        writers: usize,
+        region_pure: bool,
+        zipf: f64,
+    ) -> WorkloadSpec {
+        WorkloadSpec {
+            name: format!(
+                "{}-{writers}w{}",
+                compression.name(),
+                if region_pure { "-pure" } else { "" }
+            ),
+            regions: self.regions,
+            zipf,
+            entries: self.entries,
+            rate: self.rate,
+            linger: self.linger,
+            max_batch_bytes: if region_pure {
+                1 << 20
+            } else {
+                self.batch_bytes
+            },
+            writers,
+            compression,
+            region_pure,
+            seed: self.seed,
+        }
+    }
+
+    /// `-- --quick` when the quick profile runs, for the command line a
+    /// report quotes.
+    pub(crate) fn quick_flag(&self) -> &'static str {
+        if self.quick {
+            " -- --quick"
+        } else {
+            ""
+        }
+    }
+}
+
+/// Reads a bench's command line (`args` with the program's name first)
+/// into `F`, its flags: `None` after printing the help that `--help` asked
+/// for. `defaults` words the help of the common flags for the bench. A
+/// flag may be given again: the last one counts.
+fn parse_flags<F: clap::Parser>(
+    defaults: &Defaults,
+    args: impl IntoIterator<Item = String>,
+) -> Result<Option<F>, String> {
+    let mut command = F::command().args_override_self(true);
+    for &(flag, help) in defaults.help {
+        command = command.mut_arg(flag, |arg| arg.help(help));
+    }
+    let matches = match command.try_get_matches_from_mut(args) {
+        Ok(matches) => matches,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            print!("{}", e.render());
+            return Ok(None);
+        }
+        Err(e) => return Err(e.render().to_string()),
+    };
+    F::from_arg_matches(&matches)
+        .map(Some)
+        .map_err(|e| e.render().to_string())
+}
+
+/// `why` a command line was refused, and where to read what it may be.
+pub(crate) fn see_help(why: impl std::fmt::Display) -> String {
+    format!("{why}\n\nFor more information, try '--help'.")
+}
+
+/// Reads `--compression`'s names: none, lz4 or zstd.
+pub(crate) fn parse_compression(name: &str) -> Result<Compression, String> {
+    match name {
+        "none" => Ok(Compression::None),
+        "lz4" => Ok(Compression::Lz4),
+        "zstd" => Ok(Compression::Zstd),
+        other => Err(format!("unknown compression {other:?} (none, lz4 or zstd)")),
+    }
+}
 
 /// A broker a bench runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +257,7 @@ impl BrokerKind {
     /// Reads `--broker`: a comma-separated list of `scripted`, `kafka`
     /// and `tansu`, or `all` (every one, Kafka first), or `both` (scripted
     /// and Tansu, as before Kafka was in the benches).
-    pub(crate) fn parse_list(list: &str) -> Result<Vec<Self>, String> {
+    pub(crate) fn parse_list(list: &str) -> Result<BrokerList, String> {
         let mut out = Vec::new();
         for name in list.split(',') {
             let kinds: &[Self] = match name {
@@ -53,7 +268,7 @@ impl BrokerKind {
                 "all" => &[Self::Kafka, Self::Scripted, Self::Tansu],
                 other => {
                     return Err(format!(
-                        "--broker: unknown {other:?} (scripted, kafka, tansu, both or all)"
+                        "unknown {other:?} (scripted, kafka, tansu, both or all)"
                     ))
                 }
             };
@@ -63,7 +278,7 @@ impl BrokerKind {
                 }
             }
         }
-        Ok(out)
+        Ok(BrokerList(out))
     }
 }
 
@@ -85,13 +300,14 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
-    /// Reads librdkafka's `security.protocol` names, in either case.
-    pub(crate) fn parse(name: &str) -> Option<Self> {
+    /// Reads librdkafka's `security.protocol` names, in either case
+    /// (`--security`).
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
         match name.to_ascii_uppercase().as_str() {
-            "PLAINTEXT" => Some(Self::Plaintext),
-            "SSL" => Some(Self::Ssl),
-            "SASL_SSL" => Some(Self::SaslSsl),
-            _ => None,
+            "PLAINTEXT" => Ok(Self::Plaintext),
+            "SSL" => Ok(Self::Ssl),
+            "SASL_SSL" => Ok(Self::SaslSsl),
+            _ => Err(format!("unknown {name:?} (PLAINTEXT, SSL or SASL_SSL)")),
         }
     }
 
@@ -143,15 +359,32 @@ impl Running {
         self._broker.downcast_ref()
     }
 
+    /// walfetch's cluster client, connected through the proxy with the
+    /// broker's security; `broker` names it in an error.
+    pub(crate) async fn connect(&self, broker: &str) -> Result<Arc<Cluster>, String> {
+        let mut config = ClusterConfig::new([self.proxy.addr().to_string()]);
+        config.connection.request_timeout = Duration::from_secs(30);
+        config.connection.security = self.security.clone();
+        Cluster::connect(config)
+            .await
+            .map(Arc::new)
+            .map_err(|e| format!("{broker}: connect through the proxy: {e}"))
+    }
+
+    /// An rskafka client, connected through the proxy as walfetch's
+    /// clients are; `broker` names it in an error.
+    pub(crate) async fn rskafka(&self, broker: &str) -> Result<rskafka::client::Client, String> {
+        self.rskafka_client()?
+            .build()
+            .await
+            .map_err(|e| format!("{broker}: rskafka: {e}"))
+    }
+
     /// An rskafka client builder set up to reach the broker as walfetch's
     /// clients do: TLS trusting the run's certificate authority
     /// (rskafka's `transport-tls`: rustls with ring, as walfetch's), and
     /// SCRAM-SHA-512 over it.
-    #[allow(
-        dead_code,
-        reason = "the replay bench's; the writer bench runs no rskafka contender"
-    )]
-    pub(crate) fn rskafka_client(&self) -> Result<ClientBuilder, String> {
+    fn rskafka_client(&self) -> Result<ClientBuilder, String> {
         let builder = ClientBuilder::new(vec![self.proxy.addr().to_string()]);
         let Some(pem) = &self.ca_pem else {
             return Ok(builder);
@@ -180,12 +413,52 @@ impl Running {
     }
 }
 
+/// `client`'s client of `topic`'s partition 0, warmed up as a running
+/// database's is: the partition's leader known, its connection open (by
+/// asking for the offset `at`).
+pub(crate) async fn rskafka_partition(
+    client: &rskafka::client::Client,
+    topic: &str,
+    at: OffsetAt,
+) -> Result<PartitionClient, String> {
+    let partition = client
+        .partition_client(topic.to_owned(), 0, UnknownTopicHandling::Retry)
+        .await
+        .map_err(|e| format!("{topic}: rskafka partition client: {e}"))?;
+    partition
+        .get_offset(at)
+        .await
+        .map_err(|e| format!("{topic}: rskafka warm-up: {e}"))?;
+    Ok(partition)
+}
+
+/// Runs `bench` on each of `brokers` in turn, each started (see [`start`])
+/// behind the proxy, holding bytes `one_way` each way, reached through
+/// `listener`, and kept alive until its figures are in; `bench` gets the
+/// clients' runtime to run on. Their results, in the order of `brokers`.
+pub(crate) fn on_each_broker<T>(
+    brokers: &[BrokerKind],
+    one_way: Duration,
+    listener: Listener,
+    mut bench: impl FnMut(&Runtime, BrokerKind, &Running) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let (infra, clients) = runtimes()?;
+    let mut out = Vec::with_capacity(brokers.len());
+    for &broker in brokers {
+        let running = start(broker, &infra, &clients, one_way, listener)?;
+        let result = bench(&clients, broker, &running);
+        drop(running);
+        out.push(result?);
+    }
+    Ok(out)
+}
+
 /// Starts `broker` (the scripted one on `infra`, Kafka and Tansu as
 /// processes) with
 /// the proxy in front of it, the address clients are given, holding bytes
 /// `one_way` in each direction (zero: plain loopback), and reached through
 /// `listener` (the scripted broker only, so far).
-pub(crate) fn start(
+fn start(
     broker: BrokerKind,
     infra: &Runtime,
     clients: &Runtime,
@@ -263,11 +536,22 @@ pub(crate) fn start(
     })
 }
 
-/// A bench's `main`: runs `run` and turns its error into a failure that
-/// says which bench failed and why.
-pub(crate) fn bench_main(bench: &str, run: impl FnOnce() -> Result<ExitCode, String>) -> ExitCode {
-    match run() {
-        Ok(code) => code,
+/// A bench's `main`: reads its command line into its flags `F` (see
+/// [`parse_flags`]; `--help` prints the help and ends there), `build`s its
+/// arguments from them and `run`s it. An error, of the command line or of
+/// the run, is a failure that says which bench failed and why.
+pub(crate) fn bench_main<F: clap::Parser, A>(
+    bench: &str,
+    defaults: &Defaults,
+    build: impl FnOnce(F) -> Result<A, String>,
+    run: impl FnOnce(A) -> Result<(), String>,
+) -> ExitCode {
+    let outcome = parse_flags::<F>(defaults, std::env::args()).and_then(|flags| match flags {
+        Some(flags) => run(build(flags)?),
+        None => Ok(()),
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("\n{bench} bench FAILED: {why}");
             ExitCode::FAILURE
@@ -277,12 +561,12 @@ pub(crate) fn bench_main(bench: &str, run: impl FnOnce() -> Result<ExitCode, Str
 
 /// The broker's runtime (the broker and the proxy get their own threads)
 /// and the clients' runtime.
-pub(crate) fn runtimes() -> Result<(Runtime, Runtime), String> {
+fn runtimes() -> Result<(Runtime, Runtime), String> {
     Ok((runtime("broker")?, runtime("client")?))
 }
 
 /// A two-thread runtime named `name`.
-pub(crate) fn runtime(name: &str) -> Result<Runtime, String> {
+fn runtime(name: &str) -> Result<Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(name)
@@ -293,11 +577,44 @@ pub(crate) fn runtime(name: &str) -> Result<Runtime, String> {
 
 /// Where a bench's outputs go: `$CARGO_TARGET_DIR/<bench>` or
 /// `<workspace>/target/<bench>`.
-pub(crate) fn out_dir(bench: &str) -> PathBuf {
+fn out_dir(bench: &str) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
         .join(bench)
+}
+
+/// Writes a bench's report into [`out_dir`]`(bench)`: `report.md`,
+/// `report.json` (`json`, pretty) and the `extra` files, and says so with
+/// the time since `started`.
+pub(crate) fn write_report(
+    bench: &str,
+    md: &str,
+    json: &serde_json::Value,
+    extra: Vec<(&str, String)>,
+    started: Instant,
+) -> Result<(), String> {
+    let dir = out_dir(bench);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::to_string_pretty(json).map_err(|e| e.to_string())?;
+    let files: Vec<(&str, String)> = [("report.md", md.to_owned()), ("report.json", json)]
+        .into_iter()
+        .chain(extra)
+        .collect();
+    let mut names = Vec::with_capacity(files.len());
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        names.push(path.display().to_string());
+    }
+    let last = names.pop().unwrap_or_default();
+    eprintln!(
+        "wrote {}{}{last} in {:.0} s",
+        names.join(", "),
+        if names.is_empty() { "" } else { " and " },
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// CPU time this process's threads have run so far (Linux: the sum of

@@ -62,13 +62,91 @@ pub(crate) struct Row {
     pub(crate) new_connections: u64,
 }
 
+/// The median of `v` (of an even count, the higher of the middle two).
 pub(crate) fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
     v.sort_unstable();
     v[v.len() / 2]
 }
 
+/// `d` in milliseconds.
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// A figure over the measured runs: its median and its range.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct Spread<T> {
+    pub(crate) median: T,
+    pub(crate) min: T,
+    pub(crate) max: T,
+}
+
+impl<T: Copy + Ord + Default> Spread<T> {
+    /// The spread of `values` (of none, the default).
+    pub(crate) fn of(values: Vec<T>) -> Self {
+        Spread {
+            min: values.iter().copied().min().unwrap_or_default(),
+            max: values.iter().copied().max().unwrap_or_default(),
+            median: if values.is_empty() {
+                T::default()
+            } else {
+                median(values)
+            },
+        }
+    }
+
+    /// Each figure through `f`.
+    pub(crate) fn map<U>(self, f: impl Fn(T) -> U) -> Spread<U> {
+        Spread {
+            median: f(self.median),
+            min: f(self.min),
+            max: f(self.max),
+        }
+    }
+}
+
+impl Spread<f64> {
+    /// A table cell: `median (min–max)`, each with `decimals` decimals.
+    pub(crate) fn cell(&self, decimals: usize) -> String {
+        let Spread { median, min, max } = *self;
+        format!("{median:.decimals$} ({min:.decimals$}–{max:.decimals$})")
+    }
+}
+
+/// A markdown table: its head, then a line a row.
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    text: String,
+}
+
+impl Table {
+    /// A table of `columns`, no rows yet: their names between ` | `, a
+    /// right-aligned column's followed by `:` (as markdown marks it,
+    /// `---:`): `"broker | entries: | wire:"`.
+    pub(crate) fn new(columns: &str) -> Self {
+        let (names, rules): (Vec<&str>, Vec<&str>) = columns
+            .split(" | ")
+            .map(|c| match c.strip_suffix(':') {
+                Some(name) => (name, "---:"),
+                None => (c, "---"),
+            })
+            .unzip();
+        let mut text = String::new();
+        let _ = writeln!(text, "| {} |\n|{}|", names.join(" | "), rules.join("|"));
+        Table { text }
+    }
+
+    /// Adds a row of `cells`, one a column.
+    pub(crate) fn row(&mut self, cells: impl IntoIterator<Item = String>) {
+        let cells: Vec<String> = cells.into_iter().collect();
+        let _ = writeln!(self.text, "| {} |", cells.join(" | "));
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 impl Row {
@@ -81,11 +159,11 @@ impl Row {
         floor: Floor,
         runs: &[RunResult],
     ) -> Self {
-        let wire: Vec<u64> = runs.iter().map(|r| r.wire_bytes).collect();
-        let fetches: Vec<u64> = runs.iter().map(|r| r.fetches).collect();
-        let wall: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+        let wire = Spread::of(runs.iter().map(|r| r.wire_bytes).collect());
+        let fetches = Spread::of(runs.iter().map(|r| r.fetches).collect());
+        let wall = Spread::of(runs.iter().map(|r| r.wall).collect()).map(ms);
         let ttfe: Vec<Duration> = runs.iter().filter_map(|r| r.time_to_first).collect();
-        let wire_bytes = median(wire.clone());
+        let wire_bytes = wire.median;
         let last = runs.last().cloned().unwrap_or_default();
         Row {
             broker: broker.into(),
@@ -101,8 +179,8 @@ impl Row {
             entries: last.entries,
             other_records: last.other_records,
             wire_bytes,
-            wire_bytes_min: wire.iter().copied().min().unwrap_or(0),
-            wire_bytes_max: wire.iter().copied().max().unwrap_or(0),
+            wire_bytes_min: wire.min,
+            wire_bytes_max: wire.max,
             request_bytes: median(runs.iter().map(|r| r.request_bytes).collect()),
             consumer_wire_bytes: runs
                 .iter()
@@ -112,13 +190,13 @@ impl Row {
             floor,
             amp_floor: wire_bytes as f64 / floor.bytes_for(broker).max(1) as f64,
             amp_own: wire_bytes as f64 / floor.region_record_bytes.max(1) as f64,
-            fetches: median(fetches.clone()),
-            fetches_min: fetches.iter().copied().min().unwrap_or(0),
-            fetches_max: fetches.iter().copied().max().unwrap_or(0),
+            fetches: fetches.median,
+            fetches_min: fetches.min,
+            fetches_max: fetches.max,
             round_trips: median(runs.iter().map(|r| r.round_trips).collect()),
-            wall_ms: ms(median(wall.clone())),
-            wall_ms_min: wall.iter().copied().min().map_or(0.0, ms),
-            wall_ms_max: wall.iter().copied().max().map_or(0.0, ms),
+            wall_ms: wall.median,
+            wall_ms_min: wall.min,
+            wall_ms_max: wall.max,
             time_to_first_ms: (!ttfe.is_empty()).then(|| ms(median(ttfe))),
             peak_buffered_bytes: median(runs.iter().map(|r| r.peak_buffered).collect()),
             runs: runs.len(),
@@ -274,24 +352,23 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
-/// Writes one markdown table per broker, in the order the brokers first
-/// appear in `rows`: `head` and `align` are its first two lines, `line`
-/// writes a row.
+/// Writes one markdown table of `columns` per broker, in the order the
+/// brokers first appear in `rows`: `cells` gives a row's.
 pub(crate) fn broker_tables<R>(
     s: &mut String,
     rows: &[R],
     broker: impl Fn(&R) -> &str,
-    head: &str,
-    align: &str,
-    line: impl Fn(&R) -> String,
+    columns: &str,
+    cells: impl Fn(&R) -> Vec<String>,
 ) {
     let mut brokers: Vec<&str> = rows.iter().map(&broker).collect();
     brokers.dedup();
     for name in brokers {
-        let _ = writeln!(s, "\n### {name}\n\n{head}\n{align}");
+        let mut table = Table::new(columns);
         for r in rows.iter().filter(|r| broker(r) == name) {
-            let _ = writeln!(s, "{}", line(r));
+            table.row(cells(r));
         }
+        let _ = write!(s, "\n### {name}\n\n{table}");
     }
 }
 
@@ -314,32 +391,30 @@ pub(crate) fn markdown(
         &mut s,
         rows,
         |r| &r.broker,
-        "| workload | scenario | contender | entries | wire | floor | ×floor | ×own | fetches | round trips | runs / floor fetches | wall ms median (min–max) | first entry ms | peak buffered |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "workload | scenario | contender | entries: | wire: | floor: | ×floor: | ×own: | fetches: | round trips: | runs / floor fetches: | wall ms median (min–max): | first entry ms: | peak buffered:",
         |r| {
-            format!(
-                "| {} | {} {} (r{}) | {} | {} | {} | {} | {:.3} | {:.2} | {} | {} | {} / {} | {:.1} ({:.1}–{:.1}) | {} | {} |",
-                r.workload,
-                r.class,
-                r.index_mode,
-                r.region,
-                r.contender,
-                r.entries,
+            let wall = Spread {
+                median: r.wall_ms,
+                min: r.wall_ms_min,
+                max: r.wall_ms_max,
+            };
+            vec![
+                r.workload.clone(),
+                format!("{} {} (r{})", r.class, r.index_mode, r.region),
+                r.contender.clone(),
+                r.entries.to_string(),
                 bytes(r.wire_bytes),
                 bytes(r.floor.kafka_bytes),
-                r.amp_floor,
-                r.amp_own,
-                r.fetches,
-                r.round_trips,
-                r.floor.runs,
-                r.floor.kafka_fetches,
-                r.wall_ms,
-                r.wall_ms_min,
-                r.wall_ms_max,
+                format!("{:.3}", r.amp_floor),
+                format!("{:.2}", r.amp_own),
+                r.fetches.to_string(),
+                r.round_trips.to_string(),
+                format!("{} / {}", r.floor.runs, r.floor.kafka_fetches),
+                wall.cell(1),
                 r.time_to_first_ms
                     .map_or_else(|| "—".into(), |t| format!("{t:.1}")),
                 bytes(r.peak_buffered_bytes),
-            )
+            ]
         },
     );
     let _ = writeln!(
@@ -347,8 +422,7 @@ pub(crate) fn markdown(
         "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries. The floor counts record bytes only; a miss of a target on wire bytes over the floor says when the floor with each fetch's response framing (the fewest bytes a Fetch response for the partition takes at any version the broker serves, `floor.rs`) is already over the limit: no client can meet it there.\n"
     );
     let _ = writeln!(s, "### Targets\n");
-    let _ = writeln!(s, "| target | met | worst case | worst value | limit |");
-    let _ = writeln!(s, "|---|---:|---|---:|---:|");
+    let mut table = Table::new("target | met: | worst case | worst value: | limit:");
     for target in TARGETS {
         let all: Vec<&TargetCheck> = targets.iter().filter(|t| t.target == target).collect();
         if all.is_empty() {
@@ -360,19 +434,20 @@ pub(crate) fn markdown(
             .max_by(|a, b| a.value.total_cmp(&b.value))
             .copied();
         if let Some(w) = worst {
-            let _ = writeln!(
-                s,
-                "| {target} | {} (met in {met} of {}) | {} {} {} | {:.3} | {:.2} |",
-                if met == all.len() { "MET" } else { "NOT MET" },
-                all.len(),
-                w.broker,
-                w.workload,
-                w.scenario,
-                w.value,
-                w.limit
-            );
+            table.row([
+                target.to_owned(),
+                format!(
+                    "{} (met in {met} of {})",
+                    if met == all.len() { "MET" } else { "NOT MET" },
+                    all.len()
+                ),
+                format!("{} {} {}", w.broker, w.workload, w.scenario),
+                format!("{:.3}", w.value),
+                format!("{:.2}", w.limit),
+            ]);
         }
     }
+    s.push_str(&table.to_string());
     let missed: Vec<&TargetCheck> = targets.iter().filter(|t| !t.met).collect();
     if !missed.is_empty() {
         let _ = writeln!(s, "\nMissed, by how much (value / limit):\n");

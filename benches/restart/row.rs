@@ -5,27 +5,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::floor::{self, Floor};
-use crate::report::{median, ms};
+use crate::report::{median, ms, Spread};
 
 use super::*;
-
-/// A figure over the measured runs.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(super) struct Spread<T> {
-    pub(super) median: T,
-    pub(super) min: T,
-    pub(super) max: T,
-}
-
-impl<T: Copy + Ord + Default> Spread<T> {
-    pub(super) fn of(values: Vec<T>) -> Self {
-        Spread {
-            min: values.iter().copied().min().unwrap_or_default(),
-            max: values.iter().copied().max().unwrap_or_default(),
-            median: median(values),
-        }
-    }
-}
 
 /// Every figure of one contender on one restart (medians over the
 /// measured runs unless said otherwise).
@@ -144,11 +126,7 @@ impl RestartRow {
                     .flat_map(|r| r.replays.iter().copied())
                     .collect(),
             )),
-            total_wall_ms: Spread {
-                median: ms(total.median),
-                min: ms(total.min),
-                max: ms(total.max),
-            },
+            total_wall_ms: total.map(ms),
             cpu_ms: runs
                 .iter()
                 .map(|r| r.cpu)

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::report::{broker_tables, bytes, TargetCheck};
+use crate::report::{broker_tables, bytes, Table, TargetCheck};
 
 use super::*;
 
@@ -121,10 +121,9 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
         &mut s,
         rows,
         |r| &r.broker,
-        "| workload | partitions | contender | regions | entries | wire | union floor | Σ region floors | ×floor | ×own | fetches | round trips | wall ms per replay (median) | total wall ms median (min–max) | CPU ms | runs | peak buffered | link: dearest per fetch (dear runs) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "workload | partitions: | contender | regions: | entries: | wire: | union floor: | Σ region floors: | ×floor: | ×own: | fetches: | round trips: | wall ms per replay (median): | total wall ms median (min–max): | CPU ms: | runs: | peak buffered: | link: dearest per fetch (dear runs):",
         |r| {
-            let cells = [
+            vec![
                 r.workload.clone(),
                 r.partitions.to_string(),
                 r.contender.clone(),
@@ -138,25 +137,21 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
                 r.fetches.to_string(),
                 r.round_trips.to_string(),
                 format!("{:.1}", r.replay_wall_ms),
-                format!(
-                    "{:.1} ({:.1}–{:.1})",
-                    r.total_wall_ms.median, r.total_wall_ms.min, r.total_wall_ms.max
-                ),
+                r.total_wall_ms.cell(1),
                 r.cpu_ms.map_or("–".to_owned(), |cpu| format!("{cpu:.1}")),
                 r.runs.to_string(),
                 bytes(r.peak_buffered_bytes),
                 r.link.map_or("–".to_owned(), |link| {
-                    let per_fetch = link
-                        .dearest_us
-                        .map_or("not learned".to_owned(), |us| match us {
-                            // The estimator's least figure is 1 µs.
-                            us if us < 1.5 => "≤ 1 µs".to_owned(),
-                            us => format!("{us:.0} µs"),
-                        });
+                    let per_fetch =
+                        link.dearest_us
+                            .map_or("not learned".to_owned(), |us| match us {
+                                // The estimator's least figure is 1 µs.
+                                us if us < 1.5 => "≤ 1 µs".to_owned(),
+                                us => format!("{us:.0} µs"),
+                            });
                     format!("{per_fetch} ({}/{})", link.dear_runs, r.runs)
                 }),
-            ];
-            format!("| {} |", cells.join(" | "))
+            ]
         },
     );
     let _ = writeln!(
@@ -164,11 +159,7 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
         "\n`union floor`: the floor (`floor.rs` over the broker's own batches; see below) over the union of every region's wanted records, per partition, summed. `Σ region floors`: the regions' own floors summed, the least a replay region by region could move. `×own`: wire over the recovered regions' own record bytes (`ReplayStats::yielded_bytes`). `wall ms per replay`: the median region's replay (region by region) or the one pass. `total wall`: until every region is recovered. `CPU ms`: CPU time this process used during a run (median): the client, the proxy and, on the scripted broker's rows, the broker itself (Tansu runs in its own process and is not counted). `runs`: measured runs, each checked (a contender stops after 8 s of measured runs; the one-pass contenders get an unmeasured, checked warm-up run first). Fetches and round trips: all replays together (region by region, round trips add up). `×own` is below 1 where compressed batches carry the records in fewer bytes than their own encoded size. `link`: the most the one pass measured a fetch to cost on the broker beyond its bytes (`ReplayStats::links`, median of the runs), and in how many runs it was dear at some point (over a loopback round trip, 150 µs: the plan then read through other regions' batches to send fewer fetches).\n\nThe floor is the library's `walfetch::plan::floor_bytes`: the least any set of fetches can move under Kafka's rules (a fetch may start at the batch before a wanted one and cut the wanted one after its last wanted record; proven against a brute force in its tests). On Tansu rows it is the never-cut floor (every wanted batch whole), since Tansu never cuts a batch.\n"
     );
     let _ = writeln!(s, "### Restart targets (reported, not asserted)\n");
-    let _ = writeln!(
-        s,
-        "| target | broker | workload | scenario | value | verdict |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---:|---|");
+    let mut table = Table::new("target | broker | workload | scenario | value: | verdict");
     for t in targets {
         let (verdict, sign) = if t.met {
             ("met", "<=")
@@ -186,12 +177,16 @@ pub(crate) fn markdown(rows: &[RestartRow], targets: &[TargetCheck]) -> String {
                 _ => String::new(),
             },
         };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {:.3} | {verdict} ({:.3} {sign} {}){bound} |",
-            t.target, t.broker, t.workload, t.scenario, t.value, t.value, t.limit
-        );
+        table.row([
+            t.target.to_owned(),
+            t.broker.clone(),
+            t.workload.clone(),
+            t.scenario.clone(),
+            format!("{:.3}", t.value),
+            format!("{verdict} ({:.3} {sign} {}){bound}", t.value, t.limit),
+        ]);
     }
+    s.push_str(&table.to_string());
     let met = targets.iter().filter(|t| t.met).count();
     let unattainable = targets
         .iter()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use rskafka::client::partition::{OffsetAt, UnknownTopicHandling};
+use rskafka::client::partition::OffsetAt;
 use tokio::sync::mpsc;
 use walfetch::cluster::Cluster;
 use walfetch::index::{IndexEntry, WalIndex};
@@ -82,20 +82,11 @@ impl Producer {
                     .with_mode(mode)
                     .with_max_in_flight(in_flight)
                     .with_compression(args.compression)
-                    .with_max_batch_bytes(args.batch_bytes)
-                    .with_linger(args.linger),
+                    .with_max_batch_bytes(args.common.batch_bytes)
+                    .with_linger(args.common.linger),
             )),
             Config::Greptime => {
-                let client = rskafka
-                    .partition_client(topic.to_owned(), 0, UnknownTopicHandling::Retry)
-                    .await
-                    .map_err(|e| format!("{topic}: rskafka partition client: {e}"))?;
-                // Warmed up, as a running database's client is: the
-                // partition's leader known, its connection open.
-                client
-                    .get_offset(OffsetAt::Latest)
-                    .await
-                    .map_err(|e| format!("{topic}: rskafka warm-up: {e}"))?;
+                let client = harness::rskafka_partition(rskafka, topic, OffsetAt::Latest).await?;
                 Producer::Greptime(GreptimeProducer::new(Arc::new(client), args.compression))
             }
         })

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::harness::Listener;
-use crate::report::Row;
+use crate::report::{Row, Table};
 use crate::*;
 
 /// One writer configuration's run.
@@ -48,7 +48,7 @@ pub(crate) struct ReplayRow {
 
 /// ` (median of N <what>, lowest–highest<unit>)` for two or more values
 /// sorted; nothing for fewer.
-pub(crate) fn spread(sorted: &[f64], what: &str, unit: &str) -> String {
+fn range_note(sorted: &[f64], what: &str, unit: &str) -> String {
     match sorted {
         [] | [_] => String::new(),
         [lo, .., hi] => format!(
@@ -58,6 +58,19 @@ pub(crate) fn spread(sorted: &[f64], what: &str, unit: &str) -> String {
     }
 }
 
+/// The row of `broker`'s writer `mode` with `in_flight` requests in
+/// flight at `pace`, if it ran.
+fn write_row<'a>(
+    writes: &'a [WriteRow],
+    broker: &str,
+    (mode, in_flight, pace): (&str, usize, &str),
+) -> Option<&'a WriteRow> {
+    writes.iter().find(|w| {
+        w.broker == broker && w.mode == mode && w.in_flight == in_flight && w.pace == pace
+    })
+}
+
+/// The writer bench's report: its tables and targets.
 pub(crate) fn markdown(
     args: &Args,
     writes: &[WriteRow],
@@ -65,24 +78,25 @@ pub(crate) fn markdown(
     round_trips: &BTreeMap<String, Duration>,
     elapsed: Duration,
 ) -> String {
+    let common = &args.common;
     let mut md = String::new();
     let _ = writeln!(
         md,
         "## Writer benchmark\n\n`cargo bench --bench writer{}{}` — the replay bench's workload: {} regions (Zipf 1), {} entries per run, {} compression, linger {:?}, batch cap {} KiB, paced runs at {}/s, seed {}; replays from {:.0} % of the log with hints and a complete index, median of {} run(s); idempotent producer throughout; {:.0} s in all.\n",
-        if args.quick { " -- --quick" } else { "" },
-        match args.listener {
+        common.quick_flag(),
+        match common.listener {
             Listener::Plaintext => String::new(),
             l => format!(" (over {})", l.name()),
         },
-        args.regions,
-        args.entries,
+        common.regions,
+        common.entries,
         args.compression.name(),
-        args.linger,
-        args.batch_bytes >> 10,
-        args.rate,
-        args.seed,
-        args.checkpoint * 100.0,
-        args.runs,
+        common.linger,
+        common.batch_bytes >> 10,
+        common.rate,
+        common.seed,
+        common.checkpoint * 100.0,
+        common.runs,
         elapsed.as_secs_f64()
     );
     for (broker, rt) in round_trips {
@@ -92,92 +106,89 @@ pub(crate) fn markdown(
             rt.as_micros()
         );
     }
-    md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput; rows at the rate: the median of their runs by append p99. `CPU ms`: CPU time this process used from the first append to the last acknowledgement (the writer, the bench's appender, the proxy and, on the scripted broker's rows, the broker; Tansu runs in its own process).\n\n| broker | mode | in flight | pace | entries/s | MB/s | append p50 | append p99 | max | batches | CPU ms | runs |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("### Writing\n\nFlat-out rows: the median of their runs by throughput; rows at the rate: the median of their runs by append p99. `CPU ms`: CPU time this process used from the first append to the last acknowledgement (the writer, the bench's appender, the proxy and, on the scripted broker's rows, the broker; Tansu runs in its own process).\n\n");
+    let mut table = Table::new("broker | mode | in flight: | pace | entries/s: | MB/s: | append p50: | append p99: | max: | batches: | CPU ms: | runs:");
     for w in writes {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.2} ms | {:.2} ms | {:.1} ms | {} | {} | {} |",
-            w.broker,
-            w.mode,
-            w.in_flight,
-            w.pace,
-            w.entries_per_s,
-            w.mb_per_s,
-            w.p50_ms,
-            w.p99_ms,
-            w.max_ms,
-            w.batches,
+        table.row([
+            w.broker.clone(),
+            w.mode.clone(),
+            w.in_flight.to_string(),
+            w.pace.clone(),
+            format!("{:.0}", w.entries_per_s),
+            format!("{:.1}", w.mb_per_s),
+            format!("{:.2} ms", w.p50_ms),
+            format!("{:.2} ms", w.p99_ms),
+            format!("{:.1} ms", w.max_ms),
+            w.batches.to_string(),
             w.cpu_ms.map_or("–".to_owned(), |cpu| format!("{cpu:.0}")),
-            w.runs
-        );
+            w.runs.to_string(),
+        ]);
     }
-    md.push_str("\n### Side by side with GreptimeDB's producer (same run)\n\nGreptimeDB's Kafka log store as it runs today (`greptime.rs`: a request a region write, produced one after another, no linger) on stock rskafka 0.6 from crates.io, against walfetch's clustered writer, 5 in flight, on the same workload and broker. GreptimeDB's producer writes the first tenth of the entries, once (it falls behind the rate). rskafka 0.6 sets no `TCP_NODELAY`: a request larger than its 8 KiB write buffer goes out in two writes, and the second waits for the broker's delayed acknowledgement (about 40 ms on Linux); GreptimeDB builds on its own fork of rskafka, not checked here.\n\n| broker | pace | walfetch clustered, 5 in flight | GreptimeDB's producer | walfetch ÷ GreptimeDB |\n|---|---|---|---|---|\n");
+    md.push_str(&table.to_string());
+    md.push_str("\n### Side by side with GreptimeDB's producer (same run)\n\nGreptimeDB's Kafka log store as it runs today (`greptime.rs`: a request a region write, produced one after another, no linger) on stock rskafka 0.6 from crates.io, against walfetch's clustered writer, 5 in flight, on the same workload and broker. GreptimeDB's producer writes the first tenth of the entries, once (it falls behind the rate). rskafka 0.6 sets no `TCP_NODELAY`: a request larger than its 8 KiB write buffer goes out in two writes, and the second waits for the broker's delayed acknowledgement (about 40 ms on Linux); GreptimeDB builds on its own fork of rskafka, not checked here.\n\n");
+    let mut table = Table::new("broker | pace | walfetch clustered, 5 in flight | GreptimeDB's producer | walfetch ÷ GreptimeDB");
     for broker in round_trips.keys() {
-        let find = |mode: &str, in_flight: usize, pace: &str| {
-            writes.iter().find(|w| {
-                &w.broker == broker && w.mode == mode && w.in_flight == in_flight && w.pace == pace
-            })
+        let with_greptime = |pace| {
+            let ours = write_row(writes, broker, ("clustered", 5, pace));
+            ours.zip(write_row(writes, broker, (GREPTIME_MODE, 1, pace)))
         };
-        if let (Some(w), Some(g)) = (
-            find("clustered", 5, "flat out"),
-            find(GREPTIME_MODE, 1, "flat out"),
-        ) {
-            let _ = writeln!(
-                md,
-                "| {broker} | flat out | {:.0} entries/s, {} batches | {:.0} entries/s, {} batches ({} entries) | {:.1}× the entries/s |",
-                w.entries_per_s,
-                w.batches,
-                g.entries_per_s,
-                g.batches,
-                g.entries,
-                w.entries_per_s / g.entries_per_s
-            );
+        if let Some((w, g)) = with_greptime("flat out") {
+            table.row([
+                broker.clone(),
+                "flat out".to_owned(),
+                format!("{:.0} entries/s, {} batches", w.entries_per_s, w.batches),
+                format!(
+                    "{:.0} entries/s, {} batches ({} entries)",
+                    g.entries_per_s, g.batches, g.entries
+                ),
+                format!("{:.1}× the entries/s", w.entries_per_s / g.entries_per_s),
+            ]);
         }
-        if let (Some(w), Some(g)) = (find("clustered", 5, "rate"), find(GREPTIME_MODE, 1, "rate")) {
-            let _ = writeln!(
-                md,
-                "| {broker} | rate | append p50 {:.2} ms, p99 {:.2} ms, {} batches | append p50 {:.2} ms, p99 {:.2} ms, {} batches ({} entries) | {:.3}× the p99 |",
-                w.p50_ms,
-                w.p99_ms,
-                w.batches,
-                g.p50_ms,
-                g.p99_ms,
-                g.batches,
-                g.entries,
-                w.p99_ms / g.p99_ms
-            );
+        if let Some((w, g)) = with_greptime("rate") {
+            table.row([
+                broker.clone(),
+                "rate".to_owned(),
+                format!(
+                    "append p50 {:.2} ms, p99 {:.2} ms, {} batches",
+                    w.p50_ms, w.p99_ms, w.batches
+                ),
+                format!(
+                    "append p50 {:.2} ms, p99 {:.2} ms, {} batches ({} entries)",
+                    g.p50_ms, g.p99_ms, g.batches, g.entries
+                ),
+                format!("{:.3}× the p99", w.p99_ms / g.p99_ms),
+            ]);
         }
     }
-    md.push_str("\n### Replay cost of each layout (walfetch with the writer's hints, complete index)\n\n`walfetch hints` plans with the library's default cost model (it may read other regions' batches to save a fetch); `fewest bytes` plans with a per-fetch cost of zero (runs never merge).\n\n| broker | layout | batches | region | plan | entries | own bytes | wire bytes | ×own | ×floor | fetches | round trips |\n|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str(&table.to_string());
+    md.push_str("\n### Replay cost of each layout (walfetch with the writer's hints, complete index)\n\n`walfetch hints` plans with the library's default cost model (it may read other regions' batches to save a fetch); `fewest bytes` plans with a per-fetch cost of zero (runs never merge).\n\n");
+    let mut table = Table::new("broker | layout | batches: | region | plan | entries: | own bytes: | wire bytes: | ×own: | ×floor: | fetches: | round trips:");
     for r in replays {
         let row = &r.row;
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
-            r.broker,
-            r.layout,
-            r.batches,
-            row.class,
-            row.region,
-            row.contender.trim_start_matches("walfetch hints, "),
-            row.entries,
+        table.row([
+            r.broker.clone(),
+            r.layout.clone(),
+            r.batches.to_string(),
+            format!("{} ({})", row.class, row.region),
+            row.contender
+                .trim_start_matches("walfetch hints, ")
+                .to_owned(),
+            row.entries.to_string(),
             report::bytes(row.floor.region_record_bytes),
             report::bytes(row.wire_bytes),
-            row.amp_own,
-            row.amp_floor,
-            row.fetches,
-            row.round_trips
-        );
+            format!("{:.3}", row.amp_own),
+            format!("{:.3}", row.amp_floor),
+            row.fetches.to_string(),
+            row.round_trips.to_string(),
+        ]);
     }
-    md.push_str(
-        "\n### Targets (same run)\n\n| broker | target | measured | met |\n|---|---|---|---|\n",
-    );
-    let yes = |ok: bool| if ok { "yes" } else { "**no**" };
+    md.push_str(&table.to_string());
+    md.push_str("\n### Targets (same run)\n\n");
+    let mut table = Table::new("broker | target | measured | met");
+    let yes = |ok: bool| if ok { "yes" } else { "**no**" }.to_owned();
     for (broker, rt) in round_trips {
         let find = |mode: &str, in_flight: usize, pace: &str| {
-            writes.iter().find(|w| {
-                &w.broker == broker && w.mode == mode && w.in_flight == in_flight && w.pace == pace
-            })
+            write_row(writes, broker, (mode, in_flight, pace))
         };
         for in_flight in [5, 1] {
             if let (Some(c), Some(i)) = (
@@ -195,7 +206,7 @@ pub(crate) fn markdown(
                     .collect();
                 ratios.sort_by(f64::total_cmp);
                 let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
-                let spread = spread(&ratios, "rounds", "");
+                let spread = range_note(&ratios, "rounds", "");
                 // What each took of this process's CPU, and in how many
                 // Produce requests (one per batch).
                 let cost = match (c.cpu_ms, i.cpu_ms) {
@@ -205,13 +216,15 @@ pub(crate) fn markdown(
                     ),
                     _ => format!("; {} vs {} batches", c.batches, i.batches),
                 };
-                let _ = writeln!(
-                    md,
-                    "| {broker} | clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight) | {:.0} vs {:.0} entries/s; each round: {ratio:.2}×{spread}{cost} | {} |",
-                    c.entries_per_s,
-                    i.entries_per_s,
-                    yes(ratio >= 1.0)
-                );
+                table.row([
+                    broker.clone(),
+                    format!("clustered writes ≥ interleaved's throughput (flat out, {in_flight} in flight)"),
+                    format!(
+                        "{:.0} vs {:.0} entries/s; each round: {ratio:.2}×{spread}{cost}",
+                        c.entries_per_s, i.entries_per_s
+                    ),
+                    yes(ratio >= 1.0),
+                ]);
             }
         }
         for pure in [CLUSTERED_LAYOUT, PURE_LAYOUT] {
@@ -219,33 +232,39 @@ pub(crate) fn markdown(
                 .iter()
                 .filter(|r| &r.broker == broker && r.layout == pure && r.row.class == "median")
             {
-                let _ = writeln!(
-                    md,
-                    "| {broker} | median region, {}: ≤ 1.1× own on the {pure} layout | {:.3}× own | {} |",
-                    r.row.contender,
-                    r.row.amp_own,
-                    yes(r.row.amp_own <= 1.1)
-                );
+                table.row([
+                    broker.clone(),
+                    format!(
+                        "median region, {}: ≤ 1.1× own on the {pure} layout",
+                        r.row.contender
+                    ),
+                    format!("{:.3}× own", r.row.amp_own),
+                    yes(r.row.amp_own <= 1.1),
+                ]);
             }
         }
-        let bound = args.linger + 2 * *rt;
+        let bound = common.linger + 2 * *rt;
         for mode in ["clustered", "interleaved"] {
             for in_flight in [5, 1] {
                 if let Some(w) = find(mode, in_flight, "rate") {
                     let bound_ms = bound.as_secs_f64() * 1e3;
                     let mut p99s = w.round_p99_ms.clone();
                     p99s.sort_by(f64::total_cmp);
-                    let spread = spread(&p99s, "runs", " ms");
-                    let _ = writeln!(
-                        md,
-                        "| {broker} | append p99 ≤ linger + 2 round trips ({bound_ms:.2} ms), {mode}, {in_flight} in flight, at the rate | {:.2} ms{spread}: {:.2}× the bound | {} |",
-                        w.p99_ms,
-                        w.p99_ms / bound_ms,
-                        yes(w.p99_ms <= bound_ms)
-                    );
+                    let spread = range_note(&p99s, "runs", " ms");
+                    table.row([
+                        broker.clone(),
+                        format!("append p99 ≤ linger + 2 round trips ({bound_ms:.2} ms), {mode}, {in_flight} in flight, at the rate"),
+                        format!(
+                            "{:.2} ms{spread}: {:.2}× the bound",
+                            w.p99_ms,
+                            w.p99_ms / bound_ms
+                        ),
+                        yes(w.p99_ms <= bound_ms),
+                    ]);
                 }
             }
         }
     }
+    md.push_str(&table.to_string());
     md
 }
