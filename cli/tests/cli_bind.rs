@@ -10,18 +10,16 @@
 
 mod run;
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use run::{path, stderr, temp_dir, walfetch};
-use support::broker::TestBroker;
-use support::recovery::{write_partition, Written};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::writer::{WriterConfig, WriterMode};
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
+use walfetch_support::recovery::{write_partition, Written};
 
 /// Runs walfetch expecting success; its stdout and stderr.
 fn ok(args: &[&str]) -> (String, String) {

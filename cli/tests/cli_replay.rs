@@ -5,9 +5,6 @@
 
 mod run;
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -16,10 +13,11 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
 use run::{index_build_async, path, stderr, strings, temp_dir, walfetch, walfetch_async};
-use support::broker::TestBroker;
-use support::recovery::{expected, write_partition, Written};
-use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
+use walfetch_support::recovery::{expected, write_partition, Written};
+use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
 
 /// The stats line: the last line on stderr, one JSON object.
 fn stats_line(out: &Output) -> serde_json::Value {
@@ -368,11 +366,11 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
     let topic = broker.topic("greptimedb_wal_topic_1");
     let topic = topic.as_str();
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
-    let written = support::greptime::write(&cluster, topic, 40).await;
-    let end = support::greptime::end(&written);
+    let written = walfetch_support::greptime::write(&cluster, topic, 40).await;
+    let end = walfetch_support::greptime::end(&written);
     let dir = temp_dir(&format!("greptime-{}", broker.name()));
     let json = dir.join("index.json");
-    let json_text = support::greptime::index_json(topic, &written, end / 2);
+    let json_text = walfetch_support::greptime::index_json(topic, &written, end / 2);
     std::fs::write(&json, json_text).unwrap();
     let index = dir.join("wal.idx");
     let out = walfetch(&[
@@ -417,7 +415,7 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut got = support::greptime::GreptimeWal::new();
+    let mut got = walfetch_support::greptime::GreptimeWal::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
