@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 pub mod broker;
+pub mod cli;
 pub mod failover;
 pub mod greptime;
 pub mod kafka;
