@@ -21,13 +21,6 @@
 //! soak could not go on (a node that would not restart or resync).
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/support/failover.rs"]
-#[allow(dead_code)]
-mod failover;
-#[path = "../tests/support/recovery.rs"]
-#[allow(dead_code)]
-mod recovery;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -36,8 +29,8 @@ use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use walfetch::error::Error;
 
-use failover::{Differences, PARTITIONS};
-use recovery::Written;
+use walfetch_support::failover::{self, Differences, PARTITIONS};
+use walfetch_support::recovery::{self, Written};
 
 const TOPIC: &str = "failover-soak";
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs Tansu 0.6.0, the Kafka-compatible broker the integration tests
-# start (tests/support/tansu.rs), unless that version is already installed;
+# start (support/src/tansu.rs), unless that version is already installed;
 # and stunnel4, the TLS terminator the TLS tests put in front of it
-# (tests/support/stunnel.rs), unless stunnel4 or stunnel is on PATH.
+# (support/src/stunnel.rs), unless stunnel4 or stunnel is on PATH.
 #
 #   scripts/setup-broker.sh
 #

@@ -1,12 +1,10 @@
 //! The connection layer and cluster client against the real brokers:
 //! Apache Kafka (one node shared by this binary) and Tansu 0.6.0 (one per
-//! test), every test body on both (`support::broker`).
+//! test), every test body on both (`walfetch_support::broker`).
 //!
 //! Run with `cargo test -p walfetch --test client_brokers`. Needs Kafka
 //! and Tansu: `scripts/setup-kafka.sh`, `scripts/setup-broker.sh`.
 #![allow(clippy::unwrap_used)]
-
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,8 +12,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::future::join_all;
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, MetadataRequest};
-use support::broker::{BrokerKind, TestBroker};
-use support::{batch_offsets, produce_batches, sample_records};
 use walfetch::cluster::{
     fetch_on, list_offsets_request, metadata_request, read_list_offsets_response, ClientError,
     Cluster, FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
@@ -27,6 +23,9 @@ use walfetch::connection::{
     Connection, ConnectionConfig, ConnectionError, VersionPolicy, VersionRange,
 };
 use walfetch::error_code::ErrorCode;
+use walfetch_support::broker::{BrokerKind, TestBroker};
+use walfetch_support::on_brokers;
+use walfetch_support::{batch_offsets, produce_batches, sample_records};
 
 fn now_ms() -> i64 {
     let since = SystemTime::now()
@@ -38,7 +37,7 @@ fn now_ms() -> i64 {
 /// Without the broker binary a test fails, saying how to install it.
 #[test]
 fn a_missing_broker_fails_with_install_instructions() {
-    let why = support::tansu::find_tansu(|_| None).expect_err("nothing to find");
+    let why = walfetch_support::tansu::find_tansu(|_| None).expect_err("nothing to find");
     assert!(why.contains("scripts/setup-broker.sh"), "{why}");
     assert!(
         why.contains("cargo install tansu --version 0.6.0 --locked --features dynostore"),

@@ -9,8 +9,6 @@
 //! tests), one test at a time (three JVMs per test on a small machine).
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,14 +18,14 @@ use kafka_protocol::messages::delete_records_request::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use support::failover::{
-    assert_exactly, client, leader_node, pull_until, recovery, start_cluster, total, write_wal,
-};
-use support::recovery::{from_start, Written};
 use walfetch::cluster::{fetch_on, Cluster, ClusterConfig, FetchParams, RetryPolicy};
 use walfetch::consumer::Recovery;
 use walfetch::error::Error;
 use walfetch::error_code::ErrorCode;
+use walfetch_support::failover::{
+    assert_exactly, client, leader_node, pull_until, recovery, start_cluster, total, write_wal,
+};
+use walfetch_support::recovery::{from_start, Written};
 
 /// One test at a time: each starts three JVMs.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -30,7 +30,6 @@
 
 #[path = "fetch_rules_kafka/raw_producer.rs"]
 mod raw_producer;
-mod support;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -601,8 +600,8 @@ async fn scripted_broker_answers_every_fetch_as_kafka_does() {
     eprintln!("fetch rules: seed {seed} (WALFETCH_FETCH_RULES_SEED), {requests} requests");
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let node = support::kafka::shared();
-    let topic = support::kafka::unique_topic("fetch-rules");
+    let node = walfetch_support::kafka::shared();
+    let topic = walfetch_support::kafka::unique_topic("fetch-rules");
     let kafka_cluster = Cluster::connect(node.cluster_config()).await.unwrap();
     let mut new = walfetch::cluster::NewTopic::new(&topic, PARTITIONS);
     new.configs
@@ -616,7 +615,7 @@ async fn scripted_broker_answers_every_fetch_as_kafka_does() {
 
     let scripted_cluster = ScriptedCluster::builder()
         .habits(Habits {
-            segment_bytes: u32::try_from(support::kafka::SEGMENT_BYTES).unwrap(),
+            segment_bytes: u32::try_from(walfetch_support::kafka::SEGMENT_BYTES).unwrap(),
             ..Habits::KAFKA
         })
         .start()

@@ -6,19 +6,17 @@
 //! follower that fails a fetch sends the partition back to its leader.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use support::recovery::{recover, recover_with_defaults, write_partition, Written};
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams};
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::error_code::ErrorCode;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::WriterConfig;
+use walfetch_support::recovery::{recover, recover_with_defaults, write_partition, Written};
 use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
 
 const TOPIC: &str = "wal";

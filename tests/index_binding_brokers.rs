@@ -8,8 +8,6 @@
 //! another log.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,14 +15,15 @@ use futures::StreamExt;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use support::broker::{BrokerKind, TestBroker};
-use support::recovery::{write_partition, Written};
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::connection::{Connection, VersionPolicy, VersionRange};
 use walfetch::consumer::Recovery;
 use walfetch::error::{Error, Mismatch};
 use walfetch::error_code::ErrorCode;
 use walfetch::writer::WriterConfig;
+use walfetch_support::broker::{BrokerKind, TestBroker};
+use walfetch_support::on_brokers;
+use walfetch_support::recovery::{write_partition, Written};
 
 /// Deletes `topic` (DeleteTopics, which the broker forwards to the
 /// controller; on a connection of its own, as walfetch's policy does not

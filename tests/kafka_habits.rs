@@ -5,27 +5,25 @@
 //! checks them against Kafka at random; these are the named cases). Each
 //! test's name says the rule; its doc says where Tansu 0.6 differs.
 //!
-//! On the binary's shared Kafka node (`support::kafka`), a topic each.
+//! On the binary's shared Kafka node (`walfetch_support::kafka`), a topic each.
 #![allow(clippy::unwrap_used)]
-
-mod support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::{batch_offsets, produce_batches};
 use walfetch::cluster::{
     fetch_on, Cluster, FetchParams, FetchedPartition, IsolationLevel, NewTopic, OffsetSpec,
 };
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::error_code::ErrorCode;
+use walfetch_support::{batch_offsets, produce_batches};
 
 const BATCH_LEN: usize = 824;
 
 /// A client of the shared node and a fresh topic of `partitions`.
 async fn topic(partitions: i32) -> (Cluster, String) {
-    let node = support::kafka::shared();
+    let node = walfetch_support::kafka::shared();
     let cluster = Cluster::connect(node.cluster_config()).await.unwrap();
-    let topic = support::kafka::unique_topic("habits");
+    let topic = walfetch_support::kafka::unique_topic("habits");
     cluster
         .create_topics(&[NewTopic::new(&topic, partitions)])
         .await
@@ -117,7 +115,7 @@ async fn kafka_gives_each_partition_its_own_limit() {
     for p in 0..2 {
         for b in 0..3 {
             let encoded = BatchBuilder::new(0)
-                .encode(&support::sample_records(b, 7, 100))
+                .encode(&walfetch_support::sample_records(b, 7, 100))
                 .unwrap();
             cluster.produce(&topic, p, encoded.bytes).await.unwrap();
         }

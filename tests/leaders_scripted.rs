@@ -6,8 +6,6 @@
 //! of leaderless answers does not become a flood of Metadata requests.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,12 +14,13 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{checkpoints, expected, recover, write_interleaved_partitions};
-use support::wal_log::{check_written, read_log};
 use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, RetryPolicy};
 use walfetch::consumer::ReplayOptions;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch_support::partition_log::read_log;
+use walfetch_support::recovery::{checkpoints, expected, recover, write_interleaved_partitions};
+use walfetch_support::wal_log::check_written;
 use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
 
 const TOPIC: &str = "wal";

@@ -8,9 +8,8 @@
 //! scripts/test.sh runs that).
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::broker::TestBroker;
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
 
 use std::process::Command;
 

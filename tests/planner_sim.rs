@@ -1,12 +1,10 @@
 //! The fetch planner's replays, through the real replay core against a
-//! simulated partition (`support::sim`): how many fetches and how many
+//! simulated partition (`walfetch_support::sim`): how many fetches and how many
 //! bytes a region's replay takes next to the floor (the fewest bytes
 //! Kafka's fetch rules allow), with the writer's hints, offsets only,
 //! wrong hints, and brokers that bend the rules. Tests of single planned
 //! fetches stay with the planner (`src/plan/planner.rs`).
 #![allow(clippy::unwrap_used)]
-
-mod support;
 
 use walfetch::codec::Compression;
 use walfetch::index::{IndexEntry, RegionId, WalIndex};
@@ -14,7 +12,7 @@ use walfetch::plan::PlanConfig;
 use walfetch::replay::ReplayOptions;
 use walfetch_testkit::{kafka_fetch, Habits};
 
-use support::sim::{BatchSpec, IndexSpec, Outcome, Sim, SimLog};
+use walfetch_support::sim::{BatchSpec, IndexSpec, Outcome, Sim, SimLog};
 
 /// The region replayed; every other record is [`OTHER`]'s.
 const WANTED: RegionId = 1;

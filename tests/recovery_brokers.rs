@@ -7,22 +7,21 @@
 //! a scan split by the region rule).
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::broker::TestBroker;
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::recovery::{
-    checkpoints, expected, halfway, librdkafka_wal, recover, write_partition, Written,
-};
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::index::{IdFormat, RegionId, RegionRule};
 use walfetch::scan::build_index;
 use walfetch::writer::WriterConfig;
+use walfetch_support::recovery::{
+    checkpoints, expected, halfway, librdkafka_wal, recover, write_partition, Written,
+};
 
 async fn one_pass_over_a_wal_walfetch_wrote(broker: &TestBroker) {
     let topic: &str = &broker.topic("recovery-walwriter");

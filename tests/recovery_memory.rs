@@ -4,18 +4,16 @@
 //! measure is the whole process's, so no other test may run beside it.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use support::recovery::{write_partition, Written};
-use support::scripted::scripted_with_topic;
 use walfetch::codec::Compression;
 use walfetch::consumer::{Recovery, ReplayOptions};
 use walfetch::writer::{WriterConfig, WriterMode};
+use walfetch_support::recovery::{write_partition, Written};
+use walfetch_support::scripted::scripted_with_topic;
 
 /// This process's resident memory now and its peak (`VmRSS`, `VmHWM`), in
 /// bytes.

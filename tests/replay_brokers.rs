@@ -4,9 +4,8 @@
 //! and compared with what was written.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::broker::TestBroker;
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,14 +15,14 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
-use support::sim::{BatchSpec, SimBatch, SimLog};
-use support::tansu::Tansu;
 use walfetch::cluster::Cluster;
 use walfetch::codec::Compression;
 use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::{CostModel, PlanConfig};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::sim::{BatchSpec, SimBatch, SimLog};
+use walfetch_support::tansu::Tansu;
 
 type Row = (i64, Bytes, Vec<(Bytes, Option<Bytes>)>);
 

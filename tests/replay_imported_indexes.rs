@@ -5,20 +5,19 @@
 //! topic that librdkafka wrote.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
-use support::broker::TestBroker;
+use walfetch_support::broker::TestBroker;
+use walfetch_support::on_brokers;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use support::greptime;
-use support::recovery::librdkafka_wal;
 use walfetch::cluster::Cluster;
 use walfetch::consumer::{Consumer, Recovery, ReplayOptions, ReplayRange};
 use walfetch::index::{import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::scan::build_index;
+use walfetch_support::greptime;
+use walfetch_support::recovery::librdkafka_wal;
 
 async fn replay(
     cluster: &Arc<Cluster>,
@@ -106,7 +105,7 @@ async fn recover_with_greptimes_index(
     assert_eq!(&one_pass, written, "{topic}");
 }
 
-/// A WAL written as GreptimeDB writes it (`support::greptime`: one region
+/// A WAL written as GreptimeDB writes it (`walfetch_support::greptime`: one region
 /// per lz4 batch, the region in the record key's JSON meta, split
 /// entries), recovered with GreptimeDB's index.
 async fn replay_a_wal_greptimedb_wrote_with_its_imported_index(broker: &TestBroker) {

@@ -4,8 +4,6 @@
 //! nothing duplicated, and lost offsets are reported, not hidden.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +13,6 @@ use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use support::scripted::scripted_with_topic;
-use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
@@ -26,6 +22,8 @@ use walfetch::consumer::{
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::scripted::scripted_with_topic;
+use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 const TOPIC: &str = "wal";

@@ -16,8 +16,6 @@
 //! retry loop would use up), with an error that says what was refused.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -29,7 +27,7 @@ use walfetch::error_code::ErrorCode;
 use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfig, Listener};
 use walfetch_testkit::TestCa;
 
-use support::kafka::unique_topic;
+use walfetch_support::kafka::unique_topic;
 
 /// The SCRAM user with both mechanisms; a super user.
 const ALICE: (&str, &str) = ("alice", "alice-secret");

@@ -18,8 +18,6 @@
 //! Needs `tansu` and `stunnel4` (`scripts/setup-broker.sh` installs both).
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use walfetch::cluster::{
@@ -30,8 +28,8 @@ use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
 use walfetch_brokers::tansu::TansuBroker;
 use walfetch_testkit::TestCa;
 
-use support::stunnel::TlsTansu;
-use support::tansu::tansu_binary;
+use walfetch_support::stunnel::TlsTansu;
+use walfetch_support::tansu::tansu_binary;
 
 fn config(address: String, security: Security) -> ClusterConfig {
     let mut config = ClusterConfig::new([address]).with_timeout(Duration::from_secs(10));
@@ -95,7 +93,7 @@ async fn tls_through_stunnel_to_tansu() {
     // (Tansu 0.6 answers Latest with the last offset, not the next one.)
     assert!(latest.offset >= Some(produced - 1), "{latest:?}");
     let fetched = cluster.fetch(&FetchParams::new("wal", 0, 0)).await.unwrap();
-    assert_eq!(support::batch_offsets(&fetched.records).len(), 3);
+    assert_eq!(walfetch_support::batch_offsets(&fetched.records).len(), 3);
     // Every connection went to stunnel's TLS port, the one Tansu advertises.
     let stats = cluster.stats();
     assert!(!stats.is_empty());

@@ -12,17 +12,15 @@
 //! `scripts/setup-broker.sh`.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::ApiKey;
-use support::tansu::Tansu;
-use support::{batch_offsets, produce_batches};
 use walfetch::cluster::{fetch_on, ClientError, Cluster, FetchParams, IsolationLevel, OffsetSpec};
 use walfetch::codec::{BatchBuilder, NewRecord, HEADER_LEN};
 use walfetch::connection::{ConnectionError, VersionRange};
 use walfetch::error_code::ErrorCode;
+use walfetch_support::tansu::Tansu;
+use walfetch_support::{batch_offsets, produce_batches};
 
 const BATCH_LEN: usize = 824;
 
@@ -127,7 +125,7 @@ async fn tansu_spends_a_requests_max_bytes_on_its_first_partitions() {
     for p in 0..2 {
         for b in 0..3 {
             let encoded = BatchBuilder::new(0)
-                .encode(&support::sample_records(b, 7, 100))
+                .encode(&walfetch_support::sample_records(b, 7, 100))
                 .expect("encode batch");
             cluster
                 .produce("t", p, encoded.bytes)

@@ -6,19 +6,17 @@
 //! clock (paused: the times are exact), and counted in the replay's stats.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use support::recovery::{recover, write_partition, Written};
-use support::scripted::scripted_with_topic;
 use tokio::time::Instant;
 use walfetch::cluster::{Cluster, FetchParams};
 use walfetch::consumer::{ReplayOptions, StrategyKind};
 use walfetch::writer::WriterConfig;
+use walfetch_support::recovery::{recover, write_partition, Written};
+use walfetch_support::scripted::scripted_with_topic;
 use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
 
 const TOPIC: &str = "wal";

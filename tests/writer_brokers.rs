@@ -5,8 +5,6 @@
 //! does with a batch sent twice.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +13,10 @@ use walfetch::codec::Compression;
 use walfetch::index::RegionId;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 
-use support::broker::{BrokerKind, TestBroker};
-use support::wal_log::{check_written, read_log};
+use walfetch_support::broker::{BrokerKind, TestBroker};
+use walfetch_support::on_brokers;
+use walfetch_support::partition_log::read_log;
+use walfetch_support::wal_log::check_written;
 
 fn entries(count: usize) -> Vec<(RegionId, Bytes)> {
     (0..count)

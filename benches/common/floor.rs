@@ -25,35 +25,16 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
-use walfetch::cluster::{Cluster, FetchParams};
-use walfetch::codec::{Batches, Compression, DecodeOptions, RecordCheck};
+use walfetch::cluster::Cluster;
+use walfetch::codec::RecordCheck;
 use walfetch::plan::{floor_bytes, floor_bytes_framed, FetchRules, LogBatch as FloorBatch};
+use walfetch_support::partition_log::{read_batches, LogBatch, LogRecord, Until};
 use walfetch_testkit::fetch_rules::{kafka_fetch, BatchExtent};
 use walfetch_testkit::served_versions;
 
-/// One record of the log.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LogRecord {
-    pub(crate) offset: i64,
-    /// The key as a region id (8 bytes, big-endian).
-    pub(crate) region: Option<u64>,
-    /// Where the record ends, in bytes from its batch's start, when the
-    /// batch is uncompressed and the record carries its per-record
-    /// checksum (else a replay cannot use it from a cut batch).
-    pub(crate) end_in_batch: Option<u32>,
-    /// Encoded size of the record (inside its batch, uncompressed).
-    pub(crate) wire_len: u32,
-}
-
-/// One batch of the log.
-#[derive(Debug, Clone)]
-pub(crate) struct LogBatch {
-    pub(crate) extent: BatchExtent,
-    pub(crate) compressed: bool,
-    pub(crate) records: Vec<LogRecord>,
-}
-
-/// The partition's batches, back to back.
+/// The partition's batches, back to back: as [`read_batches`] reads them,
+/// without their records' keys, values and headers (the floor needs none
+/// of them).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LogLayout {
     pub(crate) batches: Vec<LogBatch>,
@@ -63,13 +44,22 @@ pub(crate) struct LogLayout {
 }
 
 impl LogLayout {
+    /// Where each batch lies, the batches laid out back to back from byte 0.
     pub(crate) fn extents(&self) -> Vec<BatchExtent> {
-        self.batches.iter().map(|b| b.extent).collect()
+        let mut position = 0;
+        self.batches
+            .iter()
+            .map(|b| {
+                let extent = BatchExtent::from_header(&b.header, position);
+                position = extent.end();
+                extent
+            })
+            .collect()
     }
 
     /// Total bytes of the batches.
     pub(crate) fn bytes(&self) -> usize {
-        self.batches.last().map_or(0, |b| b.extent.end())
+        self.extents().last().map_or(0, BatchExtent::end)
     }
 }
 
@@ -81,74 +71,39 @@ pub(crate) async fn scan(
     partition: i32,
     end: i64,
 ) -> Result<LogLayout, String> {
-    let mut layout = LogLayout {
-        framing: response_framing(topic, partition)?,
-        ..LogLayout::default()
-    };
-    let mut offset = 0i64;
-    let mut position = 0usize;
-    while offset < end {
-        let params = FetchParams::new(topic, partition, offset)
-            .with_max_bytes(8 << 20)
-            .with_max_wait(std::time::Duration::ZERO);
-        let fetched = cluster
-            .fetch(&params)
-            .await
-            .map_err(|e| format!("scan {topic} at {offset}: {e}"))?;
-        let mut progressed = false;
-        for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
-            let batch = batch.map_err(|e| format!("scan {topic} at {offset}: {e}"))?;
-            let h = *batch.header();
-            if h.last_offset() < offset {
-                continue;
-            }
-            if h.base_offset != offset {
-                return Err(format!(
-                    "scan {topic}: expected a batch at {offset}, got one at {}",
-                    h.base_offset
-                ));
-            }
-            let mut records = Vec::new();
-            for record in batch
-                .records()
-                .map_err(|e| format!("scan {topic} at {offset}: {e}"))?
-            {
-                let record = record.map_err(|e| format!("scan {topic}: {e}"))?;
-                let region = record
-                    .key()
-                    .and_then(|k| <[u8; 8]>::try_from(k).ok())
-                    .map(u64::from_be_bytes);
-                records.push(LogRecord {
-                    offset: record.offset(),
-                    region,
-                    // A replay uses a cut batch's record only under its
-                    // per-record checksum (the default policy): without one,
-                    // the floor reads its batch whole too.
-                    end_in_batch: record
-                        .batch_range()
-                        .filter(|_| record.check_checksum() == RecordCheck::Verified)
-                        .map(|r| r.end as u32),
-                    wire_len: record.wire_len() as u32,
-                });
-            }
-            let extent = BatchExtent::from_header(&h, position);
-            position = extent.end();
-            offset = extent.next_offset();
-            layout.batches.push(LogBatch {
-                extent,
-                compressed: batch.compression() != Compression::None,
-                records,
-            });
-            progressed = true;
-        }
-        if !progressed {
+    let mut batches = read_batches(cluster, topic, partition, Until::Offset(end))
+        .await
+        .map_err(|e| format!("scan {e}"))?;
+    let mut offset = 0;
+    for batch in &mut batches {
+        if batch.header.base_offset != offset {
             return Err(format!(
-                "scan {topic}: no batch at {offset} (end {end}, {} bytes answered)",
-                fetched.records.len()
+                "scan {topic}: expected a batch at {offset}, got one at {}",
+                batch.header.base_offset
             ));
         }
+        offset = batch.header.last_offset() + 1;
+        for record in &mut batch.records {
+            record.key = None;
+            record.value = None;
+            record.headers = Vec::new();
+        }
     }
-    Ok(layout)
+    Ok(LogLayout {
+        batches,
+        framing: response_framing(topic, partition)?,
+    })
+}
+
+/// Where `record` ends in its batch, in bytes from the batch's start, when
+/// a replay may use it from a cut batch: the batch is uncompressed and the
+/// record's per-record checksum verified (the default policy uses a cut
+/// batch's record only under it; without one, the floor reads its batch
+/// whole too).
+fn end_in_batch(batch: &LogBatch, record: &LogRecord) -> Option<usize> {
+    record
+        .end
+        .filter(|_| !batch.compressed() && record.checksum == RecordCheck::Verified)
 }
 
 /// The fewest bytes a Fetch response for `topic`/`partition` carries
@@ -285,28 +240,26 @@ pub(crate) fn floor_of(
     mut want: impl FnMut(&LogRecord) -> Want,
 ) -> Result<Floor, String> {
     // Every batch of the log, with where its wanted records end, if any.
+    let extents = layout.extents();
     let mut log = Vec::with_capacity(layout.batches.len());
     let mut out = Floor::default();
-    for b in &layout.batches {
+    for (b, extent) in layout.batches.iter().zip(&extents) {
         let mut wanted_end = None;
         for r in &b.records {
             let want = want(r);
             if want == Want::Own {
                 out.region_records += 1;
-                out.region_record_bytes += u64::from(r.wire_len);
+                out.region_record_bytes += r.wire_len as u64;
             }
             if want != Want::No {
-                let end = match (b.compressed, r.end_in_batch) {
-                    (false, Some(e)) => u64::from(e),
-                    _ => b.extent.len as u64,
-                };
+                let end = end_in_batch(b, r).unwrap_or(extent.len) as u64;
                 wanted_end = Some(wanted_end.unwrap_or(0).max(end));
             }
         }
-        let start = b.extent.position as u64;
+        let start = extent.position as u64;
         log.push(FloorBatch {
             start,
-            end: start + b.extent.len as u64,
+            end: start + extent.len as u64,
             wanted_end: wanted_end.map(|e| start + e),
         });
     }
@@ -326,19 +279,14 @@ pub(crate) fn floor_of(
     out.kafka_bytes = kafka_bytes;
     out.kafka_framed_bytes = floor_bytes_framed(&log, FetchRules::Kafka, layout.framing).0;
     // Check every fetch of the optimum against the rules themselves.
-    let extents = layout.extents();
     for fetch in &fetches {
-        let Some(b) = layout
-            .batches
-            .iter()
-            .find(|b| b.extent.position as u64 == fetch.start)
-        else {
+        let Some(extent) = extents.iter().find(|e| e.position as u64 == fetch.start) else {
             return Err(format!(
                 "floor: a fetch starts at byte {} where no batch does",
                 fetch.start
             ));
         };
-        let base = b.extent.base_offset;
+        let base = extent.base_offset;
         let limit = (fetch.end - fetch.start) as usize;
         let got = kafka_fetch(&extents, base, limit)
             .map_err(|e| format!("floor: fetch at {base}: {e}"))?;

@@ -13,7 +13,7 @@
 //!   even ranks) and both append to the same partition.
 //! - Each writer forms batches as a real one does: a batch closes when its
 //!   first entry has waited `linger`, or when the next entry would push it
-//!   past `max_batch_bytes` (measured as [`WalWriter`] measures an entry).
+//!   past `max_batch_bytes` (measured as [`WalWriter`](walfetch::writer::WalWriter) measures an entry).
 //!   Batches are produced in the order they close, so the two writers'
 //!   batches interleave.
 //! - Layout: *interleaved* (one open batch per writer, so a batch holds
@@ -25,9 +25,10 @@
 //! The timing is simulated on a virtual clock and every draw comes from one
 //! `StdRng` seeded with the spec's seed, so the same seed always gives the
 //! same batches (and the same floor) with the locked `rand` version;
-//! [`write`] then drives the real [`WalWriter`]s, flushing each at the
-//! simulated batch boundaries, so the writer encodes, produces and indexes
-//! exactly those batches.
+//! [`write`] then drives the real [`WalWriter`](walfetch::writer::WalWriter)s (with
+//! [`walfetch_support::writers`]), flushing each at the simulated batch
+//! boundaries, so the writer encodes, produces and indexes exactly those
+//! batches.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,7 +40,8 @@ use rand::{Rng as _, RngExt as _, SeedableRng};
 use walfetch::cluster::Cluster;
 use walfetch::codec::{record_checksum_header, Compression, RECORD_CHECKSUM_HEADER};
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+use walfetch::writer::{WalEntry, WriterConfig, WriterMode};
+use walfetch_support::writers::{write_rounds, Round, Rounds};
 
 /// Log-uniform in `[lo, hi)`.
 fn log_uniform(rng: &mut StdRng, lo: f64, hi: f64) -> f64 {
@@ -258,7 +260,7 @@ pub(crate) fn generate(spec: &WorkloadSpec) -> Vec<PlannedBatch> {
     out
 }
 
-/// Writes `batches` with `spec.writers` [`WalWriter`]s on `cluster`, one
+/// Writes `batches` with `spec.writers` [`WalWriter`](walfetch::writer::WalWriter)s on `cluster`, one
 /// batch per flush, and returns what was written with the merged index.
 pub(crate) async fn write(
     cluster: &Arc<Cluster>,
@@ -277,43 +279,29 @@ pub(crate) async fn write_partition(
     spec: &WorkloadSpec,
     batches: &[PlannedBatch],
 ) -> Result<Written, String> {
-    let writers: Vec<WalWriter> = (0..spec.writers.max(1))
-        .map(|_| {
-            // Batches are closed by the flushes below, at the simulated
-            // boundaries: the writer's own triggers must never fire, and
-            // a flushed batch stays one batch (interleaved mode). The
-            // interleaved layouts are walfetch's writer's, with its
-            // per-record checksums; the region-pure one is GreptimeDB's,
-            // which writes none (so a replay reads its batches whole).
-            let config = WriterConfig::new(topic, partition)
-                .with_compression(spec.compression)
-                .with_mode(WriterMode::Interleaved)
-                .with_record_checksums(!spec.region_pure)
-                .with_max_batch_bytes(usize::MAX / 4)
-                .with_linger(Duration::from_secs(3600));
-            WalWriter::new(Arc::clone(cluster), config)
-        })
-        .collect();
+    // Batches are closed by the flushes of the rounds, at the simulated
+    // boundaries: the writer's own triggers must never fire, and a flushed
+    // batch stays one batch (interleaved mode). The interleaved layouts are
+    // walfetch's writer's, with its per-record checksums; the region-pure
+    // one is GreptimeDB's, which writes none (so a replay reads its batches
+    // whole).
+    let config = WriterConfig::new(topic, partition)
+        .with_compression(spec.compression)
+        .with_mode(WriterMode::Interleaved)
+        .with_record_checksums(!spec.region_pure)
+        .with_max_batch_bytes(usize::MAX / 4)
+        .with_linger(Duration::from_secs(3600));
+    let configs = vec![config; spec.writers.max(1)];
+    let rounds = batches.iter().map(|batch| Round {
+        writer: batch.writer,
+        entries: batch.entries.clone(),
+        flush: true,
+    });
+    let Rounds { offsets, index } = write_rounds(cluster, configs, rounds).await?;
     let mut entries = Vec::new();
-    for batch in batches {
-        let writer = &writers[batch.writer];
-        let mut pending = Vec::with_capacity(batch.entries.len());
-        for e in &batch.entries {
-            let appended = writer
-                .append(e.clone())
-                .await
-                .map_err(|e| format!("append to {topic}: {e}"))?;
-            pending.push(appended);
-        }
-        writer
-            .flush()
-            .await
-            .map_err(|e| format!("flush {topic}: {e}"))?;
+    for (batch, offsets) in batches.iter().zip(offsets) {
         let mut first = None;
-        for (i, (e, appended)) in batch.entries.iter().zip(pending).enumerate() {
-            let offset = appended
-                .await
-                .map_err(|e| format!("write to {topic}: {e}"))?;
+        for (i, (e, offset)) in batch.entries.iter().zip(offsets).enumerate() {
             // One flush, one batch: its offsets follow each other.
             let base = *first.get_or_insert(offset);
             if offset != base + i as i64 {
@@ -328,16 +316,6 @@ pub(crate) async fn write_partition(
                 headers: written_headers(e, !spec.region_pure),
             });
         }
-    }
-    let mut index = WalIndex::new();
-    for writer in writers {
-        let part = writer
-            .close()
-            .await
-            .map_err(|e| format!("close a writer of {topic}: {e}"))?;
-        index
-            .merge(&part)
-            .map_err(|e| format!("merge the writers' indexes of {topic}: {e}"))?;
     }
     entries.sort_by_key(|e| e.offset);
     for pair in entries.windows(2) {

@@ -8,24 +8,23 @@
 //! rule that finds no region and of decimal ids read big-endian.
 #![allow(clippy::unwrap_used)]
 
-mod run;
-
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use run::{path, stderr, temp_dir, walfetch};
-use support::broker::TestBroker;
-use support::recovery::{write_partition, Written};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::writer::{WriterConfig, WriterMode};
+use walfetch_support::broker::TestBroker;
+use walfetch_support::cli::{path, stderr, temp_dir, Cli};
+use walfetch_support::on_brokers;
+use walfetch_support::recovery::{write_partition, Written};
+
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// Runs walfetch expecting success; its stdout and stderr.
 fn ok(args: &[&str]) -> (String, String) {
-    let out = walfetch(args);
+    let out = WALFETCH.run(args);
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -35,7 +34,7 @@ fn ok(args: &[&str]) -> (String, String) {
 
 /// Runs walfetch expecting failure with `message` on stderr.
 fn fails_with(args: &[&str], message: &str) {
-    let out = walfetch(args);
+    let out = WALFETCH.run(args);
     let err = stderr(&out);
     assert!(!out.status.success(), "{args:?} succeeded: {err}");
     assert!(err.contains(message), "{args:?}: {err}");

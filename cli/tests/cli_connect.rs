@@ -4,12 +4,13 @@
 //! 30 s deadline.
 #![allow(clippy::unwrap_used)]
 
-mod run;
-
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use run::{stderr, walfetch};
+use walfetch_support::cli::{stderr, Cli};
+
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// A loopback port nothing listens on (bound, then released).
 fn closed_port() -> u16 {
@@ -22,7 +23,7 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
     let port = closed_port();
     let brokers = format!("tcp://127.0.0.1:{port}");
     let started = Instant::now();
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "replay",
         "-b",
         &brokers,
@@ -48,7 +49,7 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
 #[test]
 fn replay_with_a_malformed_address_fails_at_once_naming_it() {
     let started = Instant::now();
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "replay",
         "-b",
         "127.0.0.1:99999",

@@ -3,11 +3,6 @@
 //! errors for a bad address, a missing topic and a corrupt index.
 #![allow(clippy::unwrap_used)]
 
-mod run;
-
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -15,17 +10,15 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use run::{index_build_async, path, stderr, strings, temp_dir, walfetch, walfetch_async};
-use support::broker::TestBroker;
-use support::recovery::{expected, write_partition, Written};
-use support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::broker::TestBroker;
+use walfetch_support::cli::{path, stats_line, stderr, strings, temp_dir, Cli};
+use walfetch_support::on_brokers;
+use walfetch_support::recovery::{expected, write_partition, Written};
+use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
 
-/// The stats line: the last line on stderr, one JSON object.
-fn stats_line(out: &Output) -> serde_json::Value {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    serde_json::from_str(stderr.trim().lines().last().unwrap()).unwrap()
-}
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// `walfetch replay -b ADDR -t TOPIC --index INDEX --region REGION --format
 /// raw` and `extra`.
@@ -44,7 +37,7 @@ fn replay_raw(addr: &str, topic: &str, index: &Path, region: &str, extra: &[&str
         "raw",
     ];
     args.extend_from_slice(extra);
-    walfetch(&args)
+    WALFETCH.run(&args)
 }
 
 async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
@@ -78,7 +71,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     let dir = temp_dir(&format!("replay-{}", broker.name()));
     let index = dir.join("wal.idx");
     let addr = broker.address();
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "index",
         "build",
         "-b",
@@ -95,7 +88,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("indexed 300 records"));
 
-    let out = walfetch(&["index", "show", path(&index)]);
+    let out = WALFETCH.run(&["index", "show", path(&index)]);
     assert!(out.status.success());
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -104,7 +97,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     );
 
     for strategy in ["index", "estimate", "scan"] {
-        let out = walfetch(&[
+        let out = WALFETCH.run(&[
             "replay",
             "-b",
             &addr,
@@ -148,7 +141,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     }
 
     // The link's figures, and a replay with a cost model set by hand.
-    let out = walfetch(&["calibrate", "-b", &addr, "-t", &topic, "--samples", "3"]);
+    let out = WALFETCH.run(&["calibrate", "-b", &addr, "-t", &topic, "--samples", "3"]);
     assert!(
         out.status.success(),
         "{}",
@@ -189,7 +182,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     assert_eq!(raw.lines().collect::<Vec<_>>(), want, "{raw}");
 
     // Clear errors.
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "replay",
         "-b",
         &addr,
@@ -212,7 +205,7 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&corrupt, bytes).unwrap();
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "replay",
         "-b",
         &addr,
@@ -307,7 +300,7 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints(broker: &TestB
         "--index",
         path(&indexes[0]),
     ];
-    let out = walfetch(
+    let out = WALFETCH.run(
         &[
             &two[..],
             &["--index", path(&indexes[1]), "--checkpoints", path(&file)],
@@ -348,7 +341,7 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints(broker: &TestB
         );
     }
     // A count of -t's and --index's that differ is an error that says so.
-    let out = walfetch(&[&two[..], &["--region", "10"]].concat());
+    let out = WALFETCH.run(&[&two[..], &["--region", "10"]].concat());
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("2 partition(s) given with -t but 1 --index"),
@@ -368,14 +361,14 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
     let topic = broker.topic("greptimedb_wal_topic_1");
     let topic = topic.as_str();
     let cluster = Arc::new(broker.cluster_with_topic(topic, 1).await);
-    let written = support::greptime::write(&cluster, topic, 40).await;
-    let end = support::greptime::end(&written);
+    let written = walfetch_support::greptime::write(&cluster, topic, 40).await;
+    let end = walfetch_support::greptime::end(&written);
     let dir = temp_dir(&format!("greptime-{}", broker.name()));
     let json = dir.join("index.json");
-    let json_text = support::greptime::index_json(topic, &written, end / 2);
+    let json_text = walfetch_support::greptime::index_json(topic, &written, end / 2);
     std::fs::write(&json, json_text).unwrap();
     let index = dir.join("wal.idx");
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "index",
         "import-greptime",
         path(&json),
@@ -411,13 +404,13 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
         "--checkpoints",
         path(&checkpoints),
     ];
-    let out = walfetch(&replay);
+    let out = WALFETCH.run(&replay);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut got = support::greptime::GreptimeWal::new();
+    let mut got = walfetch_support::greptime::GreptimeWal::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
@@ -437,7 +430,8 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
     // GreptimeDB's `last_index` (end / 2) is exclusive: the tail starts
     // there.
     checkpoints_from(end / 2);
-    let out = walfetch(&[&replay[..], &["--region-format", "decimal", "--force-rule"]].concat());
+    let out =
+        WALFETCH.run(&[&replay[..], &["--region-format", "decimal", "--force-rule"]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("found no region id in"), "{stderr}");
@@ -458,10 +452,10 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
         "--out",
         path(&built),
     ];
-    let out = walfetch(&build);
+    let out = WALFETCH.run(&build);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--region-format greptime"), "{stderr}");
-    let out = walfetch(&[&build[..], &["--region-format", "greptime"]].concat());
+    let out = WALFETCH.run(&[&build[..], &["--region-format", "greptime"]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let records = written.values().map(Vec::len).sum::<usize>();
@@ -497,7 +491,9 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     let dir = temp_dir("aborted");
     let index = dir.join("wal.idx");
     // The first batch indexed: the aborted transaction is past last_index.
-    let out = index_build_async(&addr, "wal", &index, &["--to", "3"]).await;
+    let out = WALFETCH
+        .index_build_async(&addr, "wal", &index, &["--to", "3"])
+        .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let base = [
         "replay", "-b", &addr, "-t", "wal", "--region", "5", "--format", "raw",
@@ -513,7 +509,9 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
             (&["--read-uncommitted"], with_aborted),
             (&["-X", "isolation.level=read_uncommitted"], with_aborted),
         ] {
-            let out = walfetch_async(strings(&[&base[..], strategy, isolation].concat())).await;
+            let out = WALFETCH
+                .run_async(strings(&[&base[..], strategy, isolation].concat()))
+                .await;
             assert!(
                 out.status.success(),
                 "{strategy:?} {isolation:?}: {}",
@@ -528,27 +526,29 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
     }
     // The two flags contradict each other; index build never indexes
     // aborted records, whatever a shared properties file says.
-    let out = walfetch_async(strings(
-        &[
-            &base[..],
+    let out = WALFETCH
+        .run_async(strings(
             &[
-                "--strategy",
-                "scan",
-                "--read-committed",
-                "--read-uncommitted",
-            ],
-        ]
-        .concat(),
-    ))
-    .await;
+                &base[..],
+                &[
+                    "--strategy",
+                    "scan",
+                    "--read-committed",
+                    "--read-uncommitted",
+                ],
+            ]
+            .concat(),
+        ))
+        .await;
     assert!(!out.status.success());
-    let out = index_build_async(
-        &addr,
-        "wal",
-        &index,
-        &["-X", "isolation.level=read_uncommitted"],
-    )
-    .await;
+    let out = WALFETCH
+        .index_build_async(
+            &addr,
+            "wal",
+            &index,
+            &["-X", "isolation.level=read_uncommitted"],
+        )
+        .await;
     assert!(
         !out.status.success() && stderr(&out).contains("index build reads as read_committed only"),
         "{}",

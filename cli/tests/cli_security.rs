@@ -4,13 +4,14 @@
 //! an unverifiable certificate each fail fast with a message naming them.
 #![allow(clippy::unwrap_used)]
 
-mod run;
-
 use std::time::{Duration, Instant};
 
-use run::{path, stderr, temp_dir, walfetch};
 use walfetch::codec::{BatchBuilder, NewRecord};
+use walfetch_support::cli::{path, stderr, temp_dir, Cli};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
+
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// A password that begins and ends with a space (legal in PLAIN and SCRAM).
 const SPACED_PASSWORD: &str = " pass phrase ";
@@ -46,7 +47,7 @@ async fn secured_cluster(ca: &TestCa) -> ScriptedCluster {
 async fn run_walfetch(args: Vec<String>) -> std::process::Output {
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        walfetch(&args)
+        WALFETCH.run(&args)
     })
     .await
     .unwrap()

@@ -8,18 +8,19 @@
 //! for the whole binary.
 #![allow(clippy::unwrap_used)]
 
-mod run;
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use run::{path, stderr, temp_dir, walfetch};
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfig, Listener};
+use walfetch_support::cli::{path, stderr, temp_dir, Cli};
 use walfetch_testkit::TestCa;
+
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// A SCRAM-SHA-256 user allowed only what each test grants it.
 const DORA: (&str, &str) = ("dora", "dora-secret");
@@ -133,7 +134,7 @@ async fn capture(user: (&str, &str), topic: &str) -> (std::process::Output, Dura
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let started = Instant::now();
-        let output = walfetch(&args);
+        let output = WALFETCH.run(&args);
         (output, started.elapsed(), out)
     })
     .await

@@ -3,7 +3,6 @@
 pub(crate) use std::sync::Arc;
 pub(crate) use std::time::Duration;
 
-pub(crate) use crate::support::recovery::{dumped_at, write_partition, Written};
 pub(crate) use bytes::Bytes;
 pub(crate) use futures::StreamExt;
 pub(crate) use kafka_protocol::messages::ApiKey;
@@ -15,6 +14,7 @@ pub(crate) use walfetch::error::{Error, Mismatch};
 pub(crate) use walfetch::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
 pub(crate) use walfetch::scan::{build_index, BuildError};
 pub(crate) use walfetch::writer::WriterConfig;
+pub(crate) use walfetch_support::recovery::{dumped_at, write_partition, Written};
 pub(crate) use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 pub(crate) async fn connect(scripted: &ScriptedCluster) -> Arc<Cluster> {
@@ -94,7 +94,7 @@ pub(crate) async fn greptime_log(regions: &[RegionId]) -> (ScriptedCluster, Arc<
             .encode(&[NewRecord {
                 offset_delta: 0,
                 timestamp: 1_700_000_000_000,
-                key: Some(crate::support::greptime::key(
+                key: Some(walfetch_support::greptime::key(
                     r#""Full""#,
                     n as u64,
                     *region,

@@ -1,7 +1,6 @@
 //! GreptimeDB indexes: the last index exclusive, idle topics, empty and absent regions, partition zero, no-op records.
 
 use crate::common::*;
-use crate::support;
 
 /// GreptimeDB's `last_index` is the log end offset its worker read
 /// (`get_offset(OffsetAt::Latest)`, exclusive), and GreptimeDB replays
@@ -99,7 +98,12 @@ async fn a_region_no_index_lists_is_read_where_a_scan_may_hold_it() {
             .encode(&[NewRecord {
                 offset_delta: 0,
                 timestamp: 1_700_000_000_000,
-                key: Some(support::greptime::key(r#""Full""#, n, region, topic)),
+                key: Some(walfetch_support::greptime::key(
+                    r#""Full""#,
+                    n,
+                    region,
+                    topic,
+                )),
                 value: Some(Bytes::from(format!("entry {n}"))),
                 headers: Vec::new(),
             }])
@@ -199,7 +203,12 @@ async fn a_greptime_index_is_of_partition_zero() {
                 .encode(&[NewRecord {
                     offset_delta: 0,
                     timestamp: 1_700_000_000_000,
-                    key: Some(support::greptime::key(r#""Full""#, n, 7, GREPTIME_TOPIC)),
+                    key: Some(walfetch_support::greptime::key(
+                        r#""Full""#,
+                        n,
+                        7,
+                        GREPTIME_TOPIC,
+                    )),
                     value: Some(Bytes::from(format!("p{partition} entry {n}"))),
                     headers: Vec::new(),
                 }])
@@ -247,13 +256,13 @@ async fn greptime_log_after_noop(regions: &[RegionId]) -> (ScriptedCluster, Arc<
     };
     scripted.append(GREPTIME_TOPIC, 0, one(None, None)).unwrap();
     for (n, region) in regions.iter().enumerate() {
-        let key = support::greptime::key(r#""Full""#, n as u64, *region, GREPTIME_TOPIC);
+        let key = walfetch_support::greptime::key(r#""Full""#, n as u64, *region, GREPTIME_TOPIC);
         let value = Bytes::from(format!("entry {n}"));
         scripted
             .append(GREPTIME_TOPIC, 0, one(Some(key), Some(value)))
             .unwrap();
     }
-    let key = support::greptime::key(r#""Full""#, 0, 7, GREPTIME_TOPIC);
+    let key = walfetch_support::greptime::key(r#""Full""#, 0, 7, GREPTIME_TOPIC);
     scripted
         .append(GREPTIME_TOPIC, 0, one(Some(key), None))
         .unwrap();
@@ -272,7 +281,7 @@ async fn greptime_log_after_noop(regions: &[RegionId]) -> (ScriptedCluster, Arc<
 async fn greptimedb_noop_records_are_not_entries_nor_a_sign_of_a_wrong_rule() {
     let (scripted, cluster) = greptime_log_after_noop(&[7, 8, 7]).await;
     // An empty value: an entry GreptimeDB replays (empty data).
-    let key = support::greptime::key(r#""Full""#, 9, 7, GREPTIME_TOPIC);
+    let key = walfetch_support::greptime::key(r#""Full""#, 9, 7, GREPTIME_TOPIC);
     let empty = BatchBuilder::new(0)
         .encode(&[NewRecord {
             offset_delta: 0,

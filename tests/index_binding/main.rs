@@ -14,9 +14,6 @@
 //! (exclusive), and a region it lists with no entries replays empty.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../support/mod.rs"]
-mod support;
-
 // Shared by the modules below: the scripted broker and client, WALs written to it, replaying an index, and GreptimeDB logs with their imported indexes.
 mod common;
 

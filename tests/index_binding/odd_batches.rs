@@ -1,7 +1,7 @@
 //! Batches out of the ordinary: aborted transactions, empty control batches, compacted logs with gaps, batches cut short.
 
 use crate::common::*;
-use crate::support::transactions::{region_records, transaction_marker, transactional_batch};
+use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
 
 /// `build_index` over a log with an aborted transaction (as a Java or
 /// librdkafka transactional producer leaves it) leaves its records out, as

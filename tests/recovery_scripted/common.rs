@@ -4,10 +4,6 @@ pub(crate) use std::collections::BTreeMap;
 pub(crate) use std::sync::Arc;
 pub(crate) use std::time::Duration;
 
-pub(crate) use crate::support::recovery::{
-    checkpoints, expected, from_start, halfway, recover, recover_with_defaults, start_recovery,
-    write_partition, Written,
-};
 pub(crate) use bytes::Bytes;
 pub(crate) use futures::StreamExt;
 pub(crate) use kafka_protocol::messages::ApiKey;
@@ -21,6 +17,10 @@ pub(crate) use walfetch::consumer::{
 pub(crate) use walfetch::index::{RegionId, WalIndex};
 pub(crate) use walfetch::plan::{CostModel, PlanConfig};
 pub(crate) use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
+pub(crate) use walfetch_support::recovery::{
+    checkpoints, expected, from_start, halfway, recover, recover_with_defaults, start_recovery,
+    write_partition, Written,
+};
 pub(crate) use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 pub(crate) const TOPIC: &str = "wal";

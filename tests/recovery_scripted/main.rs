@@ -6,9 +6,6 @@
 //! replaying the regions one by one.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../support/mod.rs"]
-mod support;
-
 // Shared by the modules below: the scripted broker with a WAL of several partitions of regions, written and indexed.
 mod common;
 

@@ -1,7 +1,7 @@
 //! Recoveries asked for the wrong thing: what is wrong is said, two indexes of one partition refused.
 
 use crate::common::*;
-use crate::support::scripted::scripted_with_topic;
+use walfetch_support::scripted::scripted_with_topic;
 
 #[tokio::test]
 async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {

@@ -11,7 +11,7 @@ pub(crate) use walfetch::replay::{
 };
 pub(crate) use walfetch_testkit::Habits;
 
-pub(crate) use crate::support::sim::{
+pub(crate) use walfetch_support::sim::{
     injected_error, BatchSpec, Faults, IndexSpec, Outcome, Sim, SimLog,
 };
 

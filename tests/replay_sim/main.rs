@@ -1,4 +1,4 @@
-//! The replay core against a simulated partition (`support::sim`): any log
+//! The replay core against a simulated partition (`walfetch_support::sim`): any log
 //! layout, any regions with any checkpoints, the index complete, partial or
 //! absent, hints or none, any broker habit, answers out of order — every
 //! region gets exactly its records from its checkpoint on, in order, and
@@ -7,9 +7,6 @@
 //! faults (responses cut short, spurious `OFFSET_OUT_OF_RANGE`, a failed
 //! fetch, retention) nothing is lost silently.
 #![allow(clippy::unwrap_used)]
-
-#[path = "../support/mod.rs"]
-mod support;
 
 // Shared by the modules below: the simulated scenarios (log layouts, regions, indexes, habits) and what an exact replay of one is.
 mod common;

@@ -37,10 +37,6 @@
 //! bound against runaway allocations.
 #![allow(dead_code, clippy::unwrap_used)]
 
-#[path = "../support/recovery.rs"]
-#[allow(dead_code)]
-mod recovery;
-
 // The soak's shape (topic, partitions, brokers, regions, sizes) and what every part of it uses.
 mod common;
 // The soak's configuration and its report: faults fired, rounds run, violations found.

@@ -14,7 +14,8 @@ pub(crate) use walfetch::index::{RegionId, WalIndex};
 pub(crate) use walfetch::writer::{Appended, WalEntry, WalWriter, WriterConfig, WriterMode};
 pub(crate) use walfetch_testkit::{DuplicateAnswer, Fault, FaultAction, ScriptedCluster};
 
-pub(crate) use crate::support::wal_log::{check_written, read_log, Layout};
+pub(crate) use walfetch_support::partition_log::read_log;
+pub(crate) use walfetch_support::wal_log::{check_written, Layout};
 
 pub(crate) const TOPIC: &str = "wal";
 

@@ -5,9 +5,6 @@
 //! holds every entry once, regions in append order, the index exact.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../support/mod.rs"]
-mod support;
-
 // Shared by the modules below: the scripted broker and cluster client, entries of six regions, writing them and checking the log.
 mod common;
 

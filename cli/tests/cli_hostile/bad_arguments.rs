@@ -32,7 +32,7 @@ fn counts_from_the_command_line_are_bounded() {
             "0..=60000000",
         ),
     ] {
-        let out = walfetch(args);
+        let out = WALFETCH.run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(bound), "{args:?}: {}", stderr(&out));
     }
@@ -43,7 +43,7 @@ fn counts_from_the_command_line_are_bounded() {
         (&["dump", "--help"][..], "(61 to 2147483647)"),
         (&["replay", "--help"][..], "up to 60000000"),
     ] {
-        let help = stdout(&walfetch(command));
+        let help = stdout(&WALFETCH.run(command));
         assert!(help.contains(bound), "{command:?}: {help}");
     }
 }
@@ -59,7 +59,7 @@ fn a_negative_offset_is_named() {
         &words("index build -b 127.0.0.1:1 -t wal --out x.idx --from=-5")[..],
         &words("capture -b 127.0.0.1:1 -t wal --out x.bin --from=-5")[..],
     ] {
-        let out = walfetch(args);
+        let out = WALFETCH.run(args);
         assert!(!out.status.success(), "{args:?}");
         assert!(
             stderr(&out).contains("-5 is a negative offset")
@@ -72,7 +72,7 @@ fn a_negative_offset_is_named() {
         &words("replay -b 127.0.0.1:1 -t wal:-1 --region 1 --strategy scan")[..],
         &["calibrate", "-b", "127.0.0.1:1", "-t", "wal", "-p", "-1"][..],
     ] {
-        let out = walfetch(args);
+        let out = WALFETCH.run(args);
         assert!(!out.status.success(), "{args:?}");
         assert!(
             stderr(&out).contains("-1 is a negative partition"),
@@ -97,7 +97,7 @@ fn a_checkpoints_file_with_two_checkpoints_for_a_region_is_refused() {
     // accepted fails to connect, naming the address.
     let replay = |text: &str| {
         std::fs::write(&file, text).unwrap();
-        walfetch(&[
+        WALFETCH.run(&[
             "replay",
             "-b",
             "127.0.0.1:1",
@@ -163,7 +163,8 @@ fn stdin_given_twice_is_refused() {
         &["-t", "wal:0", "--index", "-", "-F", "/dev/stdin"][..],
         &words("-t wal:0 --index /dev/stdin --region 1 -F /dev/fd/0")[..],
     ] {
-        let mut child = spawn_piped(&[&["replay", "-b", "127.0.0.1:1"][..], extra].concat());
+        let mut child =
+            WALFETCH.spawn_piped(&[&["replay", "-b", "127.0.0.1:1"][..], extra].concat());
         let mut stdin = child.stdin.take().unwrap();
         // The command may refuse before it reads: a closed pipe is fine.
         let _ = std::io::Write::write_all(&mut stdin, &bytes);

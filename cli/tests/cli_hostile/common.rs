@@ -5,14 +5,14 @@ pub(crate) use std::path::{Path, PathBuf};
 pub(crate) use std::process::{Command, Output, Stdio};
 pub(crate) use std::time::{Duration, Instant};
 
-pub(crate) use crate::run::{
-    index_build_async, path, spawn_piped, stderr, stdout, strings, temp_dir, walfetch,
-    walfetch_async,
-};
 pub(crate) use bytes::Bytes;
 pub(crate) use walfetch::codec::{BatchBuilder, NewRecord};
 pub(crate) use walfetch::index::{write_index_file, IndexEntry, WalIndex};
+pub(crate) use walfetch_support::cli::{path, stats_line, stderr, stdout, strings, temp_dir, Cli};
 pub(crate) use walfetch_testkit::{Habits, ScriptedCluster};
+
+/// The `walfetch` binary these tests run.
+pub(crate) const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 /// Records per batch of [`wal`]'s partition.
 pub(crate) const PER_BATCH: i64 = 30;
@@ -131,14 +131,6 @@ pub(crate) fn fails_within(args: &[&str], limit: Duration) -> Output {
     out
 }
 
-/// The stats line of a replay: the last line on stderr, one JSON object.
-pub(crate) fn stats_line(out: &Output) -> serde_json::Value {
-    let err = stderr(out);
-    let last = err.trim().lines().last().unwrap_or_default();
-    serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("the last line on stderr is not the stats line ({e}): {err}"))
-}
-
 /// The offsets of the JSON lines a replay printed.
 pub(crate) fn offsets(out: &Output) -> Vec<i64> {
     stdout(out)
@@ -166,19 +158,20 @@ pub(crate) async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
 /// [`built_index`] of partition `partition`.
 pub(crate) async fn built_index_of(addr: &str, dir: &Path, partition: i32) -> (PathBuf, Output) {
     let index = dir.join(format!("wal-{partition}.idx"));
-    let out = walfetch_async(strings(&[
-        "index",
-        "build",
-        "-b",
-        addr,
-        "-t",
-        "wal",
-        "-p",
-        &partition.to_string(),
-        "--out",
-        path(&index),
-    ]))
-    .await;
+    let out = WALFETCH
+        .run_async(strings(&[
+            "index",
+            "build",
+            "-b",
+            addr,
+            "-t",
+            "wal",
+            "-p",
+            &partition.to_string(),
+            "--out",
+            path(&index),
+        ]))
+        .await;
     assert!(out.status.success(), "{}", stderr(&out));
     (index, out)
 }
@@ -198,5 +191,5 @@ pub(crate) async fn replay_wal(addr: &str, index: &Path, region: &str, extra: &[
         region,
     ];
     args.extend_from_slice(extra);
-    walfetch_async(strings(&args)).await
+    WALFETCH.run_async(strings(&args)).await
 }

@@ -89,7 +89,7 @@ fn dump_and_index_show_read_stdin() {
             "stdin: 1 regions, 1 entries, last_index 10",
         ),
     ] {
-        let mut child = spawn_piped(args);
+        let mut child = WALFETCH.spawn_piped(args);
         let mut stdin = child.stdin.take().unwrap();
         std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
         let out = child.wait_with_output().unwrap();

@@ -6,7 +6,7 @@ use crate::common::*;
 /// source, which the chain printed again).
 #[test]
 fn an_io_error_is_printed_once() {
-    let out = walfetch(&["index", "show", "/nonexistent/walfetch.idx"]);
+    let out = WALFETCH.run(&["index", "show", "/nonexistent/walfetch.idx"]);
     assert!(!out.status.success());
     assert_eq!(
         stderr(&out).matches("No such file or directory").count(),
@@ -25,7 +25,7 @@ async fn a_failed_index_write_leaves_no_temporary_file() {
     // `--out` naming a directory: the write fails, and leaves nothing.
     let target = dir.join("a-directory");
     std::fs::create_dir_all(&target).unwrap();
-    let out = index_build_async(&addr, "wal", &target, &[]).await;
+    let out = WALFETCH.index_build_async(&addr, "wal", &target, &[]).await;
     assert!(!out.status.success());
     assert!(
         !target.with_extension("tmp-walfetch").exists(),

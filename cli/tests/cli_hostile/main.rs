@@ -4,9 +4,6 @@
 //! commands that talk to Kafka run against the scripted in-process broker.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../run/mod.rs"]
-mod run;
-
 // Shared by the modules below: the scripted WAL the commands read, running the CLI (with its stdout closed, within a limit) and reading its output.
 mod common;
 

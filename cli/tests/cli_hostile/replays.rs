@@ -30,7 +30,7 @@ async fn a_region_given_twice_is_replayed_once_from_its_checkpoint() {
         for r in regions {
             args.extend(strings(&["--region", r]));
         }
-        walfetch_async(args)
+        WALFETCH.run_async(args)
     };
     let want: Vec<i64> = (1500..BATCHES * PER_BATCH)
         .filter(|n| n % REGIONS == 3)
@@ -55,7 +55,7 @@ async fn a_properties_file_is_read_once() {
     let cluster = wal().await;
     let addr = cluster.bootstrap();
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = spawn_piped(&[
+        let mut child = WALFETCH.spawn_piped(&[
                 "replay", "-b", &addr, "-t", "wal", "--strategy", "scan", "--region", "1", "-F",
                 "/dev/stdin", "--timeout", "5s",
             ]);

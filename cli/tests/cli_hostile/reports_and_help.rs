@@ -19,7 +19,7 @@ async fn index_build_prints_last_index_as_a_number() {
 async fn index_show_region_lines_are_labelled() {
     let cluster = wal().await;
     let (index, _) = built_index(&cluster.bootstrap(), &temp_dir("labels")).await;
-    let out = walfetch(&["index", "show", path(&index), "--region", "3"]);
+    let out = WALFETCH.run(&["index", "show", path(&index), "--region", "3"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = stdout(&out);
     let mut lines = shown.lines().skip_while(|l| !l.starts_with("region 3:"));
@@ -53,7 +53,7 @@ async fn capture_reports_what_it_captured() {
         err.contains("starts at offset 1530, after --from 1525"),
         "{err}"
     );
-    let dumped = walfetch(&["dump", path(&file), "--batches"]);
+    let dumped = WALFETCH.run(&["dump", path(&file), "--batches"]);
     let first: serde_json::Value =
         serde_json::from_str(stdout(&dumped).lines().next().unwrap()).unwrap();
     assert_eq!(first["base_offset"], 1530);
@@ -62,7 +62,7 @@ async fn capture_reports_what_it_captured() {
     let err = capture_ok(&addr, &file, &["--from", "1525", "--to", "1600"]).await;
     assert!(err.contains("captured offsets 1500..1620"), "{err}");
     assert!(err.contains("before --from 1525"), "{err}");
-    let dumped = walfetch(&["dump", path(&file), "--batches"]);
+    let dumped = WALFETCH.run(&["dump", path(&file), "--batches"]);
     assert_eq!(stdout(&dumped).lines().count(), 4);
     assert!(!file.with_extension("tmp-walfetch").exists());
 }
@@ -82,12 +82,12 @@ fn help_pages_say_enough() {
         &["capture"][..],
         &["calibrate"][..],
     ] {
-        let help = stdout(&walfetch(&[command, &["--help"]].concat()));
+        let help = stdout(&WALFETCH.run(&[command, &["--help"]].concat()));
         assert!(help.contains("Example"), "{command:?}: {help}");
         assert!(help.contains("walfetch "), "{command:?}: {help}");
     }
     for command in [&["replay", "--help"][..], &["index", "build", "--help"][..]] {
-        let help = stdout(&walfetch(command));
+        let help = stdout(&WALFETCH.run(command));
         assert!(
             help.contains("--region-format <REGION_FORMAT>")
                 && help.contains("[possible values: be, decimal]")
@@ -99,7 +99,7 @@ fn help_pages_say_enough() {
             "{help}"
         );
     }
-    let out = walfetch(&[
+    let out = WALFETCH.run(&[
         "replay",
         "-b",
         "127.0.0.1:1",
@@ -117,7 +117,7 @@ fn help_pages_say_enough() {
         stderr(&out)
     );
 
-    let help = stdout(&walfetch(&["demo", "--help"]));
+    let help = stdout(&WALFETCH.run(&["demo", "--help"]));
     for want in [
         "Tansu",
         "cargo install tansu",
@@ -128,7 +128,7 @@ fn help_pages_say_enough() {
     ] {
         assert!(help.contains(want), "demo --help lacks {want:?}: {help}");
     }
-    let help = stdout(&walfetch(&["replay", "--help"]));
+    let help = stdout(&WALFETCH.run(&["replay", "--help"]));
     assert!(
         help.contains("none with `--strategy scan`") || help.contains("no `--index`"),
         "{help}"
@@ -141,7 +141,7 @@ async fn capture_ok(addr: &str, file: &Path, extra: &[&str]) -> String {
     let mut args = vec!["capture", "-b", addr, "-t", "wal"];
     args.extend_from_slice(extra);
     args.extend(["--out", path(file)]);
-    let out = walfetch_async(strings(&args)).await;
+    let out = WALFETCH.run_async(strings(&args)).await;
     assert!(out.status.success(), "{}", stderr(&out));
     stderr(&out)
 }

@@ -12,7 +12,9 @@ async fn the_stats_count_what_was_printed() {
     let dir = temp_dir("stats");
     let index = dir.join("wal.idx");
     // Indexed up to 2000 of 3000: a third of each region is past last_index.
-    let out = index_build_async(&addr, "wal", &index, &["--to", "2000"]).await;
+    let out = WALFETCH
+        .index_build_async(&addr, "wal", &index, &["--to", "2000"])
+        .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let want = (0..BATCHES * PER_BATCH)
         .filter(|n| n % REGIONS == 3)
@@ -43,7 +45,7 @@ async fn the_stats_count_what_was_printed() {
     trusted.push("--trust-cut-batches".to_owned());
     let mut unverified = Vec::new();
     for args in [scan, indexed, trusted] {
-        let out = walfetch_async(args.clone()).await;
+        let out = WALFETCH.run_async(args.clone()).await;
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let printed = stdout(&out).lines().count() as u64;
         assert_eq!(printed, want, "{args:?}");
@@ -121,7 +123,7 @@ async fn the_stats_line_lists_a_bounded_number_of_lost_offsets() {
         args.extend(strings(&["--region", &region.to_string()]));
     }
     args.push("--skip-lost".into());
-    let out = walfetch_async(args).await;
+    let out = WALFETCH.run_async(args).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let stats = stats_line(&out);
     assert_eq!(stats["lost_count"], 2990, "{stats}");
@@ -157,23 +159,24 @@ async fn the_stats_line_lists_each_lost_offset_once_and_by_partition() {
     let (index1, _) = built_index_of(&addr, &dir, 1).await;
     cluster.advance_log_start("wal", 0, 1500).unwrap();
     cluster.advance_log_start("wal", 1, 1500).unwrap();
-    let out = walfetch_async(strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal:0",
-        "-t",
-        "wal:1",
-        "--index",
-        path(&index0),
-        "--index",
-        path(&index1),
-        "--region",
-        "3",
-        "--skip-lost",
-    ]))
-    .await;
+    let out = WALFETCH
+        .run_async(strings(&[
+            "replay",
+            "-b",
+            &addr,
+            "-t",
+            "wal:0",
+            "-t",
+            "wal:1",
+            "--index",
+            path(&index0),
+            "--index",
+            path(&index1),
+            "--region",
+            "3",
+            "--skip-lost",
+        ]))
+        .await;
     assert!(out.status.success(), "{}", stderr(&out));
     let stats = stats_line(&out);
     let lost: Vec<i64> = (0..1500).filter(|n| n % REGIONS == 3).collect();

@@ -18,11 +18,11 @@ use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 /// Segment size of the shared node: small, so that tests that write a few
 /// MiB see their logs rolled into several segments as a long-running
 /// broker's would be.
-pub(crate) const SEGMENT_BYTES: usize = 1 << 20;
+pub const SEGMENT_BYTES: usize = 1 << 20;
 
 /// The binary's shared Kafka node; started (blocking, up to the launcher's
 /// start timeout) by the first caller.
-pub(crate) fn shared() -> &'static KafkaCluster {
+pub fn shared() -> &'static KafkaCluster {
     static KAFKA: OnceLock<KafkaCluster> = OnceLock::new();
     KAFKA.get_or_init(|| {
         let install = find_kafka().unwrap_or_else(|e| panic!("{e}"));
@@ -36,7 +36,7 @@ pub(crate) fn shared() -> &'static KafkaCluster {
 
 /// `base` made unique within this test process (and across processes
 /// sharing nothing): `base-<pid>-<n>`.
-pub(crate) fn unique_topic(base: &str) -> String {
+pub fn unique_topic(base: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
         "{base}-{}-{}",

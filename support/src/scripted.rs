@@ -8,7 +8,7 @@ use walfetch_testkit::ScriptedCluster;
 
 /// A scripted cluster of `brokers` brokers holding `topic` with
 /// `partitions` partitions, and a client of it with the default settings.
-pub(crate) async fn scripted_with_topic(
+pub async fn scripted_with_topic(
     brokers: usize,
     topic: &str,
     partitions: i32,

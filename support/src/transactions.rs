@@ -6,7 +6,7 @@ use walfetch::codec::{BatchBuilder, ControlType, EncodedBatch, NewRecord};
 
 /// A transactional batch of `records` by producer `producer_id` (epoch 0,
 /// first sequence 0).
-pub(crate) fn transactional_batch(producer_id: i64, records: &[NewRecord]) -> EncodedBatch {
+pub fn transactional_batch(producer_id: i64, records: &[NewRecord]) -> EncodedBatch {
     BatchBuilder::new(0)
         .producer(producer_id, 0, 0)
         .transactional(true)
@@ -16,11 +16,7 @@ pub(crate) fn transactional_batch(producer_id: i64, records: &[NewRecord]) -> En
 
 /// The marker (`kind`: commit or abort) that ends producer `producer_id`'s
 /// transaction, at sequence `sequence` (coordinator epoch 0).
-pub(crate) fn transaction_marker(
-    producer_id: i64,
-    sequence: i32,
-    kind: ControlType,
-) -> EncodedBatch {
+pub fn transaction_marker(producer_id: i64, sequence: i32, kind: ControlType) -> EncodedBatch {
     BatchBuilder::new(0)
         .producer(producer_id, 0, sequence)
         .encode_marker(kind, 0, 0)
@@ -29,7 +25,7 @@ pub(crate) fn transaction_marker(
 
 /// `count` records of region `region` (its id the 8-byte big-endian key),
 /// their values `"{tag} 0"`, `"{tag} 1"`, …
-pub(crate) fn region_records(region: u64, tag: &str, count: i32) -> Vec<NewRecord> {
+pub fn region_records(region: u64, tag: &str, count: i32) -> Vec<NewRecord> {
     let key = Bytes::copy_from_slice(&region.to_be_bytes());
     (0..count)
         .map(|i| NewRecord {

@@ -12,14 +12,16 @@ use walfetch::cluster::Cluster;
 use walfetch::consumer::{Recovery, ReplayOptions, ReplayStats};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
-use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch::writer::{WalEntry, WriterConfig};
+
+use crate::writers::{write_rounds, Round};
 
 /// What was written: per partition, per region, `(offset, value)`.
-pub(crate) type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
+pub type Written = BTreeMap<i32, BTreeMap<RegionId, Vec<(i64, Bytes)>>>;
 
 /// `index` as if its writer had dumped it at `cut`: entries up to `cut`,
 /// `last_index` there.
-pub(crate) fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
+pub fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
     let mut out = WalIndex::new();
     for (region, entries) in index.regions() {
         for e in entries.entries().iter().filter(|e| e.offset <= cut) {
@@ -31,7 +33,7 @@ pub(crate) fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
 }
 
 /// A checkpoint per region: somewhere in its entries (or 0).
-pub(crate) fn checkpoints(written: &Written, seed: u64) -> BTreeMap<(i32, RegionId), i64> {
+pub fn checkpoints(written: &Written, seed: u64) -> BTreeMap<(i32, RegionId), i64> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = BTreeMap::new();
     for (&p, regions) in written {
@@ -45,7 +47,7 @@ pub(crate) fn checkpoints(written: &Written, seed: u64) -> BTreeMap<(i32, Region
 }
 
 /// What each region must get: its entries from its checkpoint on.
-pub(crate) fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId), i64>) -> Written {
+pub fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId), i64>) -> Written {
     let mut out = Written::new();
     for (&(p, region), &from) in checkpoints {
         let entries = written[&p][&region]
@@ -60,7 +62,7 @@ pub(crate) fn expected(written: &Written, checkpoints: &BTreeMap<(i32, RegionId)
 
 /// Every region of `written` from offset 0: checkpoints for a recovery
 /// of everything.
-pub(crate) fn from_start(written: &Written) -> BTreeMap<(i32, RegionId), i64> {
+pub fn from_start(written: &Written) -> BTreeMap<(i32, RegionId), i64> {
     written
         .iter()
         .flat_map(|(&p, regions)| regions.keys().map(move |&region| ((p, region), 0)))
@@ -69,7 +71,7 @@ pub(crate) fn from_start(written: &Written) -> BTreeMap<(i32, RegionId), i64> {
 
 /// Builds a recovery of every region in `checkpoints` of `topic`, each
 /// from its checkpoint, with `indexes` (one per partition, from 0).
-pub(crate) async fn start_recovery(
+pub async fn start_recovery(
     cluster: &Arc<Cluster>,
     topic: &str,
     indexes: &[WalIndex],
@@ -86,11 +88,8 @@ pub(crate) async fn start_recovery(
     builder.build().await
 }
 
-/// Runs a recovery of every region in `checkpoints` of `topic`; what each
-/// region got. Every entry must belong to the region it is tagged with, by
-/// the options' region rule.
 /// [`recover`] with the default replay options.
-pub(crate) async fn recover_with_defaults(
+pub async fn recover_with_defaults(
     cluster: &Arc<Cluster>,
     topic: &str,
     indexes: &[WalIndex],
@@ -106,7 +105,10 @@ pub(crate) async fn recover_with_defaults(
     .await
 }
 
-pub(crate) async fn recover(
+/// Runs a recovery of every region in `checkpoints` of `topic`; what each
+/// region got. Every entry must belong to the region it is tagged with, by
+/// the options' region rule.
+pub async fn recover(
     cluster: &Arc<Cluster>,
     topic: &str,
     indexes: &[WalIndex],
@@ -143,14 +145,11 @@ pub(crate) async fn recover(
     Ok((got, recovery.stats()))
 }
 
-/// Writes `entries` (region, value) with one WAL writer configured by
-/// `config` (its topic and partition), and records them in `written`; the
-/// writer's index.
 /// Writes partitions `0..partitions` of `topic`, each with an interleaved
 /// writer of batches of at most `max_batch_bytes`, `entries(p)` the
 /// entries of partition `p`; what was written, and each partition's index
 /// in partition order.
-pub(crate) async fn write_interleaved_partitions<I>(
+pub async fn write_interleaved_partitions<I>(
     cluster: &Arc<Cluster>,
     topic: &str,
     partitions: i32,
@@ -171,33 +170,38 @@ where
     (written, indexes)
 }
 
-pub(crate) async fn write_partition(
+/// Writes `entries` (region, value) with one WAL writer configured by
+/// `config` (its topic and partition), and records them in `written`; the
+/// writer's index.
+pub async fn write_partition(
     cluster: &Arc<Cluster>,
     config: WriterConfig,
     entries: impl IntoIterator<Item = (RegionId, Bytes)>,
     written: &mut Written,
 ) -> WalIndex {
     let partition = config.partition;
-    let writer = WalWriter::new(Arc::clone(cluster), config);
-    let mut pending = Vec::new();
-    for (region, payload) in entries {
-        let appended = writer
-            .append(WalEntry::new(region, payload.clone()))
-            .await
-            .expect("queued");
-        pending.push((region, payload, appended));
-    }
+    let entries: Vec<(RegionId, Bytes)> = entries.into_iter().collect();
+    let round = Round {
+        writer: 0,
+        entries: entries
+            .iter()
+            .map(|(region, payload)| WalEntry::new(*region, payload.clone()))
+            .collect(),
+        flush: false,
+    };
+    let rounds = write_rounds(cluster, [config], [round])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let regions = written.entry(partition).or_default();
-    for (region, payload, appended) in pending {
-        let offset = appended.await.expect("written");
-        regions.entry(region).or_default().push((offset, payload));
+    for ((region, payload), offset) in entries.into_iter().zip(&rounds.offsets[0]) {
+        regions.entry(region).or_default().push((*offset, payload));
     }
-    writer.close().await.expect("closed")
+    rounds.index
 }
 
 /// Each partition's index as its writer would have dumped it halfway
 /// through what was written.
-pub(crate) fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> {
+pub fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> {
     indexes
         .iter()
         .zip(written.values())
@@ -216,7 +220,7 @@ pub(crate) fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> 
 /// Writes a WAL with librdkafka (`scripts/fixtures/librdkafka_wal.py`):
 /// `count` records of `regions` regions (the key the region id in ASCII
 /// decimal) over `partitions` partitions of `topic`; what it wrote.
-pub(crate) fn librdkafka_wal(
+pub fn librdkafka_wal(
     bootstrap: &str,
     topic: &str,
     count: usize,
@@ -227,7 +231,7 @@ pub(crate) fn librdkafka_wal(
     use base64::Engine as _;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/scripts/fixtures/librdkafka_wal.py"
+        "/../scripts/fixtures/librdkafka_wal.py"
     );
     let out = std::process::Command::new("python3")
         .args([script, bootstrap, topic])

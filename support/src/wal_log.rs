@@ -1,114 +1,38 @@
-//! What a WAL writer left in a partition, read back with plain fetches, and
-//! the checks that it is exactly what was appended: each entry once, at the
-//! offset its append returned, regions in append order, the index's offsets
-//! and hints exact.
+//! The checks that what a WAL writer left in a partition (read back by
+//! [`crate::partition_log`]) is exactly what was appended: each entry once,
+//! at the offset its append returned, regions in append order, the index's
+//! offsets and hints exact.
 
 use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
-use walfetch::cluster::{Cluster, FetchParams};
-use walfetch::codec::{
-    record_checksum_header, BatchHeader, Batches, Compression, DecodeOptions,
-    RECORD_CHECKSUM_HEADER,
-};
+use walfetch::codec::{record_checksum_header, RECORD_CHECKSUM_HEADER};
 use walfetch::index::{RegionId, WalIndex};
 
-/// One record as read back.
-#[derive(Debug, Clone)]
-pub(crate) struct LogRecord {
-    pub(crate) offset: i64,
-    /// Its timestamp (milliseconds).
-    pub(crate) timestamp: i64,
-    pub(crate) key: Option<Bytes>,
-    pub(crate) value: Option<Bytes>,
-    pub(crate) headers: Vec<(Bytes, Option<Bytes>)>,
-    /// Where the record ends in its batch (uncompressed batches).
-    pub(crate) end: Option<usize>,
-}
-
-/// One batch as read back.
-#[derive(Debug, Clone)]
-pub(crate) struct LogBatch {
-    pub(crate) header: BatchHeader,
-    pub(crate) len: usize,
-    pub(crate) records: Vec<LogRecord>,
-}
-
-/// Every batch of `topic`/`partition` from offset 0 to the high watermark.
-pub(crate) async fn read_log(cluster: &Cluster, topic: &str, partition: i32) -> Vec<LogBatch> {
-    let mut out: Vec<LogBatch> = Vec::new();
-    let mut offset = 0;
-    loop {
-        let params = FetchParams::new(topic, partition, offset).with_max_bytes(8 << 20);
-        let fetched = cluster
-            .fetch(&params)
-            .await
-            .unwrap_or_else(|e| panic!("fetch {topic}/{partition} at {offset}: {e}"));
-        if offset >= fetched.high_watermark {
-            return out;
-        }
-        let before = offset;
-        for batch in Batches::new(fetched.records.clone(), DecodeOptions::default()) {
-            let batch = batch.expect("a valid batch");
-            if batch.last_offset() < offset {
-                continue;
-            }
-            let records = batch
-                .records()
-                .expect("records")
-                .map(|r| {
-                    let r = r.expect("a valid record");
-                    LogRecord {
-                        offset: r.offset(),
-                        timestamp: r.timestamp(),
-                        key: r.key_bytes(),
-                        value: r.value_bytes(),
-                        headers: r
-                            .headers()
-                            .map(|h| {
-                                (
-                                    Bytes::copy_from_slice(h.key),
-                                    h.value.map(Bytes::copy_from_slice),
-                                )
-                            })
-                            .collect(),
-                        end: r.batch_range().map(|r| r.end),
-                    }
-                })
-                .collect();
-            offset = batch.last_offset() + 1;
-            out.push(LogBatch {
-                header: *batch.header(),
-                len: batch.bytes().len(),
-                records,
-            });
-        }
-        assert!(offset > before, "no progress reading the log at {offset}");
-    }
-}
+use crate::partition_log::{LogBatch, LogRecord};
 
 /// The region of a record written by the WAL writer (its 8-byte key).
-pub(crate) fn region_of(record: &LogRecord) -> RegionId {
+pub fn region_of(record: &LogRecord) -> RegionId {
     let key = record.key.as_ref().expect("a key");
     RegionId::from_be_bytes(key[..].try_into().expect("an 8-byte key"))
 }
 
 /// What a check found about the layout.
 #[derive(Debug, Default)]
-pub(crate) struct Layout {
+pub struct Layout {
     /// Batches holding one region.
-    pub(crate) pure_batches: usize,
+    pub pure_batches: usize,
     /// Batches holding several.
-    pub(crate) mixed_batches: usize,
+    pub mixed_batches: usize,
     /// Producer ids seen on the writer's batches.
-    pub(crate) producer_ids: HashSet<i64>,
+    pub producer_ids: HashSet<i64>,
 }
 
 /// Checks `log` against what was appended, in append order: `(region,
 /// payload, offset the append returned)`, and against the writer's index.
 /// Every record of the log must be one of `appended`, each exactly once.
 /// `checksums`: whether records carry the per-record checksum header.
-pub(crate) fn check_written(
+pub fn check_written(
     log: &[LogBatch],
     appended: &[(RegionId, Bytes, i64)],
     index: &WalIndex,
@@ -197,8 +121,7 @@ pub(crate) fn check_written(
             hint.batch_len as usize, batch.len,
             "entry {n}: batch length"
         );
-        let compressed = batch.header.attributes.compression_id() != Compression::None.id();
-        let want_end = match compressed {
+        let want_end = match batch.compressed() {
             true => batch.len,
             false => record.end.expect("an uncompressed record's end"),
         };

@@ -1,17 +1,5 @@
-//! Shared test equipment. Each test binary uses only part of it.
-#![allow(dead_code)]
-
-pub(crate) mod broker;
-pub(crate) mod failover;
-pub(crate) mod greptime;
-pub(crate) mod kafka;
-pub(crate) mod recovery;
-pub(crate) mod scripted;
-pub(crate) mod sim;
-pub(crate) mod stunnel;
-pub(crate) mod tansu;
-pub(crate) mod transactions;
-pub(crate) mod wal_log;
+//! Sample batches produced to a partition, and the offsets of the batches a
+//! Fetch response carries.
 
 use bytes::Bytes;
 use walfetch::cluster::Cluster;
@@ -19,7 +7,7 @@ use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
 
 /// `records` records of batch `batch`: values `b{batch}-r{i}` padded with
 /// `.` to `value_len` bytes, timestamps `1000 * batch + i`.
-pub(crate) fn sample_records(batch: usize, records: i32, value_len: usize) -> Vec<NewRecord> {
+pub fn sample_records(batch: usize, records: i32, value_len: usize) -> Vec<NewRecord> {
     (0..records)
         .map(|i| {
             let mut value = format!("b{batch}-r{i}").into_bytes();
@@ -37,7 +25,7 @@ pub(crate) fn sample_records(batch: usize, records: i32, value_len: usize) -> Ve
 /// Produces `batches` uncompressed batches of `records` records each to
 /// partition 0 of `topic`; returns each batch's assigned base offset and
 /// its bytes as produced.
-pub(crate) async fn produce_batches(
+pub async fn produce_batches(
     cluster: &Cluster,
     topic: &str,
     batches: usize,
@@ -60,7 +48,7 @@ pub(crate) async fn produce_batches(
 
 /// `(base offset, last offset)` of every complete batch in a Fetch
 /// response's records; panics on a partial or corrupt batch.
-pub(crate) fn batch_offsets(records: &Bytes) -> Vec<(i64, i64)> {
+pub fn batch_offsets(records: &Bytes) -> Vec<(i64, i64)> {
     let mut batches = Batches::new(records.clone(), DecodeOptions::default());
     let offsets = batches
         .by_ref()

@@ -45,63 +45,63 @@ const MAX_ANSWERS: usize = 50_000;
 
 /// One batch to write: its records' regions, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct BatchSpec {
+pub struct BatchSpec {
     /// The region of each record.
-    pub(crate) regions: Vec<RegionId>,
+    pub regions: Vec<RegionId>,
     /// Offsets left unused before the batch (as compaction leaves them).
-    pub(crate) gap: u32,
+    pub gap: u32,
     /// The writer that produced it: an index may cover one writer's only.
-    pub(crate) writer: u8,
+    pub writer: u8,
 }
 
 /// A batch of a [`SimLog`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SimBatch {
+pub struct SimBatch {
     /// Its base offset.
-    pub(crate) base: i64,
+    pub base: i64,
     /// Its last offset.
-    pub(crate) last: i64,
+    pub last: i64,
     /// Where it starts in the log, in bytes.
-    pub(crate) position: u64,
+    pub position: u64,
     /// Its encoded length.
-    pub(crate) len: u32,
+    pub len: u32,
     /// Whether its records are compressed.
-    pub(crate) compressed: bool,
+    pub compressed: bool,
     /// The writer that produced it.
-    pub(crate) writer: u8,
+    pub writer: u8,
 }
 
 /// A record of a [`SimLog`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SimRecord {
+pub struct SimRecord {
     /// Its offset.
-    pub(crate) offset: i64,
+    pub offset: i64,
     /// Its region (its key).
-    pub(crate) region: RegionId,
+    pub region: RegionId,
     /// Its value: region and offset, then bytes that do not compress.
-    pub(crate) value: Bytes,
+    pub value: Bytes,
     /// Its batch, an index into [`SimLog::batches`].
-    pub(crate) batch: usize,
+    pub batch: usize,
     /// Where it ends in its batch (the batch's length when compressed: a
     /// compressed batch is read whole), as the writer's hint says.
-    pub(crate) end: u32,
+    pub end: u32,
 }
 
 /// What an index built from a [`SimLog`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct IndexSpec {
+pub struct IndexSpec {
     /// The writer's exact hints, or offsets only.
-    pub(crate) hints: bool,
+    pub hints: bool,
     /// Entries up to this offset, and `last_index` there; `None`: every
     /// entry and no `last_index` (a replay then scans).
-    pub(crate) last_index: Option<i64>,
+    pub last_index: Option<i64>,
     /// Only this writer's batches, if set.
-    pub(crate) writer: Option<u8>,
+    pub writer: Option<u8>,
 }
 
 /// A partition log of real encoded batches, and what each record is.
 #[derive(Debug, Clone)]
-pub(crate) struct SimLog {
+pub struct SimLog {
     log: PartitionLog,
     /// Whether every record carries its per-record checksum (as
     /// `WalWriter` writes them): only then may a replay use the records
@@ -115,7 +115,7 @@ impl SimLog {
     /// Writes `specs` with `compression`; the value of the record at an
     /// offset is `value_len(offset)` bytes long (at least its label). Every
     /// record carries its per-record checksum, as `WalWriter` writes it.
-    pub(crate) fn build(
+    pub fn build(
         specs: &[BatchSpec],
         compression: Compression,
         value_len: impl Fn(i64) -> usize,
@@ -125,7 +125,7 @@ impl SimLog {
 
     /// [`SimLog::build`], with per-record checksums or without (as most
     /// writers write).
-    pub(crate) fn build_with(
+    pub fn build_with(
         specs: &[BatchSpec],
         compression: Compression,
         value_len: impl Fn(i64) -> usize,
@@ -201,7 +201,7 @@ impl SimLog {
 
     /// Batches of `sizes[i]` records each, values of `value_len` bytes,
     /// the record at each offset in region `region_of(offset)`.
-    pub(crate) fn uniform(
+    pub fn uniform(
         sizes: &[usize],
         value_len: usize,
         compression: Compression,
@@ -224,39 +224,39 @@ impl SimLog {
     }
 
     /// Batch `i` as encoded, to produce it to a real broker.
-    pub(crate) fn batch_bytes(&self, i: usize) -> Bytes {
+    pub fn batch_bytes(&self, i: usize) -> Bytes {
         let b = &self.batches[i];
         let start = b.position as usize;
         self.log.bytes(start..start + b.len as usize)
     }
 
     /// The batches, in log order.
-    pub(crate) fn batches(&self) -> &[SimBatch] {
+    pub fn batches(&self) -> &[SimBatch] {
         &self.batches
     }
 
     /// Where the batches lie in the log, for testkit's fetch rules.
-    pub(crate) fn extents(&self) -> &[BatchExtent] {
+    pub fn extents(&self) -> &[BatchExtent] {
         self.log.extents()
     }
 
     /// The records, in offset order.
-    pub(crate) fn records(&self) -> &[SimRecord] {
+    pub fn records(&self) -> &[SimRecord] {
         &self.records
     }
 
     /// The offset after the last batch: the high watermark.
-    pub(crate) fn end(&self) -> i64 {
+    pub fn end(&self) -> i64 {
         self.log.high_watermark()
     }
 
     /// Every byte of the log.
-    pub(crate) fn size(&self) -> u64 {
+    pub fn size(&self) -> u64 {
         self.log.size() as u64
     }
 
     /// The offsets of `region`'s records.
-    pub(crate) fn offsets_of(&self, region: RegionId) -> Vec<i64> {
+    pub fn offsets_of(&self, region: RegionId) -> Vec<i64> {
         self.records
             .iter()
             .filter(|r| r.region == region)
@@ -265,7 +265,7 @@ impl SimLog {
     }
 
     /// The whole range of `region`: from offset 0 to the log's end.
-    pub(crate) fn whole(&self, region: RegionId) -> RegionRange {
+    pub fn whole(&self, region: RegionId) -> RegionRange {
         RegionRange {
             region,
             from: 0,
@@ -274,7 +274,7 @@ impl SimLog {
     }
 
     /// The index a writer would have dumped, as `spec` says.
-    pub(crate) fn index(&self, spec: IndexSpec) -> WalIndex {
+    pub fn index(&self, spec: IndexSpec) -> WalIndex {
         let mut index = WalIndex::new();
         for r in &self.records {
             let b = &self.batches[r.batch];
@@ -305,7 +305,7 @@ impl SimLog {
     }
 
     /// The complete index of every writer's batches, with hints.
-    pub(crate) fn full_index(&self) -> WalIndex {
+    pub fn full_index(&self) -> WalIndex {
         self.index(IndexSpec {
             hints: true,
             last_index: Some(self.end() - 1),
@@ -315,13 +315,13 @@ impl SimLog {
 
     /// The complete index, offsets only (as a GreptimeDB index file gives
     /// them).
-    pub(crate) fn offsets_index(&self) -> WalIndex {
+    pub fn offsets_index(&self) -> WalIndex {
         self.full_index().without_hints()
     }
 
     /// What a replay of `range` must yield: its region's records in
     /// `from..to`, as `(offset, value)`.
-    pub(crate) fn expected(&self, range: &RegionRange) -> Vec<(i64, Bytes)> {
+    pub fn expected(&self, range: &RegionRange) -> Vec<(i64, Bytes)> {
         self.records
             .iter()
             .filter(|r| r.region == range.region && (range.from..range.to).contains(&r.offset))
@@ -331,7 +331,7 @@ impl SimLog {
 
     /// The floor of `offsets` (records of this log): the fewest bytes any
     /// consumer must receive to get them under Kafka's fetch rules.
-    pub(crate) fn floor(&self, offsets: &[i64]) -> u64 {
+    pub fn floor(&self, offsets: &[i64]) -> u64 {
         let mut log: Vec<LogBatch> = self
             .batches
             .iter()
@@ -363,29 +363,29 @@ impl SimLog {
 
 /// Faults a [`Sim`] injects.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Faults {
+pub struct Faults {
     /// The answer (counted from 0) that is a client error instead: the
     /// replay must end with it.
-    pub(crate) error_at: Option<usize>,
+    pub error_at: Option<usize>,
     /// The chance that an answer is `OFFSET_OUT_OF_RANGE` although its
     /// offset is in range (a stale replica), with the log's real bounds.
-    pub(crate) spurious_out_of_range: f64,
+    pub spurious_out_of_range: f64,
     /// The chance that an answer's records are cut at an arbitrary byte.
-    pub(crate) truncate: f64,
+    pub truncate: f64,
     /// Before the answer with this number (counted from 0), the log start
     /// moves to this offset (retention): what lies below is gone.
-    pub(crate) log_start: Option<(usize, i64)>,
+    pub log_start: Option<(usize, i64)>,
     /// The chance that an answer comes from a replica whose high
     /// watermark lags (a follower, a leader just elected): drawn between
     /// the log start and the real one, it serves what lies below it and
     /// reports it (Kafka answers a fetch past it, within the log, with no
     /// records).
-    pub(crate) lagging: f64,
+    pub lagging: f64,
 }
 
 impl Faults {
     /// No fault.
-    pub(crate) const NONE: Faults = Faults {
+    pub const NONE: Faults = Faults {
         error_at: None,
         spurious_out_of_range: 0.0,
         truncate: 0.0,
@@ -395,7 +395,7 @@ impl Faults {
 }
 
 /// The error [`Faults::error_at`] injects.
-pub(crate) fn injected_error() -> ClientError {
+pub fn injected_error() -> ClientError {
     ClientError::RetriesExhausted {
         operation: "Fetch sim/0 (injected)".to_owned(),
         attempts: 3,
@@ -407,24 +407,24 @@ pub(crate) fn injected_error() -> ClientError {
 
 /// What a replay gave.
 #[derive(Debug)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// What each region asked for got, in the order yielded, as
     /// `(offset, value)`.
-    pub(crate) regions: BTreeMap<RegionId, Vec<(i64, Bytes)>>,
+    pub regions: BTreeMap<RegionId, Vec<(i64, Bytes)>>,
     /// The error that ended the replay, if one did.
-    pub(crate) error: Option<Error>,
+    pub error: Option<Error>,
     /// The core's counters at the end.
-    pub(crate) stats: ReplayStats,
+    pub stats: ReplayStats,
     /// Every fetch sent, in order.
-    pub(crate) fetches: Vec<OutgoingFetch>,
+    pub fetches: Vec<OutgoingFetch>,
     /// Answers given (responses, out-of-range answers and errors).
-    pub(crate) answers: usize,
+    pub answers: usize,
 }
 
 /// A broker holding one [`SimLog`], answering a [`ReplayCore`]'s fetches;
 /// see the module docs.
 #[derive(Debug)]
-pub(crate) struct Sim {
+pub struct Sim {
     log: PartitionLog,
     habits: Habits,
     max_in_flight: usize,
@@ -438,7 +438,7 @@ pub(crate) struct Sim {
 impl Sim {
     /// A broker serving `log` under `habits`, with one fetch in flight and
     /// no faults; `seed` orders answers and draws faults.
-    pub(crate) fn new(log: &SimLog, habits: Habits, seed: u64) -> Self {
+    pub fn new(log: &SimLog, habits: Habits, seed: u64) -> Self {
         Self {
             log: log.log.clone(),
             habits,
@@ -451,13 +451,13 @@ impl Sim {
 
     /// Lets up to `fetches` be in flight at once (answered in a seeded
     /// order, not the order sent).
-    pub(crate) fn in_flight(mut self, fetches: usize) -> Self {
+    pub fn in_flight(mut self, fetches: usize) -> Self {
         self.max_in_flight = fetches.max(1);
         self
     }
 
     /// Injects `faults`.
-    pub(crate) fn faults(mut self, faults: Faults) -> Self {
+    pub fn faults(mut self, faults: Faults) -> Self {
         self.faults = faults;
         self
     }
@@ -465,7 +465,7 @@ impl Sim {
     /// Replays `regions` with `index` and `options` to the end, as a
     /// driver would; panics if the core cannot be made or a replay breaks
     /// what must hold for any replay (see the module docs).
-    pub(crate) fn run(
+    pub fn run(
         &mut self,
         index: &WalIndex,
         regions: &[RegionRange],

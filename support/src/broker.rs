@@ -10,12 +10,12 @@
 use walfetch::cluster::{Cluster, ClusterConfig, NewTopic};
 use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 
-use super::kafka;
-use super::tansu::Tansu;
+use crate::kafka;
+use crate::tansu::Tansu;
 
 /// Which real broker a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BrokerKind {
+pub enum BrokerKind {
     /// Apache Kafka, pinned release, single KRaft node.
     Kafka,
     /// Tansu 0.6, in-memory storage.
@@ -23,7 +23,7 @@ pub(crate) enum BrokerKind {
 }
 
 /// A Kafka node a test runs on.
-pub(crate) enum KafkaNode {
+pub enum KafkaNode {
     /// The test binary's shared node.
     Shared(&'static KafkaCluster),
     /// A node of this test's own, for a test that stops its broker.
@@ -42,7 +42,7 @@ impl std::ops::Deref for KafkaNode {
 }
 
 /// A real broker a test body runs against.
-pub(crate) enum TestBroker {
+pub enum TestBroker {
     /// A Kafka node.
     Kafka(KafkaNode),
     /// A Tansu broker of this test's own.
@@ -51,7 +51,7 @@ pub(crate) enum TestBroker {
 
 impl TestBroker {
     /// Starts (Tansu) or joins (Kafka) a broker of `kind`.
-    pub(crate) async fn start(kind: BrokerKind) -> Self {
+    pub async fn start(kind: BrokerKind) -> Self {
         match kind {
             BrokerKind::Kafka => Self::Kafka(KafkaNode::Shared(tokio::task::block_in_place(
                 kafka::shared,
@@ -61,7 +61,7 @@ impl TestBroker {
     }
 
     /// A broker of `kind` that no other test uses: dropping it stops it.
-    pub(crate) async fn start_own(kind: BrokerKind) -> Self {
+    pub async fn start_own(kind: BrokerKind) -> Self {
         match kind {
             BrokerKind::Kafka => {
                 let install = find_kafka().unwrap_or_else(|e| panic!("{e}"));
@@ -75,7 +75,7 @@ impl TestBroker {
     }
 
     /// Which broker this is.
-    pub(crate) fn kind(&self) -> BrokerKind {
+    pub fn kind(&self) -> BrokerKind {
         match self {
             Self::Kafka(_) => BrokerKind::Kafka,
             Self::Tansu(_) => BrokerKind::Tansu,
@@ -83,7 +83,7 @@ impl TestBroker {
     }
 
     /// `"kafka"` or `"tansu"`, for messages.
-    pub(crate) fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self.kind() {
             BrokerKind::Kafka => "kafka",
             BrokerKind::Tansu => "tansu",
@@ -92,7 +92,7 @@ impl TestBroker {
 
     /// A topic name for this test: `base` itself on a broker of the test's
     /// own, made unique on a shared one.
-    pub(crate) fn topic(&self, base: &str) -> String {
+    pub fn topic(&self, base: &str) -> String {
         match self {
             Self::Kafka(KafkaNode::Shared(_)) => kafka::unique_topic(base),
             Self::Kafka(KafkaNode::Own(_)) | Self::Tansu(_) => base.to_owned(),
@@ -100,7 +100,7 @@ impl TestBroker {
     }
 
     /// `127.0.0.1:PORT` of the plain-text listener.
-    pub(crate) fn address(&self) -> String {
+    pub fn address(&self) -> String {
         match self {
             Self::Kafka(k) => k.address(0),
             Self::Tansu(t) => t.address(),
@@ -108,7 +108,7 @@ impl TestBroker {
     }
 
     /// What the broker logged so far.
-    pub(crate) fn log_text(&self) -> String {
+    pub fn log_text(&self) -> String {
         match self {
             Self::Kafka(k) => k.log_text(0),
             Self::Tansu(t) => t.log_text(),
@@ -116,7 +116,7 @@ impl TestBroker {
     }
 
     /// A cluster config for this broker with test-sized timeouts.
-    pub(crate) fn cluster_config(&self) -> ClusterConfig {
+    pub fn cluster_config(&self) -> ClusterConfig {
         match self {
             Self::Kafka(k) => k.cluster_config(),
             Self::Tansu(t) => t.cluster_config(),
@@ -124,7 +124,7 @@ impl TestBroker {
     }
 
     /// A cluster client bootstrapped from this broker.
-    pub(crate) async fn cluster(&self) -> Cluster {
+    pub async fn cluster(&self) -> Cluster {
         Cluster::connect(self.cluster_config())
             .await
             .unwrap_or_else(|e| panic!("bootstrap from {} at {}: {e}", self.name(), self.address()))
@@ -132,7 +132,7 @@ impl TestBroker {
 
     /// A cluster client with a fresh topic `topic` of `partitions`
     /// partitions (pass a name from [`TestBroker::topic`]).
-    pub(crate) async fn cluster_with_topic(&self, topic: &str, partitions: i32) -> Cluster {
+    pub async fn cluster_with_topic(&self, topic: &str, partitions: i32) -> Cluster {
         let cluster = self.cluster().await;
         cluster
             .create_topics(&[NewTopic::new(topic, partitions)])
@@ -155,8 +155,8 @@ macro_rules! on_brokers {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let broker = $crate::support::broker::TestBroker::start(
-                        $crate::support::broker::BrokerKind::$kind,
+                    let broker = $crate::broker::TestBroker::start(
+                        $crate::broker::BrokerKind::$kind,
                     )
                     .await;
                     super::$name(&broker).await;

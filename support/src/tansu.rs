@@ -14,23 +14,23 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use walfetch::cluster::{Cluster, ClusterConfig, NewTopic, RetryPolicy};
-pub(crate) use walfetch_brokers::tansu::TANSU_VERSION;
+pub use walfetch_brokers::tansu::TANSU_VERSION;
 use walfetch_brokers::tansu::{find_tansu_in, tansu_version, TansuBroker, INSTALL_HINT};
 
 /// A running Tansu broker.
-pub(crate) struct Tansu {
+pub struct Tansu {
     broker: TansuBroker,
 }
 
 /// The tansu binary: `$TANSU_BIN`, `tansu` on PATH, or `~/.cargo/bin/tansu`;
 /// panics with the install command when there is none.
-pub(crate) fn tansu_binary() -> PathBuf {
+pub fn tansu_binary() -> PathBuf {
     find_tansu(|name| std::env::var_os(name)).unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// Looks for the tansu binary with `env` as the environment; the error says
 /// where it looked and how to install it.
-pub(crate) fn find_tansu(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
+pub fn find_tansu(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
     find_tansu_in(env).ok_or_else(|| {
         format!(
             "the integration tests need the Tansu {TANSU_VERSION} broker, which is not installed \
@@ -42,7 +42,7 @@ pub(crate) fn find_tansu(env: impl Fn(&str) -> Option<OsString>) -> Result<PathB
 impl Tansu {
     /// Starts a broker and waits until it answers ApiVersions. Panics, with
     /// the broker's log, when it cannot be started.
-    pub(crate) async fn start() -> Self {
+    pub async fn start() -> Self {
         let bin = tansu_binary();
         let version = tansu_version(&bin).unwrap_or_default();
         if !version.contains(TANSU_VERSION) {
@@ -56,17 +56,17 @@ impl Tansu {
     }
 
     /// `127.0.0.1:PORT`.
-    pub(crate) fn address(&self) -> String {
+    pub fn address(&self) -> String {
         self.broker.address()
     }
 
     /// What the broker wrote to stdout and stderr so far.
-    pub(crate) fn log_text(&self) -> String {
+    pub fn log_text(&self) -> String {
         self.broker.log_text()
     }
 
     /// A cluster config for this broker with test-sized timeouts.
-    pub(crate) fn cluster_config(&self) -> ClusterConfig {
+    pub fn cluster_config(&self) -> ClusterConfig {
         let mut config = ClusterConfig::new([self.address()]);
         config.connection.connect_timeout = Duration::from_secs(2);
         config.connection.request_timeout = Duration::from_secs(10);
@@ -78,14 +78,14 @@ impl Tansu {
     }
 
     /// A cluster client bootstrapped from this broker.
-    pub(crate) async fn cluster(&self) -> Cluster {
+    pub async fn cluster(&self) -> Cluster {
         Cluster::connect(self.cluster_config())
             .await
             .unwrap_or_else(|e| panic!("bootstrap from Tansu at {}: {e}", self.address()))
     }
 
     /// A cluster client with a fresh topic of `partitions` partitions.
-    pub(crate) async fn cluster_with_topic(&self, topic: &str, partitions: i32) -> Cluster {
+    pub async fn cluster_with_topic(&self, topic: &str, partitions: i32) -> Cluster {
         let cluster = self.cluster().await;
         cluster
             .create_topics(&[NewTopic::new(topic, partitions)])

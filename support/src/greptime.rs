@@ -9,11 +9,11 @@ use walfetch::codec::{BatchBuilder, Compression, NewRecord};
 use walfetch::index::RegionId;
 
 /// Each region's records, in offset order: `(offset, value)`.
-pub(crate) type GreptimeWal = BTreeMap<RegionId, Vec<(i64, Bytes)>>;
+pub type GreptimeWal = BTreeMap<RegionId, Vec<(i64, Bytes)>>;
 
 /// A record key as GreptimeDB writes it: its record meta (`RecordMeta`),
 /// serialized by serde_json in its struct's field order.
-pub(crate) fn key(tp: &str, entry_id: u64, region: RegionId, topic: &str) -> Bytes {
+pub fn key(tp: &str, entry_id: u64, region: RegionId, topic: &str) -> Bytes {
     Bytes::from(format!(
         r#"{{"version":0,"tp":{tp},"entry_id":{entry_id},"ns":{{"region_id":{region},"topic":"{topic}"}}}}"#
     ))
@@ -23,7 +23,7 @@ pub(crate) fn key(tp: &str, entry_id: u64, region: RegionId, topic: &str) -> Byt
 /// (GreptimeDB-style ids, table 1024, regions 0 to 4) and each record's key
 /// and value. Every thirteenth entry is too large for one record and split
 /// into First, Middle and Last records.
-pub(crate) fn entry(n: u64, topic: &str) -> (RegionId, Vec<(Bytes, Bytes)>) {
+pub fn entry(n: u64, topic: &str) -> (RegionId, Vec<(Bytes, Bytes)>) {
     let region = 4_398_046_511_104 + (n * 31 % 5);
     let parts: &[&str] = match n % 13 {
         5 => &[r#""First""#, r#"{"Middle":1}"#, r#""Last""#],
@@ -45,7 +45,7 @@ pub(crate) fn entry(n: u64, topic: &str) -> (RegionId, Vec<(Bytes, Bytes)>) {
 /// topic it creates (neither key nor value, lz4: `append_noop_record`),
 /// each region's write request its own lz4 batch (its own produce
 /// request), the region in the record key's meta.
-pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> GreptimeWal {
+pub async fn write(cluster: &Cluster, topic: &str, entries: u64) -> GreptimeWal {
     let noop = BatchBuilder::new(0)
         .compression(Compression::Lz4)
         .encode(&[NewRecord {
@@ -92,7 +92,7 @@ pub(crate) async fn write(cluster: &Cluster, topic: &str, entries: u64) -> Grept
 /// (exclusive: what its worker's `get_offset(OffsetAt::Latest)` returned),
 /// and each region lists its offsets below it, delta-encoded (the first
 /// absolute).
-pub(crate) fn index_json(topic: &str, written: &GreptimeWal, last_index: i64) -> String {
+pub fn index_json(topic: &str, written: &GreptimeWal, last_index: i64) -> String {
     let regions: serde_json::Map<String, serde_json::Value> = written
         .iter()
         .map(|(region, entries)| {
@@ -111,7 +111,7 @@ pub(crate) fn index_json(topic: &str, written: &GreptimeWal, last_index: i64) ->
 }
 
 /// The offset past the last record of `written`.
-pub(crate) fn end(written: &GreptimeWal) -> i64 {
+pub fn end(written: &GreptimeWal) -> i64 {
     written
         .values()
         .flatten()

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use walfetch_brokers::tansu::TansuBroker;
 use walfetch_testkit::TestCa;
 
-use super::tansu::tansu_binary;
+use crate::tansu::tansu_binary;
 
 /// `stunnel4` or `stunnel` on PATH; panics with the install command.
-pub(crate) fn stunnel_binary() -> PathBuf {
+pub fn stunnel_binary() -> PathBuf {
     for name in ["stunnel4", "stunnel"] {
         if let Ok(out) = Command::new("sh")
             .args(["-c", &format!("command -v {name}")])
@@ -43,25 +43,26 @@ fn free_port() -> u16 {
 }
 
 /// Tansu behind stunnel: TLS on [`TlsTansu::address`].
-pub(crate) struct TlsTansu {
+pub struct TlsTansu {
     /// The authority that issued stunnel's certificate.
-    pub(crate) ca: TestCa,
+    pub ca: TestCa,
     stunnel: Child,
     port: u16,
     dir: PathBuf,
-    pub(crate) broker: TansuBroker,
+    /// The Tansu broker stunnel fronts.
+    pub broker: TansuBroker,
 }
 
 impl TlsTansu {
     /// Starts Tansu advertising a free port, then stunnel on that port
     /// with a certificate for 127.0.0.1, and waits until stunnel accepts.
-    pub(crate) async fn start() -> Self {
+    pub async fn start() -> Self {
         Self::start_with(false).await
     }
 
     /// [`TlsTansu::start`]; with `client_certificates`, stunnel requires a
     /// client certificate issued by [`TlsTansu::ca`] (mutual TLS).
-    pub(crate) async fn start_with(client_certificates: bool) -> Self {
+    pub async fn start_with(client_certificates: bool) -> Self {
         let stunnel_bin = stunnel_binary();
         let ca = TestCa::new("walfetch stunnel test CA").expect("test CA");
         let cert = ca.server_cert(&["127.0.0.1"]).expect("server certificate");
@@ -132,12 +133,12 @@ impl TlsTansu {
     }
 
     /// `127.0.0.1:PORT`, stunnel's TLS listener.
-    pub(crate) fn address(&self) -> String {
+    pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// stunnel's log.
-    pub(crate) fn log_text(&self) -> String {
+    pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.dir.join("stunnel.log")).unwrap_or_default()
     }
 }

@@ -21,14 +21,14 @@ use walfetch::writer::WriterConfig;
 use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 use walfetch_codec::Compression;
 
-use super::recovery::{start_recovery, write_partition, Written};
+use crate::recovery::{start_recovery, write_partition, Written};
 
 /// Partitions of the WAL topic.
-pub(crate) const PARTITIONS: i32 = 4;
+pub const PARTITIONS: i32 = 4;
 
 /// A 3-node cluster; panics with the harness's reason when it cannot
 /// start.
-pub(crate) async fn start_cluster() -> KafkaCluster {
+pub async fn start_cluster() -> KafkaCluster {
     let install = find_kafka().unwrap_or_else(|e| panic!("Kafka is needed: {e}"));
     KafkaCluster::start(
         &install,
@@ -47,7 +47,7 @@ pub(crate) async fn start_cluster() -> KafkaCluster {
 /// the leader in Kafka's metadata until the controller fences it, after
 /// `broker.session.timeout.ms` (9 s by default), so the harness's 10 s
 /// deadline is too close to that for a failover test.
-pub(crate) async fn client(kafka: &KafkaCluster) -> Arc<Cluster> {
+pub async fn client(kafka: &KafkaCluster) -> Arc<Cluster> {
     let mut config = kafka.cluster_config();
     config.retry = RetryPolicy::default();
     Arc::new(Cluster::connect(config).await.unwrap())
@@ -56,7 +56,7 @@ pub(crate) async fn client(kafka: &KafkaCluster) -> Arc<Cluster> {
 /// Creates `topic` (RF 3, min ISR 2, 4 partitions) and writes a
 /// region-pure lz4 WAL: `per_partition` entries over 6 regions in each
 /// partition. What was written, and each partition's index.
-pub(crate) async fn write_wal(
+pub async fn write_wal(
     cluster: &Arc<Cluster>,
     topic: &str,
     per_partition: usize,
@@ -89,7 +89,7 @@ pub(crate) async fn write_wal(
 /// A recovery of the regions of `topic` in `checkpoints`, each from its
 /// checkpoint, with little buffered ahead so that most of it is still to
 /// fetch while the first entries are pulled.
-pub(crate) async fn recovery(
+pub async fn recovery(
     cluster: &Arc<Cluster>,
     topic: &str,
     indexes: &[WalIndex],
@@ -102,7 +102,7 @@ pub(crate) async fn recovery(
 }
 
 /// The node index leading `topic`/`partition` now (fresh metadata).
-pub(crate) async fn leader_node(
+pub async fn leader_node(
     kafka: &KafkaCluster,
     cluster: &Cluster,
     topic: &str,
@@ -115,7 +115,7 @@ pub(crate) async fn leader_node(
 
 /// `topic`'s partitions as the node `index` of `kafka` sees them (a
 /// client of that node alone).
-pub(crate) async fn partitions_seen_by(
+pub async fn partitions_seen_by(
     kafka: &KafkaCluster,
     index: usize,
     topic: &str,
@@ -140,7 +140,7 @@ pub(crate) async fn partitions_seen_by(
 /// state in which one more node may be killed without taking any
 /// partition below `min.insync.replicas` 2. The partitions as the last
 /// node asked saw them, or why not within `within`.
-pub(crate) async fn wait_in_sync(
+pub async fn wait_in_sync(
     kafka: &KafkaCluster,
     topic: &str,
     fenced: &BTreeMap<i32, i32>,
@@ -205,7 +205,7 @@ fn not_in_sync(
 /// Pulls up to `limit` more entries of `recovery` into `got` (stopping
 /// early at its end), a little slowly so that the recovery is still in
 /// flight when a fault lands; how many it pulled.
-pub(crate) async fn pull_until(
+pub async fn pull_until(
     recovery: &mut Recovery,
     got: &mut Written,
     limit: usize,
@@ -230,7 +230,7 @@ pub(crate) async fn pull_until(
 }
 
 /// How many entries `written` holds.
-pub(crate) fn total(written: &Written) -> usize {
+pub fn total(written: &Written) -> usize {
     written
         .values()
         .flat_map(|r| r.values())
@@ -240,7 +240,7 @@ pub(crate) fn total(written: &Written) -> usize {
 
 /// Exactly every region's entries, in order, none twice: compared as
 /// whole sequences, with the first difference named.
-pub(crate) fn assert_exactly(got: &Written, want: &Written) {
+pub fn assert_exactly(got: &Written, want: &Written) {
     for (p, regions) in want {
         for (region, entries) in regions {
             let had = got.get(p).and_then(|r| r.get(region));
@@ -260,31 +260,31 @@ pub(crate) fn assert_exactly(got: &Written, want: &Written) {
 
 /// How what a recovery got differs from what it should have got.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Differences {
+pub struct Differences {
     /// Entries it should have got.
-    pub(crate) expected: u64,
+    pub expected: u64,
     /// Entries it got.
-    pub(crate) got: u64,
+    pub got: u64,
     /// Expected entries it did not get (at their offset, with their value).
-    pub(crate) lost: u64,
+    pub lost: u64,
     /// Entries it got again, or after an entry of a later offset of the
     /// same region.
-    pub(crate) duplicated: u64,
+    pub duplicated: u64,
     /// Entries it got, in order and once, that it should not have got: of
     /// a region or an offset not expected, or with another value.
-    pub(crate) unexpected: u64,
+    pub unexpected: u64,
 }
 
 impl Differences {
     /// Whether it got exactly what it should have.
-    pub(crate) fn is_exact(&self) -> bool {
+    pub fn is_exact(&self) -> bool {
         self.lost == 0 && self.duplicated == 0 && self.unexpected == 0
     }
 }
 
 /// Counts how `got` (each region's entries in the order they came)
 /// differs from `want` (each region's entries in offset order).
-pub(crate) fn differences(got: &Written, want: &Written) -> Differences {
+pub fn differences(got: &Written, want: &Written) -> Differences {
     let mut out = Differences {
         expected: u64::try_from(total(want)).unwrap(),
         got: u64::try_from(total(got)).unwrap(),

@@ -1,0 +1,108 @@
+//! Running the `walfetch` command line from the CLI's tests, and reading
+//! what it printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The `walfetch` binary a test runs. Only a test of the CLI's package can
+/// name it: `Cli::new(env!("CARGO_BIN_EXE_walfetch"))`.
+#[derive(Debug, Clone, Copy)]
+pub struct Cli {
+    bin: &'static str,
+}
+
+impl Cli {
+    /// The binary at `bin`.
+    pub const fn new(bin: &'static str) -> Self {
+        Self { bin }
+    }
+
+    /// Runs `walfetch` with `args` to its end.
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(self.bin)
+            .args(args)
+            .output()
+            .expect("run walfetch")
+    }
+
+    /// [`Cli::run`] on a blocking thread, for tests whose scripted broker
+    /// runs on the test's own runtime (it must go on answering meanwhile).
+    pub async fn run_async(&self, args: Vec<String>) -> Output {
+        let cli = *self;
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli.run(&args)
+        })
+        .await
+        .expect("walfetch ran")
+    }
+
+    /// `walfetch index build -b ADDR -t TOPIC --out INDEX` and `extra`, as
+    /// [`Cli::run_async`] runs it.
+    pub async fn index_build_async(
+        &self,
+        addr: &str,
+        topic: &str,
+        index: &Path,
+        extra: &[&str],
+    ) -> Output {
+        let mut args = vec![
+            "index",
+            "build",
+            "-b",
+            addr,
+            "-t",
+            topic,
+            "--out",
+            path(index),
+        ];
+        args.extend_from_slice(extra);
+        self.run_async(strings(&args)).await
+    }
+
+    /// Starts `walfetch` with `args`, its stdin, stdout and stderr piped.
+    pub fn spawn_piped(&self, args: &[&str]) -> Child {
+        Command::new(self.bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run walfetch")
+    }
+}
+
+/// `args` as owned strings (for [`Cli::run_async`]).
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// What the command wrote on stderr.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// What the command wrote on stdout.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A directory of this test process, `name` telling tests apart.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("walfetch-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}
+
+/// `p` as the `&str` a command line takes.
+pub fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The stats line of a replay: the last line on stderr, one JSON object.
+pub fn stats_line(out: &Output) -> serde_json::Value {
+    let err = stderr(out);
+    let last = err.trim().lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("the last line on stderr is not the stats line ({e}): {err}"))
+}

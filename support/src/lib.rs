@@ -1,0 +1,23 @@
+//! What walfetch's integration tests (`tests/`), command-line tests
+//! (`cli/tests/`), examples and benches share: the real brokers they run on,
+//! the scripted broker's worlds, WALs written and read back, recoveries run
+//! and checked. A dev-only crate: nothing here is published.
+#![allow(clippy::unwrap_used)]
+
+pub mod broker;
+pub mod cli;
+pub mod failover;
+pub mod greptime;
+pub mod kafka;
+pub mod partition_log;
+pub mod produce;
+pub mod recovery;
+pub mod scripted;
+pub mod sim;
+pub mod stunnel;
+pub mod tansu;
+pub mod transactions;
+pub mod wal_log;
+pub mod writers;
+
+pub use produce::{batch_offsets, produce_batches, sample_records};
