@@ -1,7 +1,7 @@
 //! The broker matrix: one test body, run on Apache Kafka (the broker users
 //! run) and on Tansu (the second real broker).
 //!
-//! [`on_brokers!`] turns `async fn name(broker: &TestBroker)` bodies into a
+//! [`on_brokers!`](crate::on_brokers) turns `async fn name(broker: &TestBroker)` bodies into a
 //! `#[tokio::test]` per broker, `kafka::name` and `tansu::name`. Bodies
 //! take their topic names from [`TestBroker::topic`]: Kafka's node is
 //! shared by the test binary, so its names are made unique; every Tansu
