@@ -92,12 +92,7 @@ async fn ctrl_c_ends_a_replay_at_a_line_with_its_stats() {
         for region in 0..REGIONS {
             args.extend(strings(&["--region", &region.to_string()]));
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = WALFETCH.spawn(&args, Stdio::piped());
         let mut stdout = child.stdout.take().unwrap();
         // The replay is writing (its output, far more than a pipe holds,
         // fills the pipe and waits for this reader): interrupt it there.

@@ -19,38 +19,17 @@ async fn the_stats_count_what_was_printed() {
     let want = (0..BATCHES * PER_BATCH)
         .filter(|n| n % REGIONS == 3)
         .count() as u64;
-    let scan = strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--region",
-        "3",
-        "--strategy",
-        "scan",
-    ]);
-    let indexed = strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--region",
-        "3",
-        "--index",
-        path(&index),
-    ]);
-    let mut trusted = indexed.clone();
-    trusted.push("--trust-cut-batches".to_owned());
+    let replay = format!("replay -b {addr} -t wal --region 3");
+    let scan = format!("{replay} --strategy scan");
+    let indexed = format!("{replay} --index {}", path(&index));
+    let trusted = format!("{indexed} --trust-cut-batches");
     let mut unverified = Vec::new();
     for args in [scan, indexed, trusted] {
-        let out = WALFETCH.run_async(args.clone()).await;
+        let out = WALFETCH.run_async(strings(&words(&args))).await;
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let printed = stdout(&out).lines().count() as u64;
         assert_eq!(printed, want, "{args:?}");
-        let stats: serde_json::Value =
-            serde_json::from_str(stderr(&out).trim().lines().last().unwrap()).unwrap();
+        let stats = stats_line(&out);
         assert_eq!(stats["entries"], printed, "{args:?}: {stats}");
         assert_eq!(stats["yielded"], printed, "{args:?}: {stats}");
         assert_eq!(
