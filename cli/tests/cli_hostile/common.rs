@@ -136,6 +136,32 @@ pub(crate) async fn closed_after_async(args: Vec<String>, lines: usize) -> Outpu
         .unwrap()
 }
 
+/// A fresh [`wal`] indexed whole by `index build`.
+pub(crate) struct IndexedWal {
+    /// The scripted cluster (the WAL lives as long as it does).
+    pub(crate) cluster: ScriptedCluster,
+    /// Its bootstrap address.
+    pub(crate) addr: String,
+    /// The test's directory, holding the index.
+    pub(crate) dir: PathBuf,
+    /// The index file.
+    pub(crate) index: PathBuf,
+}
+
+/// An [`IndexedWal`] whose directory is [`temp_dir`]`(name)`.
+pub(crate) async fn indexed_wal(name: &str) -> IndexedWal {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir(name);
+    let (index, _) = built_index(&addr, &dir).await;
+    IndexedWal {
+        cluster,
+        addr,
+        dir,
+        index,
+    }
+}
+
 /// Indexes all of [`wal`] with `index build`; the index file and the
 /// command's output.
 pub(crate) async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {

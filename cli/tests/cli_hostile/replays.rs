@@ -9,10 +9,12 @@ use crate::common::*;
 /// already flushed. A region given twice is one region, from its checkpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_given_twice_is_replayed_once_from_its_checkpoint() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("region-twice");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster: _cluster,
+        addr,
+        dir,
+        index,
+    } = indexed_wal("region-twice").await;
     let checkpoints = dir.join("checkpoints.json");
     std::fs::write(&checkpoints, r#"{"3": 1500}"#).unwrap();
     let replay = |regions: &[&str]| {

@@ -56,10 +56,12 @@ async fn the_stats_count_what_was_printed() {
 /// stats line, which names the error and lists the same lost offsets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("fails-part-way");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster,
+        addr,
+        index,
+        ..
+    } = indexed_wal("fails-part-way").await;
     cluster.advance_log_start("wal", 0, 1500).unwrap();
     let out = replay_wal(&addr, &index, "3", &[]).await;
     let err = stderr(&out);
@@ -92,10 +94,12 @@ async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
 /// offsets (the lowest), `lost_count` says how many there were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_line_lists_a_bounded_number_of_lost_offsets() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("many-lost");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster,
+        addr,
+        index,
+        ..
+    } = indexed_wal("many-lost").await;
     cluster.advance_log_start("wal", 0, 2990).unwrap();
     let mut args = strings(&["replay", "-b", &addr, "-t", "wal", "--index", path(&index)]);
     for region in 0..REGIONS {
