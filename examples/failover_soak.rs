@@ -32,6 +32,8 @@ use walfetch::error::Error;
 use walfetch_support::failover::{self, Differences, PARTITIONS};
 use walfetch_support::recovery::{self, Written};
 
+mod common;
+
 const TOPIC: &str = "failover-soak";
 
 /// How long a restarted node may take to be back in sync everywhere.
@@ -172,47 +174,30 @@ fn kind(error: &Error) -> String {
     }
 }
 
-fn main() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let mut config = Config {
         kills: 50,
         seed: 1,
         entries_per_partition: 3000,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let value = args.next().and_then(|v| v.parse::<u64>().ok());
-        match (arg.as_str(), value) {
-            ("--kills", Some(n)) => config.kills = n,
-            ("--seed", Some(n)) => config.seed = n,
-            ("--entries-per-partition", Some(n)) if n > 0 => {
-                config.entries_per_partition = usize::try_from(n).unwrap();
+    common::numeric_flags(
+        "failover_soak [--kills N] [--seed N] [--entries-per-partition N]",
+        |flag, n| {
+            match flag {
+                "--kills" => config.kills = n,
+                "--seed" => config.seed = n,
+                "--entries-per-partition" if n > 0 => {
+                    config.entries_per_partition = usize::try_from(n).unwrap();
+                }
+                _ => return false,
             }
-            _ => {
-                eprintln!(
-                    "usage: failover_soak [--kills N] [--seed N] [--entries-per-partition N]"
-                );
-                std::process::exit(2);
-            }
-        }
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("tokio runtime: {e}");
-            std::process::exit(2);
-        });
-    let started = Instant::now();
-    let report = runtime.block_on(run(config));
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report.to_json(config, started.elapsed()))
-            .unwrap_or_default()
+            true
+        },
     );
-    if report.failed() {
-        std::process::exit(1);
-    }
+    let started = Instant::now();
+    let report = run(config).await;
+    common::report(&report.to_json(config, started.elapsed()), report.failed());
 }
 
 async fn run(config: Config) -> Report {

@@ -8,37 +8,22 @@
 #[path = "../tests/soak/mod.rs"]
 mod soak;
 
-fn main() {
+mod common;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let mut config = soak::SoakConfig {
         faults: 10_000,
         ..soak::SoakConfig::default()
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let value = args.next().and_then(|v| v.parse::<u64>().ok());
-        match (arg.as_str(), value) {
-            ("--faults", Some(n)) => config.faults = n,
-            ("--seed", Some(n)) => config.seed = n,
-            _ => {
-                eprintln!("usage: soak [--faults N] [--seed N]");
-                std::process::exit(2);
-            }
+    common::numeric_flags("soak [--faults N] [--seed N]", |flag, n| {
+        match flag {
+            "--faults" => config.faults = n,
+            "--seed" => config.seed = n,
+            _ => return false,
         }
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("tokio runtime: {e}");
-            std::process::exit(2);
-        });
-    let report = runtime.block_on(soak::run(config));
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report.to_json()).unwrap_or_default()
-    );
-    if !report.violations.is_empty() {
-        std::process::exit(1);
-    }
+        true
+    });
+    let report = soak::run(config).await;
+    common::report(&report.to_json(), !report.violations.is_empty());
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use walfetch_support::cli::{stderr, Cli};
@@ -18,15 +19,14 @@ fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-#[test]
-fn replay_from_a_closed_port_fails_quickly_saying_refused() {
-    let port = closed_port();
-    let brokers = format!("tcp://127.0.0.1:{port}");
+/// `walfetch replay` of region 1 of `wal:0` by a scan, from `brokers`; what
+/// it printed and how long it took.
+fn replay_from(brokers: &str) -> (Output, Duration) {
     let started = Instant::now();
     let out = WALFETCH.run(&[
         "replay",
         "-b",
-        &brokers,
+        brokers,
         "-t",
         "wal:0",
         "--strategy",
@@ -34,7 +34,14 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
         "--region",
         "1",
     ]);
-    let elapsed = started.elapsed();
+    (out, started.elapsed())
+}
+
+#[test]
+fn replay_from_a_closed_port_fails_quickly_saying_refused() {
+    let port = closed_port();
+    let brokers = format!("tcp://127.0.0.1:{port}");
+    let (out, elapsed) = replay_from(&brokers);
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
     // Before: 28.6 s (23 retries of a name lookup of "tcp").
@@ -48,21 +55,10 @@ fn replay_from_a_closed_port_fails_quickly_saying_refused() {
 
 #[test]
 fn replay_with_a_malformed_address_fails_at_once_naming_it() {
-    let started = Instant::now();
-    let out = WALFETCH.run(&[
-        "replay",
-        "-b",
-        "127.0.0.1:99999",
-        "-t",
-        "wal:0",
-        "--strategy",
-        "scan",
-        "--region",
-        "1",
-    ]);
+    let (out, elapsed) = replay_from("127.0.0.1:99999");
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}: {err}");
     assert!(
         err.contains(
             "broker address \"127.0.0.1:99999\": port \"99999\" is not a number from 1 to 65535"

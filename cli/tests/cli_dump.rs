@@ -1,14 +1,18 @@
 //! `walfetch dump`: the records of a file of raw batches as JSON lines.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::Value;
 use walfetch::codec::{BatchBuilder, Compression, ControlType, NewRecord};
+use walfetch_support::cli::{self, stderr, stdout, temp_dir, Cli};
+
+/// The `walfetch` binary these tests run.
+const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 
 fn sample_log() -> Vec<u8> {
     let first = BatchBuilder::new(0)
@@ -49,27 +53,29 @@ fn sample_log() -> Vec<u8> {
     [first.bytes, second.bytes, marker.bytes].concat()
 }
 
+/// `walfetch dump PATH` and `extra`.
 fn dump(path: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .arg("dump")
-        .arg(path)
-        .args(extra)
-        .output()
-        .expect("run walfetch")
+    WALFETCH.run(&[&["dump", cli::path(path)][..], extra].concat())
 }
 
+/// The JSON lines a command printed.
 fn lines(out: &Output) -> Vec<Value> {
-    String::from_utf8(out.stdout.clone())
-        .unwrap()
+    stdout(out)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect()
 }
 
-fn temp_file(name: &str, data: &[u8]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("walfetch-dump-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// The records `walfetch dump PATH` printed, the command having succeeded.
+fn dumped(path: &Path) -> Vec<Value> {
+    let out = dump(path, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    lines(&out)
+}
+
+/// A file `name` holding `data`, in this process's temporary directory.
+fn temp_file(name: &str, data: &[u8]) -> PathBuf {
+    let path = temp_dir("dump").join(name);
     std::fs::write(&path, data).unwrap();
     path
 }
@@ -77,13 +83,7 @@ fn temp_file(name: &str, data: &[u8]) -> std::path::PathBuf {
 #[test]
 fn prints_one_json_object_per_record() {
     let path = temp_file("ok.log", &sample_log());
-    let out = dump(&path, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = lines(&out);
+    let got = dumped(&path);
     let b64 = |s: &str| Value::String(BASE64.encode(s));
     assert_eq!(
         got,
@@ -115,13 +115,7 @@ fn binary_header_keys_are_printed_apart() {
         }])
         .unwrap();
     let path = temp_file("binary-header-keys.log", &batch.bytes);
-    let out = dump(&path, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = lines(&out);
+    let got = dumped(&path);
     let b64 = |b: &[u8]| Value::String(BASE64.encode(b));
     assert_eq!(
         got[0]["headers"],
@@ -153,10 +147,10 @@ fn a_partial_trailing_batch_is_a_note_not_an_error() {
     let out = dump(&path, &[]);
     assert!(out.status.success());
     assert_eq!(lines(&out).len(), 3);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(
-        stderr.contains("partial batch") && stderr.contains("base offset 3"),
-        "{stderr}"
+        err.contains("partial batch") && err.contains("base offset 3"),
+        "{err}"
     );
 }
 
@@ -173,10 +167,10 @@ fn a_corrupt_batch_fails_after_printing_what_came_before() {
         2,
         "the first batch's records are printed"
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(
-        stderr.contains("offset 2") && stderr.contains(&format!("byte {first_len}")),
-        "{stderr}"
+        err.contains("offset 2") && err.contains(&format!("byte {first_len}")),
+        "{err}"
     );
 }
 
@@ -184,5 +178,5 @@ fn a_corrupt_batch_fails_after_printing_what_came_before() {
 fn a_missing_file_is_a_clear_error() {
     let out = dump(Path::new("/nonexistent/walfetch.log"), &[]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/walfetch.log"));
+    assert!(stderr(&out).contains("/nonexistent/walfetch.log"));
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -12,7 +12,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
 use walfetch_support::broker::TestBroker;
-use walfetch_support::cli::{path, stats_line, stderr, strings, temp_dir, Cli};
+use walfetch_support::cli::{path, stats_line, stderr, stdout, strings, temp_dir, Cli};
 use walfetch_support::on_brokers;
 use walfetch_support::recovery::{expected, write_partition, Written};
 use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
@@ -23,21 +23,13 @@ const WALFETCH: Cli = Cli::new(env!("CARGO_BIN_EXE_walfetch"));
 /// `walfetch replay -b ADDR -t TOPIC --index INDEX --region REGION --format
 /// raw` and `extra`.
 fn replay_raw(addr: &str, topic: &str, index: &Path, region: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "replay",
-        "-b",
+    WALFETCH.replay_region(
         addr,
-        "-t",
         topic,
-        "--index",
-        path(index),
-        "--region",
+        index,
         region,
-        "--format",
-        "raw",
-    ];
-    args.extend_from_slice(extra);
-    WALFETCH.run(&args)
+        &[&["--format", "raw"], extra].concat(),
+    )
 }
 
 async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
@@ -71,53 +63,28 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     let dir = temp_dir(&format!("replay-{}", broker.name()));
     let index = dir.join("wal.idx");
     let addr = broker.address();
-    let out = WALFETCH.run(&[
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--out",
-        path(&index),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("indexed 300 records"));
+    let out = WALFETCH.index_build(&addr, &topic, &index, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("indexed 300 records"));
 
     let out = WALFETCH.run(&["index", "show", path(&index)]);
     assert!(out.status.success());
-    let shown = String::from_utf8_lossy(&out.stdout);
+    let shown = stdout(&out);
     assert!(
         shown.contains("6 regions, 300 entries, last_index 299"),
         "{shown}"
     );
 
     for strategy in ["index", "estimate", "scan"] {
-        let out = WALFETCH.run(&[
-            "replay",
-            "-b",
+        let out = WALFETCH.replay_region(
             &addr,
-            "-t",
             &topic,
-            "-p",
-            "0",
-            "--index",
-            path(&index),
-            "--region",
+            &index,
             "1",
-            "--strategy",
-            strategy,
-        ]);
-        assert!(
-            out.status.success(),
-            "{strategy}: {}",
-            String::from_utf8_lossy(&out.stderr)
+            &["-p", "0", "--strategy", strategy],
         );
-        let got: Vec<(i64, Bytes)> = String::from_utf8_lossy(&out.stdout)
+        assert!(out.status.success(), "{strategy}: {}", stderr(&out));
+        let got: Vec<(i64, Bytes)> = stdout(&out)
             .lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -142,16 +109,11 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
 
     // The link's figures, and a replay with a cost model set by hand.
     let out = WALFETCH.run(&["calibrate", "-b", &addr, "-t", &topic, "--samples", "3"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let link: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let link: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert!(link["round_trip_us"].as_u64().unwrap() > 0, "{link}");
     assert!(link["merge_gap_bytes"].as_u64().is_some(), "{link}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--round-trip-us"));
+    assert!(stderr(&out).contains("--round-trip-us"));
     let out = replay_raw(
         &addr,
         &topic,
@@ -159,22 +121,15 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
         "1",
         &["--round-trip-us", "2000", "--bytes-per-second", "1e8"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        region_1.len()
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), region_1.len());
 
     // Region 2's first five entries: the clustered writer forms each
     // region's batches apart, so where they land depends on timing.
     let to = (region_2[4].0 + 1).to_string();
     let out = replay_raw(&addr, &topic, &index, "2", &["--to", &to]);
     assert!(out.status.success());
-    let raw = String::from_utf8_lossy(&out.stdout);
+    let raw = stdout(&out);
     let want: Vec<String> = region_2[..5]
         .iter()
         .map(|(_, payload)| String::from_utf8_lossy(payload).into_owned())
@@ -182,42 +137,18 @@ async fn build_show_and_replay_from_the_command_line(broker: &TestBroker) {
     assert_eq!(raw.lines().collect::<Vec<_>>(), want, "{raw}");
 
     // Clear errors.
-    let out = WALFETCH.run(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "no-such-topic",
-        "--index",
-        path(&index),
-        "--region",
-        "1",
-    ]);
+    let out = WALFETCH.replay_region(&addr, "no-such-topic", &index, "1", &[]);
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no-such-topic"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(stderr(&out).contains("no-such-topic"), "{}", stderr(&out));
 
     let corrupt = dir.join("corrupt.idx");
     let mut bytes = std::fs::read(&index).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&corrupt, bytes).unwrap();
-    let out = WALFETCH.run(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        &topic,
-        "--index",
-        path(&corrupt),
-        "--region",
-        "1",
-    ]);
+    let out = WALFETCH.replay_region(&addr, &topic, &corrupt, "1", &[]);
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(
         err.contains("corrupt index file") && err.contains("corrupt.idx"),
         "{err}"
@@ -230,22 +161,9 @@ fn an_unreachable_broker_is_a_clear_error() {
     let index = dir.join("empty.idx");
     walfetch::index::write_index_file(&index, &walfetch::index::WalIndex::new()).unwrap();
     // Port 1 on loopback: nothing listens there.
-    let out = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args([
-            "replay",
-            "-b",
-            "127.0.0.1:1",
-            "-t",
-            "wal",
-            "--index",
-            path(&index),
-            "--region",
-            "1",
-        ])
-        .output()
-        .unwrap();
+    let out = WALFETCH.replay_region("127.0.0.1:1", "wal", &index, "1", &[]);
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
 
@@ -307,13 +225,9 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints(broker: &TestB
         ]
         .concat(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let mut got = Written::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in stdout(&out).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["topic"].as_str(), Some(topic.as_str()));
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
@@ -344,9 +258,9 @@ async fn replay_many_regions_over_two_partitions_from_checkpoints(broker: &TestB
     let out = WALFETCH.run(&[&two[..], &["--region", "10"]].concat());
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("2 partition(s) given with -t but 1 --index"),
+        stderr(&out).contains("2 partition(s) given with -t but 1 --index"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr(&out)
     );
 }
 
@@ -377,11 +291,7 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
         "--out",
         path(&index),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let checkpoints = dir.join("checkpoints.json");
     // Every region from `from`.
     let checkpoints_from = |from: i64| {
@@ -405,13 +315,9 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
         path(&checkpoints),
     ];
     let out = WALFETCH.run(&replay);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let mut got = walfetch_support::greptime::GreptimeWal::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in stdout(&out).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let value = BASE64.decode(v["value"].as_str().unwrap()).unwrap();
         got.entry(v["region"].as_u64().unwrap())
@@ -432,9 +338,9 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
     checkpoints_from(end / 2);
     let out =
         WALFETCH.run(&[&replay[..], &["--region-format", "decimal", "--force-rule"]].concat());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("found no region id in"), "{stderr}");
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("found no region id in"), "{err}");
     let stats = stats_line(&out);
     assert_eq!(stats["entries"], 0, "{stats}");
     assert_eq!(stats["tail_unassigned"].as_u64().unwrap(), tail, "{stats}");
@@ -442,28 +348,15 @@ async fn a_wal_greptimedb_wrote_is_recovered_with_its_imported_index(broker: &Te
     // Built by scanning: the default rule (the key, big-endian) finds no
     // region in GreptimeDB's keys, and says how to read them.
     let built = dir.join("built.idx");
-    let build = [
-        "index",
-        "build",
-        "-b",
-        &addr,
-        "-t",
-        topic,
-        "--out",
-        path(&built),
-    ];
-    let out = WALFETCH.run(&build);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--region-format greptime"), "{stderr}");
-    let out = WALFETCH.run(&[&build[..], &["--region-format", "greptime"]].concat());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let out = WALFETCH.index_build(&addr, topic, &built, &[]);
+    let err = stderr(&out);
+    assert!(err.contains("--region-format greptime"), "{err}");
+    let out = WALFETCH.index_build(&addr, topic, &built, &["--region-format", "greptime"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
     let records = written.values().map(Vec::len).sum::<usize>();
-    assert!(
-        stderr.contains(&format!("indexed {records} records")),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("--region-format"), "{stderr}");
+    assert!(err.contains(&format!("indexed {records} records")), "{err}");
+    assert!(!err.contains("--region-format"), "{err}");
 }
 
 /// `index build` indexes what a `read_committed` consumer reads, but
@@ -517,11 +410,7 @@ async fn replay_leaves_out_aborted_transactions_unless_asked() {
                 "{strategy:?} {isolation:?}: {}",
                 stderr(&out)
             );
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                want,
-                "{strategy:?} {isolation:?}"
-            );
+            assert_eq!(stdout(&out), want, "{strategy:?} {isolation:?}");
         }
     }
     // The two flags contradict each other; index build never indexes

@@ -9,14 +9,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfig, Listener};
-use walfetch_support::cli::{path, stderr, temp_dir, Cli};
+use walfetch_support::cli::{path, stderr, strings, temp_dir, Cli};
+use walfetch_support::kafka::unique_topic;
 use walfetch_testkit::TestCa;
 
 /// The `walfetch` binary these tests run.
@@ -79,15 +79,6 @@ fn secured() -> &'static Secured {
     })
 }
 
-fn unique_topic(base: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{base}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 /// Makes `topic` and writes two batches to it as the super user.
 async fn write_topic(kafka: &KafkaCluster, topic: &str) {
     let cluster = Cluster::connect(kafka.cluster_config()).await.unwrap();
@@ -107,10 +98,14 @@ async fn write_topic(kafka: &KafkaCluster, topic: &str) {
 async fn capture(user: (&str, &str), topic: &str) -> (std::process::Output, Duration, PathBuf) {
     let kafka = secured();
     let out = temp_dir("security-kafka").join(format!("{topic}.records"));
-    let args: Vec<String> = [
+    let address = kafka.kafka.listener_address(0, "SASL_SSL");
+    let username = format!("sasl.username={}", user.0);
+    let password = format!("sasl.password={}", user.1);
+    let ca = format!("ssl.ca.location={}", path(&kafka.ca_file));
+    let args = strings(&[
         "capture",
         "-b",
-        &kafka.kafka.listener_address(0, "SASL_SSL"),
+        &address,
         "-t",
         topic,
         "-p",
@@ -122,23 +117,15 @@ async fn capture(user: (&str, &str), topic: &str) -> (std::process::Output, Dura
         "-X",
         "sasl.mechanism=SCRAM-SHA-256",
         "-X",
-        &format!("sasl.username={}", user.0),
+        &username,
         "-X",
-        &format!("sasl.password={}", user.1),
+        &password,
         "-X",
-        &format!("ssl.ca.location={}", path(&kafka.ca_file)),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let started = Instant::now();
-        let output = WALFETCH.run(&args);
-        (output, started.elapsed(), out)
-    })
-    .await
-    .unwrap()
+        &ca,
+    ]);
+    let started = Instant::now();
+    let output = WALFETCH.run_async(args).await;
+    (output, started.elapsed(), out)
 }
 
 /// Runs `capture` until it succeeds (up to 30 s): ACLs take effect on the

@@ -24,6 +24,25 @@ fn only_batch(buf: Bytes) -> RecordBatch {
     batches.remove(0)
 }
 
+/// Decoding that does not check CRCs: damage reaches the decoder.
+fn no_crc() -> DecodeOptions {
+    DecodeOptions {
+        verify_crc: false,
+        ..DecodeOptions::default()
+    }
+}
+
+/// `batch` with the bytes `from_end.start..from_end.end` before its end
+/// garbled (its CRC left as it was).
+fn damaged(batch: &[u8], from_end: std::ops::Range<usize>) -> Vec<u8> {
+    let mut buf = batch.to_vec();
+    let n = buf.len();
+    for b in &mut buf[n - from_end.end..n - from_end.start] {
+        *b ^= 0x5a;
+    }
+    buf
+}
+
 /// Rewrites the CRC after the test changed bytes it covers.
 fn fix_crc(buf: &mut [u8]) {
     let crc = crc32c::crc32c(&buf[21..]);
@@ -52,11 +71,7 @@ fn crc_mismatch_names_offset_and_position_and_can_be_turned_off() {
     assert!(err.to_string().contains("offset 13"), "{err}");
     assert!(it.next().is_none(), "iteration ends after an error");
 
-    let off = DecodeOptions {
-        verify_crc: false,
-        ..DecodeOptions::default()
-    };
-    assert_eq!(decode_all(buf, off).unwrap().len(), 2);
+    assert_eq!(decode_all(buf, no_crc()).unwrap().len(), 2);
 }
 
 #[test]
@@ -235,16 +250,8 @@ fn bounded_iteration_of_a_compressed_batch_stops_decompressing() {
         .compression(Compression::Gzip)
         .encode(&records)
         .unwrap();
-    let mut buf = encoded.bytes.to_vec();
-    let n = buf.len();
-    for b in &mut buf[n - 40..n - 20] {
-        *b ^= 0x5a;
-    }
-    let opts = DecodeOptions {
-        verify_crc: false,
-        ..DecodeOptions::default()
-    };
-    let batch = decode_all(Bytes::from(buf), opts).unwrap().remove(0);
+    let buf = damaged(&encoded.bytes, 20..40);
+    let batch = decode_all(Bytes::from(buf), no_crc()).unwrap().remove(0);
     let first: Vec<_> = batch
         .records_in(0..=10)
         .unwrap()
@@ -266,15 +273,7 @@ fn a_failed_decompression_leaves_nothing_behind_for_the_next_batch() {
             .compression(codec)
             .encode(&good)
             .unwrap();
-        let mut damaged = encoded.bytes.to_vec();
-        let n = damaged.len();
-        for b in &mut damaged[n - 30..n - 10] {
-            *b ^= 0x5a;
-        }
-        let no_crc = DecodeOptions {
-            verify_crc: false,
-            ..DecodeOptions::default()
-        };
+        let broken = damaged(&encoded.bytes, 10..30);
         let capped = DecodeOptions {
             max_decompressed_bytes: 1000,
             ..DecodeOptions::default()
@@ -288,7 +287,7 @@ fn a_failed_decompression_leaves_nothing_behind_for_the_next_batch() {
         };
         let before = read(&encoded.bytes, DecodeOptions::default()).unwrap();
         assert_eq!(before.len(), good.len(), "{codec}");
-        assert!(read(&Bytes::from(damaged), no_crc).is_err(), "{codec}");
+        assert!(read(&Bytes::from(broken), no_crc()).is_err(), "{codec}");
         assert!(matches!(
             read(&encoded.bytes, capped),
             Err(Error::DecompressedTooLarge { .. })

@@ -1,6 +1,7 @@
 //! Running the `walfetch` command line from the CLI's tests, and reading
 //! what it printed.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -46,18 +47,53 @@ impl Cli {
         index: &Path,
         extra: &[&str],
     ) -> Output {
-        let mut args = vec![
-            "index",
-            "build",
-            "-b",
-            addr,
-            "-t",
-            topic,
-            "--out",
-            path(index),
-        ];
-        args.extend_from_slice(extra);
-        self.run_async(strings(&args)).await
+        self.run_async(strings(&index_build_args(addr, topic, index, extra)))
+            .await
+    }
+
+    /// `walfetch index build -b ADDR -t TOPIC --out INDEX` and `extra`, run
+    /// to its end.
+    pub fn index_build(&self, addr: &str, topic: &str, index: &Path, extra: &[&str]) -> Output {
+        self.run(&index_build_args(addr, topic, index, extra))
+    }
+
+    /// `walfetch replay -b ADDR -t TOPIC --index INDEX --region REGION` and
+    /// `extra`, run to its end.
+    pub fn replay_region(
+        &self,
+        addr: &str,
+        topic: &str,
+        index: &Path,
+        region: &str,
+        extra: &[&str],
+    ) -> Output {
+        self.run(&replay_region_args(addr, topic, index, region, extra))
+    }
+
+    /// [`Cli::replay_region`] as [`Cli::run_async`] runs it.
+    pub async fn replay_region_async(
+        &self,
+        addr: &str,
+        topic: &str,
+        index: &Path,
+        region: &str,
+        extra: &[&str],
+    ) -> Output {
+        self.run_async(strings(&replay_region_args(
+            addr, topic, index, region, extra,
+        )))
+        .await
+    }
+
+    /// Starts `walfetch` with `args`, its stdout to `stdout`, its stderr
+    /// piped (its stdin the test's own).
+    pub fn spawn<S: AsRef<OsStr>>(&self, args: &[S], stdout: Stdio) -> Child {
+        Command::new(self.bin)
+            .args(args)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run walfetch")
     }
 
     /// Starts `walfetch` with `args`, its stdin, stdout and stderr piped.
@@ -70,6 +106,53 @@ impl Cli {
             .spawn()
             .expect("run walfetch")
     }
+}
+
+/// The arguments of [`Cli::index_build`].
+fn index_build_args<'a>(
+    addr: &'a str,
+    topic: &'a str,
+    index: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let args = [
+        "index",
+        "build",
+        "-b",
+        addr,
+        "-t",
+        topic,
+        "--out",
+        path(index),
+    ];
+    [&args[..], extra].concat()
+}
+
+/// The arguments of [`Cli::replay_region`].
+fn replay_region_args<'a>(
+    addr: &'a str,
+    topic: &'a str,
+    index: &'a Path,
+    region: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let args = [
+        "replay",
+        "-b",
+        addr,
+        "-t",
+        topic,
+        "--index",
+        path(index),
+        "--region",
+        region,
+    ];
+    [&args[..], extra].concat()
+}
+
+/// The words of a command line (no quoting: for arguments without spaces).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
 }
 
 /// `args` as owned strings (for [`Cli::run_async`]).

@@ -29,14 +29,7 @@ struct Setup {
 /// Two brokers; `wal` partition 0 led by broker 1 holds offsets 0..=4 in two
 /// batches.
 async fn setup() -> Setup {
-    let cluster = ScriptedCluster::start(2).await.expect("start");
-    let id = cluster.create_topic("wal", 2).expect("create");
-    cluster
-        .append("wal", 0, batch(3, 50, 0).bytes)
-        .expect("append");
-    cluster
-        .append("wal", 0, batch(2, 50, 0).bytes)
-        .expect("append");
+    let (cluster, id) = wal_cluster(2, 2, &[(3, 50), (2, 50)]).await;
     Setup { cluster, id }
 }
 
@@ -91,17 +84,25 @@ impl Setup {
     }
 }
 
-#[tokio::test]
-async fn drop_request_closes_without_handling() {
+/// A [`setup`] whose next Produce met `action`: the connection closed with
+/// no answer, and `wal` partition 0 ends at `high_watermark` (`what` says
+/// why).
+async fn produce_closed_by(action: FaultAction, high_watermark: i64, what: &str) -> Setup {
     let s = setup().await;
-    s.fault(ApiKey::Produce, FaultAction::DropRequest);
+    s.fault(ApiKey::Produce, action);
     let result = s.produce_one().await;
     assert!(matches!(result, Err(ClientError::Closed)), "{result:?}");
     assert_eq!(
         s.cluster.high_watermark("wal", 0).ok(),
-        Some(5),
-        "not appended"
+        Some(high_watermark),
+        "{what}"
     );
+    s
+}
+
+#[tokio::test]
+async fn drop_request_closes_without_handling() {
+    let s = produce_closed_by(FaultAction::DropRequest, 5, "not appended").await;
     let response = s.produce_one().await.expect("Produce");
     assert_eq!(response.responses[0].partition_responses[0].base_offset, 5);
     s.works().await;
@@ -109,15 +110,7 @@ async fn drop_request_closes_without_handling() {
 
 #[tokio::test]
 async fn cut_before_response_handles_then_closes() {
-    let s = setup().await;
-    s.fault(ApiKey::Produce, FaultAction::CutBeforeResponse);
-    let result = s.produce_one().await;
-    assert!(matches!(result, Err(ClientError::Closed)), "{result:?}");
-    assert_eq!(
-        s.cluster.high_watermark("wal", 0).ok(),
-        Some(6),
-        "appended, answer lost"
-    );
+    let s = produce_closed_by(FaultAction::CutBeforeResponse, 6, "appended, answer lost").await;
     s.works().await;
 }
 
@@ -161,12 +154,7 @@ async fn cut_after_response_delivers_then_closes() {
         .call(V, &s.fetch(0))
         .await
         .expect("the whole response");
-    assert_eq!(
-        decode_records(only_partition(&response).records.as_ref().expect("records"))
-            .offsets
-            .len(),
-        5
-    );
+    assert_eq!(only_records(&response).offsets.len(), 5);
     assert!(client.is_closed().await);
     s.works().await;
 }
@@ -335,12 +323,7 @@ async fn move_leader_then_old_leader_refuses() {
     // The new leader serves; Metadata says so.
     let mut two = s.client(2).await;
     let response = two.call(V, &s.fetch(0)).await.expect("Fetch");
-    assert_eq!(
-        decode_records(only_partition(&response).records.as_ref().expect("records"))
-            .offsets
-            .len(),
-        5
-    );
+    assert_eq!(only_records(&response).offsets.len(), 5);
     let meta = two.call(12, &MetadataRequest::default()).await;
     assert!(meta.is_ok());
     let mut request = MetadataRequest::default();
@@ -479,10 +462,7 @@ async fn throttle_delays_and_sets_throttle_time() {
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     assert!(started.elapsed() >= delay);
     assert_eq!(response.throttle_time_ms, 250);
-    assert_eq!(
-        decode_records(&only_partition(&response).records.clone().unwrap()).batches,
-        vec![0, 3]
-    );
+    assert_eq!(only_records(&response).batches, vec![0, 3]);
     s.works().await;
 }
 
@@ -501,10 +481,7 @@ async fn throttle_time_answers_at_once_with_the_throttle_time_set() {
         "answered at once (KIP-219)"
     );
     assert_eq!(response.throttle_time_ms, 400);
-    assert_eq!(
-        decode_records(&only_partition(&response).records.clone().unwrap()).batches,
-        vec![0, 3]
-    );
+    assert_eq!(only_records(&response).batches, vec![0, 3]);
     // The connection is not muted: the next request is answered at once.
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
     assert_eq!(response.throttle_time_ms, 0);
@@ -526,7 +503,7 @@ async fn corrupt_records_fail_their_crc_and_truncated_records_end_early() {
 
     s.fault(ApiKey::Fetch, FaultAction::TruncateRecords { keep: 70 });
     let response = client.call(V, &s.fetch(0)).await.expect("Fetch");
-    let fetched = decode_records(&only_partition(&response).records.clone().unwrap());
+    let fetched = only_records(&response);
     assert_eq!((fetched.len, fetched.batches.len()), (70, 0));
     assert_eq!(fetched.partial.map(|p| p.1), Some(70));
     s.works().await;

@@ -2,6 +2,13 @@
 
 use crate::common::*;
 
+/// Runs `walfetch` with `args`, which it must refuse; what it said.
+fn refused(args: &[&str]) -> String {
+    let out = WALFETCH.run(args);
+    assert!(!out.status.success(), "{args:?}: {}", stderr(&out));
+    stderr(&out)
+}
+
 /// `walfetch calibrate --samples 4294967295` aborted on a 64 GiB
 /// allocation: every count is bounded, and `--help` says the bound.
 #[test]
@@ -59,25 +66,20 @@ fn a_negative_offset_is_named() {
         &words("index build -b 127.0.0.1:1 -t wal --out x.idx --from=-5")[..],
         &words("capture -b 127.0.0.1:1 -t wal --out x.bin --from=-5")[..],
     ] {
-        let out = WALFETCH.run(args);
-        assert!(!out.status.success(), "{args:?}");
+        let err = refused(args);
         assert!(
-            stderr(&out).contains("-5 is a negative offset")
-                || stderr(&out).contains("-1 is a negative offset"),
-            "{args:?}: {}",
-            stderr(&out)
+            err.contains("-5 is a negative offset") || err.contains("-1 is a negative offset"),
+            "{args:?}: {err}"
         );
     }
     for args in [
         &words("replay -b 127.0.0.1:1 -t wal:-1 --region 1 --strategy scan")[..],
         &["calibrate", "-b", "127.0.0.1:1", "-t", "wal", "-p", "-1"][..],
     ] {
-        let out = WALFETCH.run(args);
-        assert!(!out.status.success(), "{args:?}");
+        let err = refused(args);
         assert!(
-            stderr(&out).contains("-1 is a negative partition"),
-            "{args:?}: {}",
-            stderr(&out)
+            err.contains("-1 is a negative partition"),
+            "{args:?}: {err}"
         );
     }
 }

@@ -2,6 +2,14 @@
 
 use crate::common::*;
 
+/// Runs the command `line`, its `ADDR` the address of a fresh [`wal`], with
+/// its stdout closed after `lines` lines (see [`with_stdout_closed_after`]).
+async fn closed_on_the_wal(line: &str, lines: usize) -> Output {
+    let cluster = wal().await;
+    let args = strings(&words(&line.replace("ADDR", &cluster.bootstrap())));
+    closed_after_async(args, lines).await
+}
+
 /// `walfetch index show FILE | head -1` panicked (exit 101, `println!`
 /// into a closed pipe): it stops cleanly, as replay does.
 #[test]
@@ -39,20 +47,7 @@ async fn a_closed_stdout_ends_dump_and_replay_cleanly() {
     let out = with_stdout_closed_after(&strings(&["dump", path(&log)]), 1);
     assert_clean_exit("dump", &out);
 
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let args = strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--strategy",
-        "scan",
-        "--region",
-        "1",
-    ]);
-    let out = closed_after_async(args, 0).await;
+    let out = closed_on_the_wal("replay -b ADDR -t wal --strategy scan --region 1", 0).await;
     // replay prints its stats line on stderr whatever happened.
     assert!(out.status.success(), "replay: {}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
@@ -62,21 +57,15 @@ async fn a_closed_stdout_ends_dump_and_replay_cleanly() {
 /// made it panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_calibrate_cleanly() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
     // The pipe is closed before calibrate has talked to the broker.
-    let args = strings(&["calibrate", "-b", &addr, "-t", "wal", "--samples", "2"]);
-    let out = closed_after_async(args, 0).await;
+    let out = closed_on_the_wal("calibrate -b ADDR -t wal --samples 2", 0).await;
     assert_clean_exit("calibrate", &out);
 }
 
 /// demo printed its tables with `println!`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_ends_demo_cleanly() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let args = strings(&["demo", "-b", &addr, "--entries", "300", "--regions", "4"]);
-    let out = closed_after_async(args, 1).await;
+    let out = closed_on_the_wal("demo -b ADDR --entries 300 --regions 4", 1).await;
     assert_clean_exit("demo", &out);
 }
 

@@ -8,7 +8,9 @@ pub(crate) use std::time::{Duration, Instant};
 pub(crate) use bytes::Bytes;
 pub(crate) use walfetch::codec::{BatchBuilder, NewRecord};
 pub(crate) use walfetch::index::{write_index_file, IndexEntry, WalIndex};
-pub(crate) use walfetch_support::cli::{path, stats_line, stderr, stdout, strings, temp_dir, Cli};
+pub(crate) use walfetch_support::cli::{
+    path, stats_line, stderr, stdout, strings, temp_dir, words, Cli,
+};
 pub(crate) use walfetch_testkit::{Habits, ScriptedCluster};
 
 /// The `walfetch` binary these tests run.
@@ -59,21 +61,11 @@ pub(crate) fn fill(cluster: &ScriptedCluster, partition: i32) {
     }
 }
 
-/// The words of a command line (no quoting: arguments hold no spaces).
-pub(crate) fn words(line: &str) -> Vec<&str> {
-    line.split_whitespace().collect()
-}
-
 /// Runs a command whose reader goes away: after `lines` lines of stdout
 /// (0: before the command writes anything), the pipe is closed. Returns
 /// the exit status and stderr.
 pub(crate) fn with_stdout_closed_after(args: &[String], lines: usize) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run walfetch");
+    let mut child = WALFETCH.spawn(args, Stdio::piped());
     let stdout = child.stdout.take().unwrap();
     if lines > 0 {
         let mut reader = BufReader::new(stdout);
@@ -107,12 +99,7 @@ pub(crate) fn assert_clean_exit(what: &str, out: &Output) {
 /// Runs a command that must fail within `limit` (it is killed otherwise):
 /// for inputs that once made a command read or allocate without bound.
 pub(crate) fn fails_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run walfetch");
+    let mut child = WALFETCH.spawn(args, Stdio::null());
     let started = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -149,6 +136,32 @@ pub(crate) async fn closed_after_async(args: Vec<String>, lines: usize) -> Outpu
         .unwrap()
 }
 
+/// A fresh [`wal`] indexed whole by `index build`.
+pub(crate) struct IndexedWal {
+    /// The scripted cluster (the WAL lives as long as it does).
+    pub(crate) cluster: ScriptedCluster,
+    /// Its bootstrap address.
+    pub(crate) addr: String,
+    /// The test's directory, holding the index.
+    pub(crate) dir: PathBuf,
+    /// The index file.
+    pub(crate) index: PathBuf,
+}
+
+/// An [`IndexedWal`] whose directory is [`temp_dir`]`(name)`.
+pub(crate) async fn indexed_wal(name: &str) -> IndexedWal {
+    let cluster = wal().await;
+    let addr = cluster.bootstrap();
+    let dir = temp_dir(name);
+    let (index, _) = built_index(&addr, &dir).await;
+    IndexedWal {
+        cluster,
+        addr,
+        dir,
+        index,
+    }
+}
+
 /// Indexes all of [`wal`] with `index build`; the index file and the
 /// command's output.
 pub(crate) async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
@@ -159,18 +172,7 @@ pub(crate) async fn built_index(addr: &str, dir: &Path) -> (PathBuf, Output) {
 pub(crate) async fn built_index_of(addr: &str, dir: &Path, partition: i32) -> (PathBuf, Output) {
     let index = dir.join(format!("wal-{partition}.idx"));
     let out = WALFETCH
-        .run_async(strings(&[
-            "index",
-            "build",
-            "-b",
-            addr,
-            "-t",
-            "wal",
-            "-p",
-            &partition.to_string(),
-            "--out",
-            path(&index),
-        ]))
+        .index_build_async(addr, "wal", &index, &["-p", &partition.to_string()])
         .await;
     assert!(out.status.success(), "{}", stderr(&out));
     (index, out)
@@ -179,17 +181,7 @@ pub(crate) async fn built_index_of(addr: &str, dir: &Path, partition: i32) -> (P
 /// `walfetch replay -b ADDR -t wal --index INDEX --region REGION` and
 /// `extra`, run on a thread of its own.
 pub(crate) async fn replay_wal(addr: &str, index: &Path, region: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "replay",
-        "-b",
-        addr,
-        "-t",
-        "wal",
-        "--index",
-        path(index),
-        "--region",
-        region,
-    ];
-    args.extend_from_slice(extra);
-    WALFETCH.run_async(strings(&args)).await
+    WALFETCH
+        .replay_region_async(addr, "wal", index, region, extra)
+        .await
 }

@@ -97,12 +97,7 @@ fn dump_and_index_show_read_stdin() {
         assert!(stdout(&out).contains(want), "{args:?}: {}", stdout(&out));
     }
     // The second batch's header says where it is in the whole input.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-        .args(["dump", "-", "--batches"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = WALFETCH.spawn_piped(&["dump", "-", "--batches"]);
     let mut stdin = child.stdin.take().unwrap();
     let first_len = 12 + i32::from_be_bytes(log[8..12].try_into().unwrap()) as usize;
     std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &log));

@@ -63,12 +63,10 @@ async fn replay_into_a_full_disk_is_an_error() {
             .write(true)
             .open("/dev/full")
             .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_walfetch"))
-            .args(["replay", "-b", &addr, "-t", "wal", "--strategy", "scan"])
-            .args(["--region", "1"])
-            .stdout(full)
-            .stderr(Stdio::piped())
-            .output()
+        let args = format!("replay -b {addr} -t wal --strategy scan --region 1");
+        WALFETCH
+            .spawn(&words(&args), full.into())
+            .wait_with_output()
             .unwrap()
     })
     .await

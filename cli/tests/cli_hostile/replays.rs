@@ -9,10 +9,12 @@ use crate::common::*;
 /// already flushed. A region given twice is one region, from its checkpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_given_twice_is_replayed_once_from_its_checkpoint() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("region-twice");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster: _cluster,
+        addr,
+        dir,
+        index,
+    } = indexed_wal("region-twice").await;
     let checkpoints = dir.join("checkpoints.json");
     std::fs::write(&checkpoints, r#"{"3": 1500}"#).unwrap();
     let replay = |regions: &[&str]| {
@@ -92,12 +94,7 @@ async fn ctrl_c_ends_a_replay_at_a_line_with_its_stats() {
         for region in 0..REGIONS {
             args.extend(strings(&["--region", &region.to_string()]));
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_walfetch"))
-            .args(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = WALFETCH.spawn(&args, Stdio::piped());
         let mut stdout = child.stdout.take().unwrap();
         // The replay is writing (its output, far more than a pipe holds,
         // fills the pipe and waits for this reader): interrupt it there.

@@ -19,38 +19,17 @@ async fn the_stats_count_what_was_printed() {
     let want = (0..BATCHES * PER_BATCH)
         .filter(|n| n % REGIONS == 3)
         .count() as u64;
-    let scan = strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--region",
-        "3",
-        "--strategy",
-        "scan",
-    ]);
-    let indexed = strings(&[
-        "replay",
-        "-b",
-        &addr,
-        "-t",
-        "wal",
-        "--region",
-        "3",
-        "--index",
-        path(&index),
-    ]);
-    let mut trusted = indexed.clone();
-    trusted.push("--trust-cut-batches".to_owned());
+    let replay = format!("replay -b {addr} -t wal --region 3");
+    let scan = format!("{replay} --strategy scan");
+    let indexed = format!("{replay} --index {}", path(&index));
+    let trusted = format!("{indexed} --trust-cut-batches");
     let mut unverified = Vec::new();
     for args in [scan, indexed, trusted] {
-        let out = WALFETCH.run_async(args.clone()).await;
+        let out = WALFETCH.run_async(strings(&words(&args))).await;
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let printed = stdout(&out).lines().count() as u64;
         assert_eq!(printed, want, "{args:?}");
-        let stats: serde_json::Value =
-            serde_json::from_str(stderr(&out).trim().lines().last().unwrap()).unwrap();
+        let stats = stats_line(&out);
         assert_eq!(stats["entries"], printed, "{args:?}: {stats}");
         assert_eq!(stats["yielded"], printed, "{args:?}: {stats}");
         assert_eq!(
@@ -77,10 +56,12 @@ async fn the_stats_count_what_was_printed() {
 /// stats line, which names the error and lists the same lost offsets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("fails-part-way");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster,
+        addr,
+        index,
+        ..
+    } = indexed_wal("fails-part-way").await;
     cluster.advance_log_start("wal", 0, 1500).unwrap();
     let out = replay_wal(&addr, &index, "3", &[]).await;
     let err = stderr(&out);
@@ -113,10 +94,12 @@ async fn the_stats_line_is_last_when_a_replay_fails_part_way() {
 /// offsets (the lowest), `lost_count` says how many there were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_line_lists_a_bounded_number_of_lost_offsets() {
-    let cluster = wal().await;
-    let addr = cluster.bootstrap();
-    let dir = temp_dir("many-lost");
-    let (index, _) = built_index(&addr, &dir).await;
+    let IndexedWal {
+        cluster,
+        addr,
+        index,
+        ..
+    } = indexed_wal("many-lost").await;
     cluster.advance_log_start("wal", 0, 2990).unwrap();
     let mut args = strings(&["replay", "-b", &addr, "-t", "wal", "--index", path(&index)]);
     for region in 0..REGIONS {

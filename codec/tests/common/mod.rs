@@ -29,31 +29,43 @@ pub(crate) fn records(shape: Shape) -> impl Strategy<Value = Vec<NewRecord>> {
     let record = (
         1..4i32,
         -1_000_000i64..1_000_000,
-        bytes_field(shape.key),
-        bytes_field(shape.value),
-        prop::collection::vec(
-            (
-                prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
-                bytes_field(shape.header_value),
+        (
+            bytes_field(shape.key),
+            bytes_field(shape.value),
+            prop::collection::vec(
+                (
+                    prop::collection::vec(any::<u8>(), 0..20).prop_map(Bytes::from),
+                    bytes_field(shape.header_value),
+                ),
+                0..3,
             ),
-            0..3,
         ),
     );
     prop::collection::vec(record, 1..shape.records).prop_map(|rs| {
-        let mut delta = -1;
-        rs.into_iter()
-            .map(|(gap, ts, key, value, headers)| {
-                delta += gap;
-                NewRecord {
-                    offset_delta: delta,
-                    timestamp: 1_700_000_000_000 + ts,
-                    key,
-                    value,
-                    headers,
-                }
-            })
-            .collect()
+        spaced(rs, |offset_delta, timestamp, (key, value, headers)| {
+            NewRecord {
+                offset_delta,
+                timestamp,
+                key,
+                value,
+                headers,
+            }
+        })
     })
+}
+
+/// Records made by `make(offset_delta, timestamp, fields)` from
+/// `(gap, ts, fields)`: offset deltas increasing by each gap from
+/// `gap - 1` (gaps as after compaction), timestamps
+/// `1_700_000_000_000 + ts` (around 2023).
+pub(crate) fn spaced<F, R>(rs: Vec<(i32, i64, F)>, make: impl Fn(i32, i64, F) -> R) -> Vec<R> {
+    let mut delta = -1;
+    rs.into_iter()
+        .map(|(gap, ts, fields)| {
+            delta += gap;
+            make(delta, 1_700_000_000_000 + ts, fields)
+        })
+        .collect()
 }
 
 /// Every codec, snappy with either framing.

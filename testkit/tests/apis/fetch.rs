@@ -110,14 +110,7 @@ async fn response_topic_id(client: &mut RawClient, version: i16, id: Uuid) -> Uu
 
 #[tokio::test]
 async fn fetch_errors_at_every_version() {
-    let cluster = ScriptedCluster::start(2).await.expect("start");
-    let id = cluster.create_topic("wal", 2).expect("create");
-    cluster
-        .append("wal", 0, batch(3, 10, 0).bytes)
-        .expect("append");
-    cluster
-        .append("wal", 0, batch(3, 10, 0).bytes)
-        .expect("append");
+    let (cluster, id) = wal_cluster(2, 2, &[(3, 10), (3, 10)]).await;
     cluster
         .advance_log_start("wal", 0, 3)
         .expect("delete records");
@@ -250,35 +243,13 @@ async fn fetch_max_bytes_spans_partitions_as_kip_74_says() {
     // Fetch v3+, answers an incomplete first batch with none rather than
     // cut it).
     let room = 50;
-    let response = client
-        .call(
-            11,
-            &fetch_request(11, &wants, (big.bytes.len() + room) as i32, 0),
-        )
-        .await
-        .expect("Fetch");
-    let second = decode_records(
-        response.responses[1].partitions[0]
-            .records
-            .as_ref()
-            .expect("records"),
-    );
+    let response = fetch_v11(&mut client, &wants, (big.bytes.len() + room) as i32).await;
+    let second = second_records(&response);
     assert_eq!((second.len, second.partial), (0, None));
     // Room for its first batch and a bit: that batch whole, the next one
     // cut at exactly what is left.
-    let response = client
-        .call(
-            11,
-            &fetch_request(11, &wants, (2 * big.bytes.len() + room) as i32, 0),
-        )
-        .await
-        .expect("Fetch");
-    let second = decode_records(
-        response.responses[1].partitions[0]
-            .records
-            .as_ref()
-            .expect("records"),
-    );
+    let response = fetch_v11(&mut client, &wants, (2 * big.bytes.len() + room) as i32).await;
+    let second = second_records(&response);
     assert_eq!(second.batches, vec![0]);
     assert_eq!(
         second.partial,
@@ -402,7 +373,7 @@ async fn fetch_read_committed_stops_at_lso_and_lists_aborted_transactions() {
         // read_uncommitted sees everything.
         let request = fetch_request(version, &[Want::new("wal", id, 0, 8, 1 << 20)], 1 << 20, 0);
         let response = client.call(version, &request).await.expect("Fetch");
-        let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));
+        let fetched = only_records(&response);
         assert_eq!(fetched.batches, vec![8, 9, 10]);
     }
 }
@@ -433,7 +404,7 @@ async fn fetch_waits_for_min_bytes_until_an_append_or_max_wait() {
         .expect("append");
     let response = client.recv::<FetchRequest>(12, id).await.expect("Fetch");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));
+    let fetched = only_records(&response);
     assert_eq!(fetched.offsets, vec![0, 1]);
     // min_bytes 0 answers at once.
     request.min_bytes = 0;
@@ -449,6 +420,16 @@ async fn fetch_v11(client: &mut RawClient, wants: &[Want<'_>], max_bytes: i32) -
         .call(11, &fetch_request(11, wants, max_bytes, 0))
         .await
         .expect("Fetch")
+}
+
+/// What the second topic's first partition of `response` got.
+fn second_records(response: &FetchResponse) -> Fetched {
+    decode_records(
+        response.responses[1].partitions[0]
+            .records
+            .as_ref()
+            .expect("records"),
+    )
 }
 
 /// The bytes of records each topic's first partition got in `response`.

@@ -26,7 +26,7 @@ async fn habits_never_cut_skip_containing_batch_and_repeat_last_batch() {
         .call(11, &fetch(0, sizes[0].1 + 30))
         .await
         .expect("Fetch");
-    let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));
+    let fetched = only_records(&response);
     assert_eq!((fetched.batches, fetched.partial), (vec![0, 10], None));
     // The first batch counted without its header reaches the limit: it
     // alone.
@@ -34,28 +34,19 @@ async fn habits_never_cut_skip_containing_batch_and_repeat_last_batch() {
         .call(11, &fetch(0, sizes[0].1 - HEADER_LEN))
         .await
         .expect("Fetch");
-    let fetched = decode_records(only_partition(&response).records.as_ref().expect("records"));
+    let fetched = only_records(&response);
     assert_eq!((fetched.batches, fetched.partial), (vec![0], None));
     // A limit of 1 byte: still one batch.
     let response = client.call(11, &fetch(0, 1)).await.expect("Fetch");
-    assert_eq!(
-        decode_records(only_partition(&response).records.as_ref().expect("records")).batches,
-        vec![0]
-    );
+    assert_eq!(only_records(&response).batches, vec![0]);
     // Mid-batch offset 3: starts at the next batch (10); reaching the
     // log's end, the last batch comes twice.
     let response = client.call(11, &fetch(3, 1 << 20)).await.expect("Fetch");
-    assert_eq!(
-        decode_records(only_partition(&response).records.as_ref().expect("records")).batches,
-        vec![10, 20, 25, 25]
-    );
+    assert_eq!(only_records(&response).batches, vec![10, 20, 25, 25]);
     // Only broker 2 has the habit; back on Kafka's rules after a reset.
     cluster.set_habits(2, Habits::KAFKA).expect("habits");
     let response = client.call(11, &fetch(3, 1 << 20)).await.expect("Fetch");
-    assert_eq!(
-        decode_records(only_partition(&response).records.as_ref().expect("records")).batches,
-        vec![0, 10, 20, 25]
-    );
+    assert_eq!(only_records(&response).batches, vec![0, 10, 20, 25]);
 }
 
 /// A one-broker cluster with [`four_batches`] in `wal` partition 0 and
@@ -73,6 +64,14 @@ async fn a_fetch_of_four_batches_from(
     (cluster, client, request)
 }
 
+/// Allowed to wait 50 ms, a fetch of [`a_fetch_of_four_batches_from`] gets
+/// the partition's four batches, at once.
+async fn answers_all_four_when_allowed_50_ms(client: &mut RawClient, request: &mut FetchRequest) {
+    request.max_wait_ms = 50;
+    let response = client.call(11, request).await.expect("Fetch");
+    assert_eq!(only_records(&response).batches, vec![0, 10, 20, 25]);
+}
+
 #[tokio::test]
 async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
     let (_cluster, mut client, mut request) =
@@ -85,11 +84,7 @@ async fn habit_omit_below_wait_leaves_the_partition_out_of_hurried_fetches() {
         assert_eq!(response.responses.len(), 1);
         assert!(response.responses[0].partitions.is_empty(), "wait {wait}");
     }
-    // Allowed to wait 50 ms: the partition's records, at once.
-    request.max_wait_ms = 50;
-    let response = client.call(11, &request).await.expect("Fetch");
-    let records = only_partition(&response).records.clone().expect("records");
-    assert_eq!(decode_records(&records).batches, vec![0, 10, 20, 25]);
+    answers_all_four_when_allowed_50_ms(&mut client, &mut request).await;
 }
 
 #[tokio::test]
@@ -106,11 +101,7 @@ async fn habit_empty_below_wait_answers_hurried_fetches_with_no_records() {
         assert_eq!(partition.high_watermark, 30, "wait {wait}");
         assert_eq!(partition.records.as_ref().map(Bytes::len), Some(0));
     }
-    // Allowed to wait 50 ms: the partition's records, at once.
-    request.max_wait_ms = 50;
-    let response = client.call(11, &request).await.expect("Fetch");
-    let records = only_partition(&response).records.clone().expect("records");
-    assert_eq!(decode_records(&records).batches, vec![0, 10, 20, 25]);
+    answers_all_four_when_allowed_50_ms(&mut client, &mut request).await;
 }
 
 /// Kafka reads one segment a response: with segments rolled by size, a

@@ -1,6 +1,7 @@
 //! A tiny test-only Kafka client: raw frames over a `TcpStream`, encoded and
 //! decoded with `kafka-protocol` 0.18, so the scripted broker is tested
-//! without the walfetch client.
+//! without the walfetch client; and the scripted cluster with a `wal` topic
+//! the tests start it against.
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
@@ -18,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use uuid::Uuid;
 use walfetch_codec::{BatchBuilder, Batches, Compression, DecodeOptions, EncodedBatch, NewRecord};
+use walfetch_testkit::ScriptedCluster;
 
 /// The largest response frame this client accepts.
 pub const MAX_RESPONSE: usize = 64 << 20;
@@ -189,6 +191,24 @@ impl RawClient {
     }
 }
 
+/// `brokers` scripted brokers with topic `wal` of `partitions` partitions
+/// (broker 1 leads partition 0), whose partition 0 holds `batch(n,
+/// value_len, 0)` for each `(n, value_len)` of `batches`; and `wal`'s id.
+pub async fn wal_cluster(
+    brokers: usize,
+    partitions: i32,
+    batches: &[(i32, usize)],
+) -> (ScriptedCluster, Uuid) {
+    let cluster = ScriptedCluster::start(brokers).await.expect("start");
+    let id = cluster.create_topic("wal", partitions).expect("create");
+    for &(n, value_len) in batches {
+        cluster
+            .append("wal", 0, batch(n, value_len, 0).bytes)
+            .expect("append");
+    }
+    (cluster, id)
+}
+
 /// An uncompressed batch of `n` records, each `value_len` bytes, timestamps
 /// `ts0, ts0 + 1, ...`.
 pub fn batch(n: i32, value_len: usize, ts0: i64) -> EncodedBatch {
@@ -323,6 +343,11 @@ pub fn decode_records(records: &Bytes) -> Fetched {
         .partial()
         .map(|p| (p.base_offset(), p.present(), p.needed()));
     out
+}
+
+/// What the single partition of a one-partition Fetch response held.
+pub fn only_records(response: &FetchResponse) -> Fetched {
+    decode_records(only_partition(response).records.as_ref().expect("records"))
 }
 
 /// The single partition of a one-partition Fetch response.
