@@ -13,6 +13,7 @@ pub mod partition_log;
 pub mod produce;
 pub mod recovery;
 pub mod scripted;
+pub mod security;
 pub mod sim;
 pub mod stunnel;
 pub mod tansu;
