@@ -205,16 +205,36 @@ pub fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> {
     indexes
         .iter()
         .zip(written.values())
-        .map(|(index, regions)| {
-            let last = regions
-                .values()
-                .flatten()
-                .map(|(o, _)| *o)
-                .max()
-                .unwrap_or(0);
-            dumped_at(index, last / 2)
-        })
+        .map(|(index, regions)| dumped_halfway(index, regions))
         .collect()
+}
+
+/// One partition's `index` as its writer would have dumped it halfway
+/// through what its `regions` were written (at half its last offset).
+pub fn dumped_halfway(
+    index: &WalIndex,
+    regions: &BTreeMap<RegionId, Vec<(i64, Bytes)>>,
+) -> WalIndex {
+    let last = regions
+        .values()
+        .flatten()
+        .map(|(o, _)| *o)
+        .max()
+        .unwrap_or(0);
+    dumped_at(index, last / 2)
+}
+
+/// Region `k` of partition `p`: distinct over partitions (for `k` under
+/// 100), as the region ids of one node are.
+pub fn region_of(p: i32, k: u64) -> RegionId {
+    u64::try_from(p).unwrap_or(0) * 100 + k
+}
+
+/// One of `regions` region numbers, skewed so that low regions are hot:
+/// the smaller of two uniform draws.
+pub fn skewed_region(rng: &mut StdRng, regions: u64) -> u64 {
+    rng.random_range(0..regions)
+        .min(rng.random_range(0..regions))
 }
 
 /// Writes a WAL with librdkafka (`scripts/fixtures/librdkafka_wal.py`):
