@@ -88,6 +88,27 @@ pub async fn start_recovery(
     builder.build().await
 }
 
+/// Runs `recovery` to its end; how long it took to yield every entry
+/// `written` holds of `partition` (its other partitions may take longer).
+pub async fn time_to_recover_partition(
+    recovery: &mut Recovery,
+    written: &Written,
+    partition: i32,
+) -> std::time::Duration {
+    let want: usize = written[&partition].values().map(Vec::len).sum();
+    let started = std::time::Instant::now();
+    let (mut got, mut done) = (0, None);
+    while let Some(entry) = recovery.next().await {
+        if entry.unwrap().partition == partition {
+            got += 1;
+            if got == want {
+                done = Some(started.elapsed());
+            }
+        }
+    }
+    done.unwrap_or_else(|| panic!("every entry of partition {partition}: {got} of {want}"))
+}
+
 /// [`recover`] with the default replay options.
 pub async fn recover_with_defaults(
     cluster: &Arc<Cluster>,

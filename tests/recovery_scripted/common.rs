@@ -19,7 +19,7 @@ pub(crate) use walfetch::plan::{CostModel, PlanConfig};
 pub(crate) use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 pub(crate) use walfetch_support::recovery::{
     checkpoints, expected, from_start, halfway, recover, recover_with_defaults, region_of,
-    skewed_region, start_recovery, write_partition, Written,
+    skewed_region, start_recovery, time_to_recover_partition, write_partition, Written,
 };
 pub(crate) use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
