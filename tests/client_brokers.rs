@@ -16,16 +16,14 @@ use walfetch::cluster::{
     fetch_on, list_offsets_request, metadata_request, read_list_offsets_response, ClientError,
     Cluster, FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
 };
-use walfetch::codec::{
-    BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming,
-};
+use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
 use walfetch::connection::{
     Connection, ConnectionConfig, ConnectionError, VersionPolicy, VersionRange,
 };
 use walfetch::error_code::ErrorCode;
 use walfetch_support::broker::{BrokerKind, TestBroker};
 use walfetch_support::on_brokers;
-use walfetch_support::{batch_offsets, produce_batches, sample_records};
+use walfetch_support::{batch_offsets, produce_batches, sample_records, EVERY_CODEC};
 
 fn now_ms() -> i64 {
     let since = SystemTime::now()
@@ -175,16 +173,8 @@ fn varied_records() -> Vec<NewRecord> {
 async fn produce_then_fetch_round_trips_every_compression(broker: &TestBroker) {
     let t: &str = &broker.topic("t");
     let cluster = broker.cluster_with_topic(t, 1).await;
-    let codecs = [
-        (Compression::None, SnappyFraming::Xerial),
-        (Compression::Gzip, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Raw),
-        (Compression::Lz4, SnappyFraming::Xerial),
-        (Compression::Zstd, SnappyFraming::Xerial),
-    ];
     let records = varied_records();
-    for (compression, framing) in codecs {
+    for (compression, framing) in EVERY_CODEC {
         let batch = BatchBuilder::new(0)
             .compression(compression)
             .snappy_framing(framing)

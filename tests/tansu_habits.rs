@@ -188,28 +188,24 @@ async fn tansu_fetch_v12_to_v15_do_not_decode() {
         Some(VersionRange::new(0, 17))
     );
     let params = FetchParams::new("t", 0, 0);
-    for version in (4..=11).chain(16..=17) {
-        let fetched = fetch_on(
+    // A Fetch at `version` (`None`: the highest both sides speak).
+    let fetch = |version| {
+        fetch_on(
             &connection,
             &params,
             leader.leader_epoch,
             leader.topic_id,
-            Some(version),
+            version,
         )
-        .await
-        .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));
+    };
+    for version in (4..=11).chain(16..=17) {
+        let fetched = fetch(Some(version))
+            .await
+            .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));
         assert_eq!(batch_offsets(&fetched.records).len(), 3, "Fetch v{version}");
     }
     for version in 12..=15 {
-        let err = fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            Some(version),
-        )
-        .await
-        .expect_err("does not decode");
+        let err = fetch(Some(version)).await.expect_err("does not decode");
         match err {
             ClientError::Connection(ConnectionError::Decode {
                 version: v,
@@ -224,15 +220,7 @@ async fn tansu_fetch_v12_to_v15_do_not_decode() {
     }
     // A decode failure is about one response: the connection stays usable.
     assert!(!connection.is_closed());
-    fetch_on(
-        &connection,
-        &params,
-        leader.leader_epoch,
-        leader.topic_id,
-        None,
-    )
-    .await
-    .expect("v11 after the failures");
+    fetch(None).await.expect("v11 after the failures");
 }
 
 /// Kafka's ListOffsets "latest" is the high watermark (21 here). Tansu

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod failover;
 pub mod greptime;
 pub mod kafka;
+pub mod librdkafka;
 pub mod partition_log;
 pub mod produce;
 pub mod recovery;
@@ -21,4 +22,4 @@ pub mod transactions;
 pub mod wal_log;
 pub mod writers;
 
-pub use produce::{batch_offsets, produce_batches, sample_records};
+pub use produce::{batch_offsets, produce_batches, sample_records, EVERY_CODEC};

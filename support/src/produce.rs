@@ -3,7 +3,20 @@
 
 use bytes::Bytes;
 use walfetch::cluster::Cluster;
-use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
+use walfetch::codec::{
+    BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming,
+};
+
+/// Every compression a batch can be written with, Snappy in both framings
+/// (Xerial's, as the Java client writes it, and raw).
+pub const EVERY_CODEC: [(Compression, SnappyFraming); 6] = [
+    (Compression::None, SnappyFraming::Xerial),
+    (Compression::Gzip, SnappyFraming::Xerial),
+    (Compression::Snappy, SnappyFraming::Xerial),
+    (Compression::Snappy, SnappyFraming::Raw),
+    (Compression::Lz4, SnappyFraming::Xerial),
+    (Compression::Zstd, SnappyFraming::Xerial),
+];
 
 /// `records` records of batch `batch`: values `b{batch}-r{i}` padded with
 /// `.` to `value_len` bytes, timestamps `1000 * batch + i`.
