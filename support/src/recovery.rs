@@ -9,7 +9,7 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use walfetch::cluster::Cluster;
-use walfetch::consumer::{Recovery, ReplayOptions, ReplayStats};
+use walfetch::consumer::{Recovery, ReplayOptions, ReplayRange, ReplayStats};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WriterConfig};
@@ -30,6 +30,18 @@ pub fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
     }
     out.set_last_index(cut);
     out
+}
+
+/// `region` of partition 0 of `topic`, from offset `from` to the log's
+/// end: a replay that stops where the partition did when it started.
+pub fn to_the_end(topic: &str, region: RegionId, from: i64) -> ReplayRange {
+    ReplayRange {
+        topic: topic.into(),
+        partition: 0,
+        region,
+        from,
+        to: None,
+    }
 }
 
 /// A checkpoint per region: somewhere in its entries (or 0).
