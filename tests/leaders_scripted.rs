@@ -265,6 +265,21 @@ async fn metadata_requests_while(
     during
 }
 
+/// Every append of `results` succeeded, and partition 0 holds each entry
+/// once, in order, where the writer said, with `index` exact.
+async fn every_entry_written_once(
+    cluster: &Cluster,
+    results: Vec<(RegionId, Bytes, Result<i64, walfetch::error::Error>)>,
+    index: &WalIndex,
+) {
+    let appended: Vec<(RegionId, Bytes, i64)> = results
+        .into_iter()
+        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
+        .collect();
+    let log = read_log(cluster, TOPIC, 0).await;
+    check_written(&log, &appended, index, true);
+}
+
 /// Appends `count` entries of three regions and waits for each; what each
 /// append returned.
 async fn append_and_wait(
@@ -339,12 +354,7 @@ async fn the_writer_follows_a_new_leader_elected_after_its_leader_crashed() {
     );
     elect.await.unwrap();
     let index = writer.close().await.unwrap();
-    let appended: Vec<(RegionId, Bytes, i64)> = results
-        .into_iter()
-        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
-        .collect();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    check_written(&log, &appended, &index, true);
+    every_entry_written_once(&cluster, results, &index).await;
 }
 
 /// Every broker crashes during a recovery of partitions led by all of
@@ -428,12 +438,7 @@ async fn the_writer_follows_its_leader_to_a_new_address() {
     assert_eq!(scripted.leader(TOPIC, 0).unwrap().node_id, 1);
     results.extend(append_and_wait(&writer, 20, 20).await);
     let index = writer.close().await.unwrap();
-    let appended: Vec<(RegionId, Bytes, i64)> = results
-        .into_iter()
-        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
-        .collect();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    check_written(&log, &appended, &index, true);
+    every_entry_written_once(&cluster, results, &index).await;
     assert!(
         cluster.stats().iter().any(|(a, _)| *a == moved.to_string()),
         "nothing went to the new address {moved}"

@@ -15,11 +15,12 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, MetadataRequest};
-use walfetch::cluster::{Cluster, ClusterConfig, FetchParams, IsolationLevel, OffsetSpec};
+use walfetch::cluster::{Cluster, ClusterConfig, FetchParams};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::connection::{
     Connection, ConnectionConfig, ConnectionError, Pem, SaslConfig, Security, TlsConfig,
 };
+use walfetch_support::latest_offset;
 use walfetch_support::security::{refused_fast, secured_config};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
@@ -46,16 +47,7 @@ async fn round_trip_every_broker(cluster: &ScriptedCluster, security: Security) 
             .unwrap();
         let base = client.produce("wal", p, batch.bytes).await.unwrap();
         assert_eq!(base, 0);
-        let latest = client
-            .list_offsets(
-                "wal",
-                p,
-                OffsetSpec::Latest,
-                IsolationLevel::ReadUncommitted,
-            )
-            .await
-            .unwrap();
-        assert_eq!(latest.offset, Some(1));
+        assert_eq!(latest_offset(&client, "wal", p).await, Some(1));
         let fetched = client.fetch(&FetchParams::new("wal", p, 0)).await.unwrap();
         assert!(!fetched.records.is_empty());
     }

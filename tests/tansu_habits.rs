@@ -19,6 +19,7 @@ use walfetch::cluster::{fetch_on, ClientError, Cluster, FetchParams, IsolationLe
 use walfetch::codec::{BatchBuilder, NewRecord, HEADER_LEN};
 use walfetch::connection::{ConnectionError, VersionRange};
 use walfetch::error_code::ErrorCode;
+use walfetch_support::leader::fetch_on_leader;
 use walfetch_support::tansu::Tansu;
 use walfetch_support::{batch_offsets, produce_batches};
 
@@ -189,15 +190,7 @@ async fn tansu_fetch_v12_to_v15_do_not_decode() {
     );
     let params = FetchParams::new("t", 0, 0);
     // A Fetch at `version` (`None`: the highest both sides speak).
-    let fetch = |version| {
-        fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            version,
-        )
-    };
+    let fetch = |version| fetch_on_leader(&connection, &leader, &params, version);
     for version in (4..=11).chain(16..=17) {
         let fetched = fetch(Some(version))
             .await
@@ -382,15 +375,9 @@ async fn tansu_fetch_of_an_unknown_partition_is_not_an_error() {
     let (connection, leader) = cluster.leader_connection("t", 0).await.expect("leader");
     for (topic, partition) in [("nope", 0), ("t", 5)] {
         let params = FetchParams::new(topic, partition, 0).with_max_wait(Duration::from_millis(50));
-        let fetched = fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None,
-        )
-        .await
-        .expect("answered");
+        let fetched = fetch_on_leader(&connection, &leader, &params, None)
+            .await
+            .expect("answered");
         assert_eq!(
             (
                 fetched.error_code,

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod failover;
 pub mod greptime;
 pub mod kafka;
+pub mod leader;
 pub mod librdkafka;
 pub mod partition_log;
 pub mod produce;
@@ -22,4 +23,4 @@ pub mod transactions;
 pub mod wal_log;
 pub mod writers;
 
-pub use produce::{batch_offsets, produce_batches, sample_records, EVERY_CODEC};
+pub use produce::{batch_offsets, latest_offset, produce_batches, sample_records, EVERY_CODEC};

@@ -2,7 +2,7 @@
 //! Fetch response carries.
 
 use bytes::Bytes;
-use walfetch::cluster::Cluster;
+use walfetch::cluster::{Cluster, IsolationLevel, OffsetSpec};
 use walfetch::codec::{
     BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming,
 };
@@ -76,4 +76,19 @@ pub fn batch_offsets(records: &Bytes) -> Vec<(i64, i64)> {
         batches.partial()
     );
     offsets
+}
+
+/// The latest offset ListOffsets answers for `topic`/`partition`
+/// (read-uncommitted): Kafka's high watermark.
+pub async fn latest_offset(cluster: &Cluster, topic: &str, partition: i32) -> Option<i64> {
+    cluster
+        .list_offsets(
+            topic,
+            partition,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("ListOffsets of {topic}/{partition}: {e}"))
+        .offset
 }

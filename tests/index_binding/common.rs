@@ -100,16 +100,16 @@ pub(crate) async fn greptime_log(regions: &[RegionId]) -> (ScriptedCluster, Arc<
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
     scripted.create_topic(GREPTIME_TOPIC, 1).unwrap();
     for (n, region) in regions.iter().enumerate() {
-        let batch = greptime_batch(n as u64, *region, format!("entry {n}"));
+        let batch = greptime_batch(GREPTIME_TOPIC, n as u64, *region, format!("entry {n}"));
         scripted.append(GREPTIME_TOPIC, 0, batch).unwrap();
     }
     let cluster = connect(&scripted).await;
     (scripted, cluster)
 }
 
-/// A batch of one record as GreptimeDB writes it to [`GREPTIME_TOPIC`]:
-/// entry `n` of `region` (its record meta the key), `value` its value.
-pub(crate) fn greptime_batch(n: u64, region: RegionId, value: String) -> Bytes {
+/// A batch of one record as GreptimeDB writes it to `topic`: entry `n` of
+/// `region` (its record meta the key), `value` its value.
+pub(crate) fn greptime_batch(topic: &str, n: u64, region: RegionId, value: String) -> Bytes {
     BatchBuilder::new(0)
         .encode(&[NewRecord {
             offset_delta: 0,
@@ -118,7 +118,7 @@ pub(crate) fn greptime_batch(n: u64, region: RegionId, value: String) -> Bytes {
                 r#""Full""#,
                 n,
                 region,
-                GREPTIME_TOPIC,
+                topic,
             )),
             value: Some(Bytes::from(value)),
             headers: Vec::new(),

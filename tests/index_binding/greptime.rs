@@ -93,28 +93,15 @@ async fn a_region_absent_from_a_greptime_index_is_refused_with_a_way_forward() {
 #[tokio::test]
 async fn a_region_no_index_lists_is_read_where_a_scan_may_hold_it() {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    let one = |n: u64, region: RegionId, topic: &str| {
-        BatchBuilder::new(0)
-            .encode(&[NewRecord {
-                offset_delta: 0,
-                timestamp: 1_700_000_000_000,
-                key: Some(walfetch_support::greptime::key(
-                    r#""Full""#,
-                    n,
-                    region,
-                    topic,
-                )),
-                value: Some(Bytes::from(format!("entry {n}"))),
-                headers: Vec::new(),
-            }])
-            .unwrap()
-            .bytes
-    };
     for (topic, regions) in [("gt_active", [8, 7]), ("gt_idle", [9, 9])] {
         scripted.create_topic(topic, 1).unwrap();
         for (n, region) in regions.into_iter().enumerate() {
             scripted
-                .append(topic, 0, one(n as u64, region, topic))
+                .append(
+                    topic,
+                    0,
+                    greptime_batch(topic, n as u64, region, format!("entry {n}")),
+                )
                 .unwrap();
         }
     }
@@ -199,7 +186,7 @@ async fn a_greptime_index_is_of_partition_zero() {
     scripted.create_topic(GREPTIME_TOPIC, 2).unwrap();
     for partition in 0..2 {
         for n in 0..3u64 {
-            let batch = greptime_batch(n, 7, format!("p{partition} entry {n}"));
+            let batch = greptime_batch(GREPTIME_TOPIC, n, 7, format!("p{partition} entry {n}"));
             scripted.append(GREPTIME_TOPIC, partition, batch).unwrap();
         }
     }
