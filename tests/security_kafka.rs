@@ -216,6 +216,20 @@ async fn read_topic(cluster: &Cluster, topic: &str) -> Result<Vec<String>, Clien
     Ok(values)
 }
 
+/// [`read_topic`], answered (`what` says how) within [`FAST`].
+async fn read_answered_fast(
+    cluster: &Cluster,
+    topic: &str,
+    what: &str,
+) -> Result<Vec<String>, ClientError> {
+    let started = Instant::now();
+    let result = read_topic(cluster, topic).await;
+    let took = started.elapsed();
+    eprintln!("{what} ({took:?}): {result:?}");
+    assert!(took < FAST, "{what}: {took:?}: {result:?}");
+    result
+}
+
 /// Writes a topic through `cluster` and reads it back; checks that every
 /// connection went to `address`.
 async fn round_trip(cluster: &Cluster, address: &str, what: &str) {
@@ -380,11 +394,7 @@ async fn describe_without_read_is_topic_authorization_failed_at_once() {
             .map_err(|e| chain(&e))
     })
     .await;
-    let started = Instant::now();
-    let result = read_topic(&dora, &topic).await;
-    let took = started.elapsed();
-    eprintln!("fetch without READ ({took:?}): {result:?}");
-    assert!(took < FAST, "{took:?}: {result:?}");
+    let result = read_answered_fast(&dora, &topic, "fetch without READ").await;
     // Metadata shows the topic (DESCRIBE); Fetch refuses it (no READ).
     assert_topic_refused(result, ApiKey::Fetch, &topic);
 }
@@ -414,11 +424,7 @@ async fn a_reader_of_one_topic_gets_nothing_of_another() {
     .await;
     assert_eq!(read_topic(&rita, &allowed).await.unwrap(), written);
 
-    let started = Instant::now();
-    let result = read_topic(&rita, &other).await;
-    let took = started.elapsed();
-    eprintln!("fetch of another topic ({took:?}): {result:?}");
-    assert!(took < FAST, "{took:?}: {result:?}");
+    let result = read_answered_fast(&rita, &other, "fetch of another topic").await;
     // Refused before any Fetch: Metadata does not show the topic either.
     assert_topic_refused(result, ApiKey::Metadata, &other);
     // Nor its metadata.
