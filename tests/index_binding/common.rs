@@ -26,6 +26,18 @@ pub(crate) async fn connect(scripted: &ScriptedCluster) -> Arc<Cluster> {
     Arc::new(Cluster::connect(config).await.expect("connect"))
 }
 
+/// A scripted broker holding `topic` of `partitions` partitions, empty,
+/// and a client of it.
+pub(crate) async fn an_empty_topic(
+    topic: &str,
+    partitions: i32,
+) -> (ScriptedCluster, Arc<Cluster>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(topic, partitions).unwrap();
+    let cluster = connect(&scripted).await;
+    (scripted, cluster)
+}
+
 /// Topic `wal` of two partitions: partition 0 holds regions 1 and 2 in
 /// turn, partition 1 only region 3; the writers' indexes.
 pub(crate) async fn two_partitions() -> (ScriptedCluster, Arc<Cluster>, Written, Vec<WalIndex>) {
