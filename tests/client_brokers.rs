@@ -13,19 +13,18 @@ use bytes::Bytes;
 use futures::future::join_all;
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, MetadataRequest};
 use walfetch::cluster::{
-    fetch_on, list_offsets_request, metadata_request, read_list_offsets_response, ClientError,
-    Cluster, FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
+    list_offsets_request, metadata_request, read_list_offsets_response, ClientError, Cluster,
+    FetchParams, IsolationLevel, NewTopic, OffsetSpec, RetryPolicy,
 };
-use walfetch::codec::{
-    BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming,
-};
+use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
 use walfetch::connection::{
     Connection, ConnectionConfig, ConnectionError, VersionPolicy, VersionRange,
 };
 use walfetch::error_code::ErrorCode;
 use walfetch_support::broker::{BrokerKind, TestBroker};
+use walfetch_support::leader::fetch_on_leader;
 use walfetch_support::on_brokers;
-use walfetch_support::{batch_offsets, produce_batches, sample_records};
+use walfetch_support::{batch_offsets, produce_batches, sample_records, EVERY_CODEC};
 
 fn now_ms() -> i64 {
     let since = SystemTime::now()
@@ -175,16 +174,8 @@ fn varied_records() -> Vec<NewRecord> {
 async fn produce_then_fetch_round_trips_every_compression(broker: &TestBroker) {
     let t: &str = &broker.topic("t");
     let cluster = broker.cluster_with_topic(t, 1).await;
-    let codecs = [
-        (Compression::None, SnappyFraming::Xerial),
-        (Compression::Gzip, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Raw),
-        (Compression::Lz4, SnappyFraming::Xerial),
-        (Compression::Zstd, SnappyFraming::Xerial),
-    ];
     let records = varied_records();
-    for (compression, framing) in codecs {
+    for (compression, framing) in EVERY_CODEC {
         let batch = BatchBuilder::new(0)
             .compression(compression)
             .snappy_framing(framing)
@@ -299,7 +290,7 @@ async fn pipelined_fetches_on_one_connection(broker: &TestBroker) {
     let results = join_all(
         params
             .iter()
-            .map(|p| fetch_on(&connection, p, leader.leader_epoch, leader.topic_id, None)),
+            .map(|p| fetch_on_leader(&connection, &leader, p, None)),
     )
     .await;
     for (p, result) in params.iter().zip(results) {
@@ -355,13 +346,7 @@ async fn pipelined_requests_of_different_apis_are_not_confused(broker: &TestBrok
         let (m, l, f) = tokio::join!(
             connection.request(&metadata),
             connection.request(&latest),
-            fetch_on(
-                &connection,
-                &fetch,
-                leader.leader_epoch,
-                leader.topic_id,
-                None
-            ),
+            fetch_on_leader(&connection, &leader, &fetch, None),
         );
         let m = m.expect("metadata");
         let l = l.expect("list offsets");
@@ -525,13 +510,7 @@ async fn a_dropped_connection_fails_requests_in_flight_promptly(broker: TestBrok
     let params = FetchParams::new(t, 0, 0).with_max_wait(Duration::from_secs(20));
     let started = std::time::Instant::now();
     let (result, ()) = tokio::join!(
-        fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None
-        ),
+        fetch_on_leader(&connection, &leader, &params, None),
         async {
             tokio::time::sleep(Duration::from_millis(200)).await;
             drop(broker);
@@ -546,15 +525,9 @@ async fn a_dropped_connection_fails_requests_in_flight_promptly(broker: TestBrok
     );
     assert!(connection.is_closed());
     // Later requests fail at once with the same error.
-    let again = fetch_on(
-        &connection,
-        &params,
-        leader.leader_epoch,
-        leader.topic_id,
-        None,
-    )
-    .await
-    .expect_err("closed");
+    let again = fetch_on_leader(&connection, &leader, &params, None)
+        .await
+        .expect_err("closed");
     assert_eq!(again.to_string(), err.to_string());
 }
 

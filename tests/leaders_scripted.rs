@@ -19,7 +19,10 @@ use walfetch::consumer::ReplayOptions;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 use walfetch_support::partition_log::read_log;
-use walfetch_support::recovery::{checkpoints, expected, recover, write_interleaved_partitions};
+use walfetch_support::recovery::{
+    checkpoints, expected, from_start, recover, start_recovery, time_to_recover_partition,
+    write_interleaved_partitions,
+};
 use walfetch_support::wal_log::check_written;
 use walfetch_testkit::{Fault, FaultAction, ScriptedCluster};
 
@@ -207,33 +210,9 @@ async fn partitions_without_a_leader_do_not_flood_the_cluster_with_metadata_requ
     // Every partition is known, then their leaders go.
     cluster.metadata(Some(&[TOPIC])).await.unwrap();
     cluster.invalidate(TOPIC);
-    scripted.script(
-        Fault::on(ApiKey::Metadata)
-            .topic(TOPIC)
-            .times(u32::MAX)
-            .then(FaultAction::PartitionError(5)),
-    );
-    scripted.reset_stats();
-    let metadata_requests = |scripted: &ScriptedCluster| -> u64 {
-        scripted
-            .node_ids()
-            .iter()
-            .map(|&n| scripted.stats(n).unwrap().requests_of(ApiKey::Metadata))
-            .sum()
-    };
     let leaderless = Duration::from_millis(1000);
-    let fetches = (0..PARTITIONS).map(|p| {
-        let cluster = Arc::clone(&cluster);
-        tokio::spawn(async move { cluster.fetch(&FetchParams::new(TOPIC, p, 0)).await })
-    });
-    let fetches: Vec<_> = fetches.collect();
-    tokio::time::sleep(leaderless).await;
-    let during = metadata_requests(&scripted);
-    scripted.clear_faults();
-    for fetch in fetches {
-        let fetched = fetch.await.unwrap().unwrap();
-        assert!(!fetched.records.is_empty());
-    }
+    let fault = Fault::on(ApiKey::Metadata).then(FaultAction::PartitionError(5));
+    let during = metadata_requests_while(&scripted, &cluster, PARTITIONS, fault, leaderless).await;
     // One a first backoff (50 ms) at most, and a few in flight at the edges.
     let bound = (leaderless.as_millis() / 50) as u64 + 4;
     assert!(
@@ -245,30 +224,60 @@ async fn partitions_without_a_leader_do_not_flood_the_cluster_with_metadata_requ
     // Then every fetch is answered NOT_LEADER_OR_FOLLOWER for a second
     // (a broker whose metadata lags names the old leader): each answer
     // drops the topic's metadata, and reading it again is paced the same.
-    scripted.script(
-        Fault::on(ApiKey::Fetch)
-            .topic(TOPIC)
-            .times(u32::MAX)
-            .then(FaultAction::PartitionError(6)),
-    );
-    scripted.reset_stats();
-    let fetches: Vec<_> = (0..PARTITIONS)
-        .map(|p| {
-            let cluster = Arc::clone(&cluster);
-            tokio::spawn(async move { cluster.fetch(&FetchParams::new(TOPIC, p, 0)).await })
-        })
-        .collect();
-    tokio::time::sleep(leaderless).await;
-    let during = metadata_requests(&scripted);
-    scripted.clear_faults();
-    for fetch in fetches {
-        assert!(!fetch.await.unwrap().unwrap().records.is_empty());
-    }
+    let fault = Fault::on(ApiKey::Fetch).then(FaultAction::PartitionError(6));
+    let during = metadata_requests_while(&scripted, &cluster, PARTITIONS, fault, leaderless).await;
     assert!(
         during <= bound,
         "{during} Metadata requests in {leaderless:?} of NOT_LEADER_OR_FOLLOWER answers to \
          {PARTITIONS} partitions (at most {bound} wanted)"
     );
+}
+
+/// Fetches each of `partitions` partitions while `fault` meets every
+/// request of its kind about [`TOPIC`], for `lasting`, then lifts it; how
+/// many Metadata requests the brokers received meanwhile. Every fetch then
+/// returns its partition's records.
+async fn metadata_requests_while(
+    scripted: &ScriptedCluster,
+    cluster: &Arc<Cluster>,
+    partitions: i32,
+    fault: Fault,
+    lasting: Duration,
+) -> u64 {
+    scripted.script(fault.topic(TOPIC).times(u32::MAX));
+    scripted.reset_stats();
+    let fetches: Vec<_> = (0..partitions)
+        .map(|p| {
+            let cluster = Arc::clone(cluster);
+            tokio::spawn(async move { cluster.fetch(&FetchParams::new(TOPIC, p, 0)).await })
+        })
+        .collect();
+    tokio::time::sleep(lasting).await;
+    let during = scripted
+        .node_ids()
+        .iter()
+        .map(|&n| scripted.stats(n).unwrap().requests_of(ApiKey::Metadata))
+        .sum();
+    scripted.clear_faults();
+    for fetch in fetches {
+        assert!(!fetch.await.unwrap().unwrap().records.is_empty());
+    }
+    during
+}
+
+/// Every append of `results` succeeded, and partition 0 holds each entry
+/// once, in order, where the writer said, with `index` exact.
+async fn every_entry_written_once(
+    cluster: &Cluster,
+    results: Vec<(RegionId, Bytes, Result<i64, walfetch::error::Error>)>,
+    index: &WalIndex,
+) {
+    let appended: Vec<(RegionId, Bytes, i64)> = results
+        .into_iter()
+        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
+        .collect();
+    let log = read_log(cluster, TOPIC, 0).await;
+    check_written(&log, &appended, index, true);
 }
 
 /// Appends `count` entries of three regions and waits for each; what each
@@ -345,12 +354,7 @@ async fn the_writer_follows_a_new_leader_elected_after_its_leader_crashed() {
     );
     elect.await.unwrap();
     let index = writer.close().await.unwrap();
-    let appended: Vec<(RegionId, Bytes, i64)> = results
-        .into_iter()
-        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
-        .collect();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    check_written(&log, &appended, &index, true);
+    every_entry_written_once(&cluster, results, &index).await;
 }
 
 /// Every broker crashes during a recovery of partitions led by all of
@@ -434,12 +438,7 @@ async fn the_writer_follows_its_leader_to_a_new_address() {
     assert_eq!(scripted.leader(TOPIC, 0).unwrap().node_id, 1);
     results.extend(append_and_wait(&writer, 20, 20).await);
     let index = writer.close().await.unwrap();
-    let appended: Vec<(RegionId, Bytes, i64)> = results
-        .into_iter()
-        .map(|(r, p, o)| (r, p, o.unwrap_or_else(|e| panic!("entry not written: {e}"))))
-        .collect();
-    let log = read_log(&cluster, TOPIC, 0).await;
-    check_written(&log, &appended, &index, true);
+    every_entry_written_once(&cluster, results, &index).await;
     assert!(
         cluster.stats().iter().any(|(a, _)| *a == moved.to_string()),
         "nothing went to the new address {moved}"
@@ -474,16 +473,11 @@ async fn after_a_leader_crashes_a_slow_broker_still_holds_back_no_other_partitio
         })
     })
     .await;
-    let mut builder = walfetch::consumer::Recovery::builder(Arc::clone(&cluster));
-    for (p, index) in (0..).zip(&indexes) {
-        builder = builder.index(TOPIC, p, index);
-    }
-    for (&p, regions) in &written {
-        for &region in regions.keys() {
-            builder = builder.region(TOPIC, p, region, 0);
-        }
-    }
-    let mut recovery = builder.build().await.unwrap();
+    let checkpoints = from_start(&written);
+    let options = ReplayOptions::default();
+    let mut recovery = start_recovery(&cluster, TOPIC, &indexes, &checkpoints, options)
+        .await
+        .unwrap();
     scripted.script(
         Fault::on(ApiKey::Fetch)
             .broker(slow)
@@ -497,18 +491,7 @@ async fn after_a_leader_crashes_a_slow_broker_still_holds_back_no_other_partitio
         .find(|n| ![slow, crashing].contains(n))
         .unwrap();
     scripted.move_leader(TOPIC, 0, elected).unwrap();
-    let want: usize = written[&0].values().map(Vec::len).sum();
-    let started = std::time::Instant::now();
-    let (mut got, mut done) = (0, None);
-    while let Some(entry) = futures::StreamExt::next(&mut recovery).await {
-        if entry.unwrap().partition == 0 {
-            got += 1;
-            if got == want {
-                done = Some(started.elapsed());
-            }
-        }
-    }
-    let done = done.expect("every entry of partition 0");
+    let done = time_to_recover_partition(&mut recovery, &written, 0).await;
     assert!(
         done < Duration::from_millis(1500),
         "partition 0, whose new leader is healthy, took {done:?}: held back by partition 1's \

@@ -9,7 +9,9 @@
 #![allow(clippy::unwrap_used)]
 
 use walfetch_support::broker::TestBroker;
+use walfetch_support::librdkafka::require_confluent_kafka;
 use walfetch_support::on_brokers;
+use walfetch_support::EVERY_CODEC;
 
 use std::process::Command;
 
@@ -17,7 +19,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use walfetch::codec::{BatchBuilder, Compression, NewRecord, SnappyFraming};
+use walfetch::codec::{BatchBuilder, NewRecord};
 
 fn records(seed: usize) -> Vec<NewRecord> {
     (0..25)
@@ -58,22 +60,8 @@ async fn librdkafka_reads_what_walfetch_encodes(broker: &TestBroker) {
         env!("CARGO_MANIFEST_DIR"),
         "/scripts/fixtures/librdkafka_consume.py"
     );
-    let probe = Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "this test needs python3 with confluent-kafka: `scripts/setup-python.sh` installs the pinned version (scripts/test.sh runs it)"
-    );
-    let cases = [
-        (Compression::None, SnappyFraming::Xerial),
-        (Compression::Gzip, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Xerial),
-        (Compression::Snappy, SnappyFraming::Raw),
-        (Compression::Lz4, SnappyFraming::Xerial),
-        (Compression::Zstd, SnappyFraming::Xerial),
-    ];
-    for (i, (codec, framing)) in cases.into_iter().enumerate() {
+    require_confluent_kafka();
+    for (i, (codec, framing)) in EVERY_CODEC.into_iter().enumerate() {
         let topic = broker.topic(&format!("ours-{codec}-{i}"));
         let cluster = broker.cluster_with_topic(&topic, 1).await;
         let mut want = Vec::new();

@@ -12,23 +12,13 @@
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use walfetch_support::librdkafka::require_confluent_kafka;
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/scripts/fixtures/librdkafka_secure.py"
 );
-
-fn check_python() {
-    let probe = Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "this test needs python3 with confluent-kafka: `scripts/setup-python.sh` installs the \
-         pinned version (scripts/test.sh runs it)"
-    );
-}
 
 async fn librdkafka(bootstrap: String, topic: &str, props: Vec<String>) -> Output {
     let topic = topic.to_owned();
@@ -46,7 +36,7 @@ async fn librdkafka(bootstrap: String, topic: &str, props: Vec<String>) -> Outpu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn librdkafka_authenticates_produces_and_consumes() {
-    check_python();
+    require_confluent_kafka();
     let ca = TestCa::new("librdkafka test CA").unwrap();
     let dir = std::env::temp_dir().join(format!("walfetch-librdkafka-sec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -21,6 +21,7 @@ use walfetch::consumer::{Consumer, ReplayOptions, ReplayRange, StrategyKind};
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::plan::{CostModel, PlanConfig};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::recovery::to_the_end;
 use walfetch_support::sim::{BatchSpec, SimBatch, SimLog};
 use walfetch_support::tansu::Tansu;
 
@@ -93,13 +94,7 @@ async fn replay(
     strategy: StrategyKind,
 ) -> Vec<Row> {
     let options = ReplayOptions::default().with_strategy(strategy);
-    let range = ReplayRange {
-        topic: topic.to_string(),
-        partition: 0,
-        region,
-        from: 0,
-        to: None,
-    };
+    let range = to_the_end(topic, region, 0);
     let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options)
         .await
         .expect("consumer");
@@ -210,13 +205,7 @@ async fn two_writers_interleaving_and_an_offsets_only_index(broker: &TestBroker)
     for (region, entries) in &written {
         for idx in [&index, &offsets_only] {
             let options = ReplayOptions::default();
-            let range = ReplayRange {
-                topic: topic.into(),
-                partition: 0,
-                region: *region,
-                from: 0,
-                to: None,
-            };
+            let range = to_the_end(topic, *region, 0);
             let mut consumer = Consumer::new(Arc::clone(&cluster), idx, range, options)
                 .await
                 .expect("consumer");

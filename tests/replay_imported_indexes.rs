@@ -17,7 +17,7 @@ use walfetch::consumer::{Consumer, Recovery, ReplayOptions, ReplayRange};
 use walfetch::index::{import_greptime, IdFormat, RegionId, RegionRule, WalIndex};
 use walfetch::scan::build_index;
 use walfetch_support::greptime;
-use walfetch_support::recovery::librdkafka_wal;
+use walfetch_support::recovery::{librdkafka_wal, to_the_end};
 
 async fn replay(
     cluster: &Arc<Cluster>,
@@ -25,13 +25,7 @@ async fn replay(
     topic: &str,
     region: RegionId,
 ) -> Vec<(i64, Bytes)> {
-    let range = ReplayRange {
-        topic: topic.into(),
-        partition: 0,
-        region,
-        from: 0,
-        to: None,
-    };
+    let range = to_the_end(topic, region, 0);
     let mut consumer = Consumer::new(Arc::clone(cluster), index, range, ReplayOptions::default())
         .await
         .unwrap();

@@ -16,12 +16,11 @@ use rand::{RngExt, SeedableRng};
 use walfetch::calibrate::measure_link;
 use walfetch::cluster::{Cluster, ClusterConfig, RetryPolicy};
 use walfetch::codec::Compression;
-use walfetch::consumer::{
-    Consumer, LostPolicy, ReplayOptions, ReplayRange, ReplayStats, StrategyKind,
-};
+use walfetch::consumer::{Consumer, LostPolicy, ReplayOptions, ReplayStats, StrategyKind};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WalWriter, WriterConfig};
+use walfetch_support::recovery::to_the_end;
 use walfetch_support::scripted::scripted_with_topic;
 use walfetch_support::transactions::{region_records, transaction_marker, transactional_batch};
 use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
@@ -99,13 +98,7 @@ async fn replay_with(
     region: RegionId,
     options: ReplayOptions,
 ) -> (Result<Vec<(i64, Bytes)>, Error>, ReplayStats) {
-    let range = ReplayRange {
-        topic: TOPIC.into(),
-        partition: 0,
-        region,
-        from: 0,
-        to: None,
-    };
+    let range = to_the_end(TOPIC, region, 0);
     let mut consumer = match Consumer::new(Arc::clone(cluster), index, range, options).await {
         Ok(c) => c,
         Err(e) => return (Err(e), ReplayStats::default()),
@@ -436,13 +429,7 @@ async fn a_transaction_left_open_ends_a_read_committed_replay_where_it_began() {
     let got: Vec<i64> = got.unwrap().into_iter().map(|(o, _)| o).collect();
     assert_eq!(got, vec![0, 1, 2], "up to the open transaction only");
     // From a checkpoint past the last stable offset: nothing yet.
-    let range = ReplayRange {
-        topic: TOPIC.into(),
-        partition: 0,
-        region,
-        from: after,
-        to: None,
-    };
+    let range = to_the_end(TOPIC, region, after);
     let mut consumer = Consumer::new(
         Arc::clone(&cluster),
         &index,
@@ -544,13 +531,7 @@ async fn read_committed_keeps_a_committed_transaction_after_an_aborted_one_of_it
             index.push(5, IndexEntry::offset_only(offset)).unwrap();
         }
         index.set_last_index(8);
-        let range = ReplayRange {
-            topic: TOPIC.into(),
-            partition: 0,
-            region: 5,
-            from: 5,
-            to: None,
-        };
+        let range = to_the_end(TOPIC, 5, 5);
         let options = ReplayOptions::default().with_isolation(IsolationLevel::ReadCommitted);
         let mut consumer = Consumer::new(Arc::clone(&cluster), &index, range, options)
             .await

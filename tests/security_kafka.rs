@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
-use walfetch::cluster::{ClientError, Cluster, ClusterConfig, FetchParams, NewTopic, RetryPolicy};
+use walfetch::cluster::{ClientError, Cluster, ClusterConfig, FetchParams, NewTopic};
 use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
 use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
 use walfetch::error_code::ErrorCode;
@@ -28,6 +28,10 @@ use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfi
 use walfetch_testkit::TestCa;
 
 use walfetch_support::kafka::unique_topic;
+use walfetch_support::security::{
+    assert_an_unknown_authority_fails_fast, error_chain as chain, refused_fast, secured_config,
+    FAST,
+};
 
 /// The SCRAM user with both mechanisms; a super user.
 const ALICE: (&str, &str) = ("alice", "alice-secret");
@@ -40,10 +44,6 @@ const RITA: (&str, &str) = ("rita", "rita-secret");
 /// The common name of the client certificate the `MTLS` listener accepts
 /// (its principal, `User:CN=walfetch-client`, is a super user).
 const CLIENT_CN: &str = "walfetch-client";
-
-/// Fail-fast bound: a fatal error must come in half the 10 s retry
-/// deadline (see [`config`]), which retrying it would take whole.
-const FAST: Duration = Duration::from_secs(5);
 
 /// The binary's node and the authority its certificates come from.
 struct Secured {
@@ -150,18 +150,23 @@ impl Secured {
     }
 
     fn sasl(&self, sasl: SaslConfig) -> ClusterConfig {
-        config(
+        secured_config(
             self.address("SASL_SSL"),
             Security::sasl_ssl(self.tls(), sasl),
         )
     }
 
+    /// A client connected with `config`; a refusal panics with the log.
+    async fn connect(&self, config: ClusterConfig) -> Cluster {
+        Cluster::connect(config)
+            .await
+            .unwrap_or_else(|e| panic!("{}\n{}", chain(&e), self.log_tail()))
+    }
+
     /// A client as `User:ANONYMOUS` on the plain-text listener (a super
     /// user): topics are made and written through it.
     async fn admin(&self) -> Cluster {
-        Cluster::connect(self.kafka.cluster_config())
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", self.log_tail()))
+        self.connect(self.kafka.cluster_config()).await
     }
 
     fn log_tail(&self) -> String {
@@ -172,27 +177,6 @@ impl Secured {
             lines[lines.len().saturating_sub(40)..].join("\n")
         )
     }
-}
-
-fn config(address: String, security: Security) -> ClusterConfig {
-    let mut config = ClusterConfig::new([address]).with_timeout(Duration::from_secs(10));
-    config.connection.security = security;
-    config.retry = RetryPolicy {
-        deadline: Duration::from_secs(10),
-        ..RetryPolicy::default()
-    };
-    config
-}
-
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Makes `topic` (one partition) and writes three batches of two records
@@ -232,6 +216,20 @@ async fn read_topic(cluster: &Cluster, topic: &str) -> Result<Vec<String>, Clien
     Ok(values)
 }
 
+/// [`read_topic`], answered (`what` says how) within [`FAST`].
+async fn read_answered_fast(
+    cluster: &Cluster,
+    topic: &str,
+    what: &str,
+) -> Result<Vec<String>, ClientError> {
+    let started = Instant::now();
+    let result = read_topic(cluster, topic).await;
+    let took = started.elapsed();
+    eprintln!("{what} ({took:?}): {result:?}");
+    assert!(took < FAST, "{what}: {took:?}: {result:?}");
+    result
+}
+
 /// Writes a topic through `cluster` and reads it back; checks that every
 /// connection went to `address`.
 async fn round_trip(cluster: &Cluster, address: &str, what: &str) {
@@ -261,9 +259,7 @@ async fn sasl_ssl_round_trips_with_scram_sha256_scram_sha512_and_plain() {
     ] {
         let name = sasl.mechanism_name();
         let started = Instant::now();
-        let cluster = Cluster::connect(kafka.sasl(sasl))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {}\n{}", chain(&e), kafka.log_tail()));
+        let cluster = kafka.connect(kafka.sasl(sasl)).await;
         eprintln!("{name}: connected in {:?}", started.elapsed());
         round_trip(&cluster, &address, &format!("sasl-{}", name.to_lowercase())).await;
     }
@@ -273,26 +269,12 @@ async fn sasl_ssl_round_trips_with_scram_sha256_scram_sha512_and_plain() {
 async fn ssl_round_trip_and_an_unknown_authority_fails_fast() {
     let kafka = secured();
     let address = kafka.address("SSL");
-    let cluster = Cluster::connect(config(address.clone(), Security::ssl(kafka.tls())))
-        .await
-        .unwrap_or_else(|e| panic!("{}\n{}", chain(&e), kafka.log_tail()));
+    let cluster = kafka
+        .connect(secured_config(address.clone(), Security::ssl(kafka.tls())))
+        .await;
     round_trip(&cluster, &address, "ssl").await;
 
-    let stranger = TestCa::new("not the one").unwrap();
-    let started = Instant::now();
-    let err = Cluster::connect(config(
-        address,
-        Security::ssl(TlsConfig::ca_pem(stranger.ca_pem())),
-    ))
-    .await
-    .expect_err("a certificate from an unknown authority");
-    let took = started.elapsed();
-    let text = chain(&err);
-    assert!(took < FAST, "{took:?}: {text}");
-    assert!(
-        text.contains("TLS handshake") && text.contains("UnknownIssuer"),
-        "{text}"
-    );
+    assert_an_unknown_authority_fails_fast(address).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,19 +285,16 @@ async fn mutual_tls_round_trip_and_no_client_certificate_fails_fast() {
         Pem::Bytes(kafka.client_cert_pem.clone().into_bytes()),
         Pem::Bytes(kafka.client_key_pem.clone().into_bytes()),
     );
-    let cluster = Cluster::connect(config(address.clone(), Security::ssl(identity)))
-        .await
-        .unwrap_or_else(|e| panic!("{}\n{}", chain(&e), kafka.log_tail()));
+    let cluster = kafka
+        .connect(secured_config(address.clone(), Security::ssl(identity)))
+        .await;
     round_trip(&cluster, &address, "mtls").await;
 
-    let started = Instant::now();
-    let err = Cluster::connect(config(address, Security::ssl(kafka.tls())))
-        .await
-        .expect_err("no client certificate");
-    let took = started.elapsed();
-    let text = chain(&err);
-    eprintln!("no client certificate ({took:?}): {text}");
-    assert!(took < FAST, "{took:?}: {text}");
+    let text = refused_fast(
+        secured_config(address, Security::ssl(kafka.tls())),
+        "no client certificate",
+    )
+    .await;
     assert!(text.contains("TLS handshake"), "{text}");
 }
 
@@ -330,14 +309,7 @@ async fn wrong_passwords_and_unknown_users_fail_fast_saying_authentication_faile
         SaslConfig::plain("nobody", "secret"),
     ] {
         let name = sasl.mechanism_name();
-        let started = Instant::now();
-        let err = Cluster::connect(kafka.sasl(sasl))
-            .await
-            .expect_err("bad credentials");
-        let took = started.elapsed();
-        let text = chain(&err);
-        eprintln!("{name} ({took:?}): {text}");
-        assert!(took < FAST, "{name}: {took:?}: {text}");
+        let text = refused_fast(kafka.sasl(sasl), &format!("{name}: bad credentials")).await;
         assert!(
             text.contains(&format!("SASL {name} authentication with broker"))
                 && text.contains("failed")
@@ -412,9 +384,9 @@ async fn describe_without_read_is_topic_authorization_failed_at_once() {
         )
         .await
         .unwrap();
-    let dora = Cluster::connect(kafka.sasl(SaslConfig::scram_sha256(DORA.0, DORA.1)))
-        .await
-        .unwrap_or_else(|e| panic!("{}\n{}", chain(&e), kafka.log_tail()));
+    let dora = kafka
+        .connect(kafka.sasl(SaslConfig::scram_sha256(DORA.0, DORA.1)))
+        .await;
     until_acls_apply("DESCRIBE", || async {
         dora.leader(&topic, 0)
             .await
@@ -422,11 +394,7 @@ async fn describe_without_read_is_topic_authorization_failed_at_once() {
             .map_err(|e| chain(&e))
     })
     .await;
-    let started = Instant::now();
-    let result = read_topic(&dora, &topic).await;
-    let took = started.elapsed();
-    eprintln!("fetch without READ ({took:?}): {result:?}");
-    assert!(took < FAST, "{took:?}: {result:?}");
+    let result = read_answered_fast(&dora, &topic, "fetch without READ").await;
     // Metadata shows the topic (DESCRIBE); Fetch refuses it (no READ).
     assert_topic_refused(result, ApiKey::Fetch, &topic);
 }
@@ -444,9 +412,9 @@ async fn a_reader_of_one_topic_gets_nothing_of_another() {
         .allow_topic(&format!("User:{}", RITA.0), &allowed, &[AclOperation::Read])
         .await
         .unwrap();
-    let rita = Cluster::connect(kafka.sasl(SaslConfig::scram_sha256(RITA.0, RITA.1)))
-        .await
-        .unwrap_or_else(|e| panic!("{}\n{}", chain(&e), kafka.log_tail()));
+    let rita = kafka
+        .connect(kafka.sasl(SaslConfig::scram_sha256(RITA.0, RITA.1)))
+        .await;
     until_acls_apply("READ", || async {
         read_topic(&rita, &allowed)
             .await
@@ -456,11 +424,7 @@ async fn a_reader_of_one_topic_gets_nothing_of_another() {
     .await;
     assert_eq!(read_topic(&rita, &allowed).await.unwrap(), written);
 
-    let started = Instant::now();
-    let result = read_topic(&rita, &other).await;
-    let took = started.elapsed();
-    eprintln!("fetch of another topic ({took:?}): {result:?}");
-    assert!(took < FAST, "{took:?}: {result:?}");
+    let result = read_answered_fast(&rita, &other, "fetch of another topic").await;
     // Refused before any Fetch: Metadata does not show the topic either.
     assert_topic_refused(result, ApiKey::Metadata, &other);
     // Nor its metadata.

@@ -15,30 +15,17 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, MetadataRequest};
-use walfetch::cluster::{
-    Cluster, ClusterConfig, FetchParams, IsolationLevel, OffsetSpec, RetryPolicy,
-};
+use walfetch::cluster::{Cluster, ClusterConfig, FetchParams};
 use walfetch::codec::{BatchBuilder, NewRecord};
 use walfetch::connection::{
     Connection, ConnectionConfig, ConnectionError, Pem, SaslConfig, Security, TlsConfig,
 };
+use walfetch_support::latest_offset;
+use walfetch_support::security::{refused_fast, secured_config};
 use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
 
-/// Fail-fast bound: a fatal error must come in half the 10 s retry
-/// deadline, which retrying it would take whole. (Under a second on an idle
-/// machine; the margin is for a loaded one, where a debug build's SCRAM
-/// proof alone has taken a second.)
-const FAST: Duration = Duration::from_secs(5);
-
 fn config(cluster: &ScriptedCluster, security: Security) -> ClusterConfig {
-    let mut config =
-        ClusterConfig::new([cluster.bootstrap()]).with_timeout(Duration::from_secs(10));
-    config.connection.security = security;
-    config.retry = RetryPolicy {
-        deadline: Duration::from_secs(10),
-        ..RetryPolicy::default()
-    };
-    config
+    secured_config(cluster.bootstrap(), security)
 }
 
 fn tls_server(ca: &TestCa, names: &[&str]) -> ServerTls {
@@ -60,16 +47,7 @@ async fn round_trip_every_broker(cluster: &ScriptedCluster, security: Security) 
             .unwrap();
         let base = client.produce("wal", p, batch.bytes).await.unwrap();
         assert_eq!(base, 0);
-        let latest = client
-            .list_offsets(
-                "wal",
-                p,
-                OffsetSpec::Latest,
-                IsolationLevel::ReadUncommitted,
-            )
-            .await
-            .unwrap();
-        assert_eq!(latest.offset, Some(1));
+        assert_eq!(latest_offset(&client, "wal", p).await, Some(1));
         let fetched = client.fetch(&FetchParams::new("wal", p, 0)).await.unwrap();
         assert!(!fetched.records.is_empty());
     }
@@ -85,26 +63,13 @@ async fn round_trip_every_broker(cluster: &ScriptedCluster, security: Security) 
 /// Connects and expects a fatal error, fast, on the first and only
 /// connection attempt; returns the error's text.
 async fn fails_fast(cluster: &ScriptedCluster, security: Security) -> String {
-    let started = Instant::now();
-    let err = Cluster::connect(config(cluster, security))
-        .await
-        .expect_err("must not connect");
-    let took = started.elapsed();
-    assert!(took < FAST, "took {took:?}: {err}");
+    let text = refused_fast(config(cluster, security), "must not connect").await;
     let connections: u64 = cluster
         .node_ids()
         .iter()
         .map(|n| cluster.stats(*n).unwrap().connections)
         .sum();
-    assert_eq!(connections, 1, "retried: {err}");
-    // The whole chain, as the CLI prints it.
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
+    assert_eq!(connections, 1, "retried: {text}");
     text
 }
 

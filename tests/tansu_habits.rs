@@ -19,6 +19,7 @@ use walfetch::cluster::{fetch_on, ClientError, Cluster, FetchParams, IsolationLe
 use walfetch::codec::{BatchBuilder, NewRecord, HEADER_LEN};
 use walfetch::connection::{ConnectionError, VersionRange};
 use walfetch::error_code::ErrorCode;
+use walfetch_support::leader::fetch_on_leader;
 use walfetch_support::tansu::Tansu;
 use walfetch_support::{batch_offsets, produce_batches};
 
@@ -188,28 +189,16 @@ async fn tansu_fetch_v12_to_v15_do_not_decode() {
         Some(VersionRange::new(0, 17))
     );
     let params = FetchParams::new("t", 0, 0);
+    // A Fetch at `version` (`None`: the highest both sides speak).
+    let fetch = |version| fetch_on_leader(&connection, &leader, &params, version);
     for version in (4..=11).chain(16..=17) {
-        let fetched = fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            Some(version),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));
+        let fetched = fetch(Some(version))
+            .await
+            .unwrap_or_else(|e| panic!("Fetch v{version}: {e}"));
         assert_eq!(batch_offsets(&fetched.records).len(), 3, "Fetch v{version}");
     }
     for version in 12..=15 {
-        let err = fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            Some(version),
-        )
-        .await
-        .expect_err("does not decode");
+        let err = fetch(Some(version)).await.expect_err("does not decode");
         match err {
             ClientError::Connection(ConnectionError::Decode {
                 version: v,
@@ -224,15 +213,7 @@ async fn tansu_fetch_v12_to_v15_do_not_decode() {
     }
     // A decode failure is about one response: the connection stays usable.
     assert!(!connection.is_closed());
-    fetch_on(
-        &connection,
-        &params,
-        leader.leader_epoch,
-        leader.topic_id,
-        None,
-    )
-    .await
-    .expect("v11 after the failures");
+    fetch(None).await.expect("v11 after the failures");
 }
 
 /// Kafka's ListOffsets "latest" is the high watermark (21 here). Tansu
@@ -394,15 +375,9 @@ async fn tansu_fetch_of_an_unknown_partition_is_not_an_error() {
     let (connection, leader) = cluster.leader_connection("t", 0).await.expect("leader");
     for (topic, partition) in [("nope", 0), ("t", 5)] {
         let params = FetchParams::new(topic, partition, 0).with_max_wait(Duration::from_millis(50));
-        let fetched = fetch_on(
-            &connection,
-            &params,
-            leader.leader_epoch,
-            leader.topic_id,
-            None,
-        )
-        .await
-        .expect("answered");
+        let fetched = fetch_on_leader(&connection, &leader, &params, None)
+            .await
+            .expect("answered");
         assert_eq!(
             (
                 fetched.error_code,

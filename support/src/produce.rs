@@ -2,8 +2,21 @@
 //! Fetch response carries.
 
 use bytes::Bytes;
-use walfetch::cluster::Cluster;
-use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
+use walfetch::cluster::{Cluster, IsolationLevel, OffsetSpec};
+use walfetch::codec::{
+    BatchBuilder, Batches, Compression, DecodeOptions, NewRecord, SnappyFraming,
+};
+
+/// Every compression a batch can be written with, Snappy in both framings
+/// (Xerial's, as the Java client writes it, and raw).
+pub const EVERY_CODEC: [(Compression, SnappyFraming); 6] = [
+    (Compression::None, SnappyFraming::Xerial),
+    (Compression::Gzip, SnappyFraming::Xerial),
+    (Compression::Snappy, SnappyFraming::Xerial),
+    (Compression::Snappy, SnappyFraming::Raw),
+    (Compression::Lz4, SnappyFraming::Xerial),
+    (Compression::Zstd, SnappyFraming::Xerial),
+];
 
 /// `records` records of batch `batch`: values `b{batch}-r{i}` padded with
 /// `.` to `value_len` bytes, timestamps `1000 * batch + i`.
@@ -63,4 +76,19 @@ pub fn batch_offsets(records: &Bytes) -> Vec<(i64, i64)> {
         batches.partial()
     );
     offsets
+}
+
+/// The latest offset ListOffsets answers for `topic`/`partition`
+/// (read-uncommitted): Kafka's high watermark.
+pub async fn latest_offset(cluster: &Cluster, topic: &str, partition: i32) -> Option<i64> {
+    cluster
+        .list_offsets(
+            topic,
+            partition,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("ListOffsets of {topic}/{partition}: {e}"))
+        .offset
 }

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use walfetch::cluster::Cluster;
-use walfetch::consumer::{Recovery, ReplayOptions, ReplayStats};
+use walfetch::consumer::{Recovery, ReplayOptions, ReplayRange, ReplayStats};
 use walfetch::error::Error;
 use walfetch::index::{RegionId, WalIndex};
 use walfetch::writer::{WalEntry, WriterConfig};
@@ -30,6 +30,18 @@ pub fn dumped_at(index: &WalIndex, cut: i64) -> WalIndex {
     }
     out.set_last_index(cut);
     out
+}
+
+/// `region` of partition 0 of `topic`, from offset `from` to the log's
+/// end: a replay that stops where the partition did when it started.
+pub fn to_the_end(topic: &str, region: RegionId, from: i64) -> ReplayRange {
+    ReplayRange {
+        topic: topic.into(),
+        partition: 0,
+        region,
+        from,
+        to: None,
+    }
 }
 
 /// A checkpoint per region: somewhere in its entries (or 0).
@@ -86,6 +98,27 @@ pub async fn start_recovery(
         builder = builder.region(topic, p, region, from);
     }
     builder.build().await
+}
+
+/// Runs `recovery` to its end; how long it took to yield every entry
+/// `written` holds of `partition` (its other partitions may take longer).
+pub async fn time_to_recover_partition(
+    recovery: &mut Recovery,
+    written: &Written,
+    partition: i32,
+) -> std::time::Duration {
+    let want: usize = written[&partition].values().map(Vec::len).sum();
+    let started = std::time::Instant::now();
+    let (mut got, mut done) = (0, None);
+    while let Some(entry) = recovery.next().await {
+        if entry.unwrap().partition == partition {
+            got += 1;
+            if got == want {
+                done = Some(started.elapsed());
+            }
+        }
+    }
+    done.unwrap_or_else(|| panic!("every entry of partition {partition}: {got} of {want}"))
 }
 
 /// [`recover`] with the default replay options.
@@ -205,16 +238,36 @@ pub fn halfway(indexes: &[WalIndex], written: &Written) -> Vec<WalIndex> {
     indexes
         .iter()
         .zip(written.values())
-        .map(|(index, regions)| {
-            let last = regions
-                .values()
-                .flatten()
-                .map(|(o, _)| *o)
-                .max()
-                .unwrap_or(0);
-            dumped_at(index, last / 2)
-        })
+        .map(|(index, regions)| dumped_halfway(index, regions))
         .collect()
+}
+
+/// One partition's `index` as its writer would have dumped it halfway
+/// through what its `regions` were written (at half its last offset).
+pub fn dumped_halfway(
+    index: &WalIndex,
+    regions: &BTreeMap<RegionId, Vec<(i64, Bytes)>>,
+) -> WalIndex {
+    let last = regions
+        .values()
+        .flatten()
+        .map(|(o, _)| *o)
+        .max()
+        .unwrap_or(0);
+    dumped_at(index, last / 2)
+}
+
+/// Region `k` of partition `p`: distinct over partitions (for `k` under
+/// 100), as the region ids of one node are.
+pub fn region_of(p: i32, k: u64) -> RegionId {
+    u64::try_from(p).unwrap_or(0) * 100 + k
+}
+
+/// One of `regions` region numbers, skewed so that low regions are hot:
+/// the smaller of two uniform draws.
+pub fn skewed_region(rng: &mut StdRng, regions: u64) -> u64 {
+    rng.random_range(0..regions)
+        .min(rng.random_range(0..regions))
 }
 
 /// Writes a WAL with librdkafka (`scripts/fixtures/librdkafka_wal.py`):

@@ -203,6 +203,48 @@ impl Setup {
             .script(Fault::on(api).broker(1).times(2).then(action.clone()));
     }
 
+    /// Counters reset, and `action` scripted for the next `api` request
+    /// broker 1 receives.
+    pub(crate) fn fails_once_on_broker_1(&self, api: ApiKey, action: &FaultAction) {
+        self.scripted.reset_stats();
+        self.scripted
+            .script(Fault::on(api).broker(1).then(action.clone()));
+    }
+
+    /// The client forgets the leaders, counters reset, and `action`
+    /// scripted for the next `times` Metadata requests about [`TOPIC`]: the
+    /// next operation's leader lookup meets it.
+    pub(crate) fn leader_lookup_fails(&self, times: u32, action: &FaultAction) {
+        self.cluster.invalidate(TOPIC);
+        self.scripted.reset_stats();
+        self.scripted.script(
+            Fault::on(ApiKey::Metadata)
+                .topic(TOPIC)
+                .times(times)
+                .then(action.clone()),
+        );
+    }
+
+    /// A fetch of partition 0 despite `fault`: it returns every record
+    /// written at set-up.
+    pub(crate) async fn fetches_every_record(&self, fault: &FaultAction) -> FetchedPartition {
+        let fetched = self
+            .fetch()
+            .await
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert_eq!(decode(&fetched.records), self.records, "{fault:?}");
+        fetched
+    }
+
+    /// Partition 0's latest offset despite `fault`: [`RECORDS`].
+    pub(crate) async fn lists_the_latest_offset(&self, fault: &FaultAction) {
+        let latest = self
+            .latest(0)
+            .await
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert_eq!(latest, Some(RECORDS), "{fault:?}");
+    }
+
     pub(crate) fn assert_fault_fired(&self, what: &dyn std::fmt::Debug) {
         assert!(
             self.scripted.pending_faults().is_empty(),

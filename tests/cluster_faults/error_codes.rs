@@ -11,11 +11,7 @@ async fn fetch_retries_retriable_error_codes_and_returns_the_appended_records() 
     cases.push((FaultAction::ResponseError(70), false));
     for (action, refreshes) in cases {
         s.fails_twice_on_broker_1(ApiKey::Fetch, &action);
-        let fetched = s
-            .fetch()
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(decode(&fetched.records), s.records, "{action:?}");
+        s.fetches_every_record(&action).await;
         assert_eq!(
             (
                 s.requests(ApiKey::Fetch),
@@ -36,11 +32,7 @@ async fn list_offsets_retries_retriable_error_codes_and_returns_the_offset() {
     cases.push((FaultAction::TopicError(5), true));
     for (action, refreshes) in cases {
         s.fails_twice_on_broker_1(ApiKey::ListOffsets, &action);
-        let latest = s
-            .latest(0)
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(latest, Some(RECORDS), "{action:?}");
+        s.lists_the_latest_offset(&action).await;
         assert_eq!(
             (
                 s.requests(ApiKey::ListOffsets),
@@ -66,19 +58,8 @@ async fn leader_lookup_retries_retriable_metadata_error_codes() {
         FaultAction::ResponseError(5),
     ];
     for action in cases {
-        s.cluster.invalidate(TOPIC);
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::Metadata)
-                .topic(TOPIC)
-                .times(2)
-                .then(action.clone()),
-        );
-        let fetched = s
-            .fetch()
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(decode(&fetched.records), s.records, "{action:?}");
+        s.leader_lookup_fails(2, &action);
+        s.fetches_every_record(&action).await;
         assert_eq!(
             (s.requests(ApiKey::Metadata), s.requests(ApiKey::Fetch)),
             (3, 1),

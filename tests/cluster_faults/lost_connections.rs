@@ -6,14 +6,8 @@ use crate::common::*;
 async fn fetch_retries_every_lost_connection_and_returns_the_appended_records() {
     let s = setup().await;
     for action in connection_faults() {
-        s.scripted.reset_stats();
-        s.scripted
-            .script(Fault::on(ApiKey::Fetch).broker(1).then(action.clone()));
-        let fetched = s
-            .fetch()
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(decode(&fetched.records), s.records, "{action:?}");
+        s.fails_once_on_broker_1(ApiKey::Fetch, &action);
+        let fetched = s.fetches_every_record(&action).await;
         assert_eq!(fetched.broker, s.addr(1));
         let stats = s.stats(1);
         assert_eq!(
@@ -34,17 +28,8 @@ async fn fetch_retries_every_lost_connection_and_returns_the_appended_records() 
 async fn list_offsets_retries_every_lost_connection_and_returns_the_offset() {
     let s = setup().await;
     for action in connection_faults() {
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::ListOffsets)
-                .broker(1)
-                .then(action.clone()),
-        );
-        let latest = s
-            .latest(0)
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(latest, Some(RECORDS), "{action:?}");
+        s.fails_once_on_broker_1(ApiKey::ListOffsets, &action);
+        s.lists_the_latest_offset(&action).await;
         let stats = s.stats(1);
         assert_eq!(
             (stats.requests_of(ApiKey::ListOffsets), stats.connections),
@@ -62,18 +47,8 @@ async fn list_offsets_retries_every_lost_connection_and_returns_the_offset() {
 async fn leader_lookup_retries_every_lost_connection_on_metadata() {
     let s = setup().await;
     for action in connection_faults() {
-        s.cluster.invalidate(TOPIC);
-        s.scripted.reset_stats();
-        s.scripted.script(
-            Fault::on(ApiKey::Metadata)
-                .topic(TOPIC)
-                .then(action.clone()),
-        );
-        let fetched = s
-            .fetch()
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(decode(&fetched.records), s.records, "{action:?}");
+        s.leader_lookup_fails(1, &action);
+        let fetched = s.fetches_every_record(&action).await;
         assert_eq!(fetched.broker, s.addr(1));
         assert_eq!(
             (s.requests(ApiKey::Metadata), s.requests(ApiKey::Fetch)),

@@ -2,6 +2,24 @@
 
 use crate::common::*;
 
+/// Produces `value`, a batch of its own, to partition 0 (`after` says what
+/// came before): it lands at the end of the log, once, and `expected`, the
+/// log so far, holds it too.
+async fn appends_once(
+    s: &Setup,
+    value: Bytes,
+    expected: &mut Vec<(i64, Bytes)>,
+    after: &FaultAction,
+) {
+    let base = s
+        .produce(0, batch(std::slice::from_ref(&value)))
+        .await
+        .unwrap_or_else(|e| panic!("{after:?}: {e}"));
+    assert_eq!(base, i64::try_from(expected.len()).expect("small"));
+    expected.push((base, value));
+    assert_eq!(log_records(&s.scripted, 0), *expected, "{after:?}");
+}
+
 /// After a connection lost with the Produce on the wire, the client cannot
 /// know whether the batch was written, so it returns the error and does
 /// not send the batch again. The log shows what the broker did: nothing
@@ -13,9 +31,7 @@ async fn produce_is_not_resent_after_a_connection_lost_mid_request() {
     actions.push(FaultAction::Delay(FOREVER));
     let mut expected = s.records.clone();
     for (n, action) in actions.into_iter().enumerate() {
-        s.scripted.reset_stats();
-        s.scripted
-            .script(Fault::on(ApiKey::Produce).broker(1).then(action.clone()));
+        s.fails_once_on_broker_1(ApiKey::Produce, &action);
         let value = Bytes::from(format!("produce {n}"));
         let started = Instant::now();
         let error = s
@@ -54,13 +70,7 @@ async fn produce_is_not_resent_after_a_connection_lost_mid_request() {
         s.assert_fault_fired(&action);
         // The client carries on, on a new connection.
         let value = Bytes::from(format!("produce {n} again"));
-        let base = s
-            .produce(0, batch(std::slice::from_ref(&value)))
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(base, i64::try_from(expected.len()).expect("small"));
-        expected.push((base, value));
-        assert_eq!(log_records(&s.scripted, 0), expected, "{action:?}");
+        appends_once(&s, value, &mut expected, &action).await;
     }
 }
 
@@ -80,14 +90,13 @@ async fn produce_retried_after_an_error_code_writes_the_batch_once() {
     let mut expected = s.records.clone();
     for (n, action) in cases.into_iter().enumerate() {
         s.fails_twice_on_broker_1(ApiKey::Produce, &action);
-        let value = Bytes::from(format!("produce {n}"));
-        let base = s
-            .produce(0, batch(std::slice::from_ref(&value)))
-            .await
-            .unwrap_or_else(|e| panic!("{action:?}: {e}"));
-        assert_eq!(base, i64::try_from(expected.len()).expect("small"));
-        expected.push((base, value));
-        assert_eq!(log_records(&s.scripted, 0), expected, "{action:?}");
+        appends_once(
+            &s,
+            Bytes::from(format!("produce {n}")),
+            &mut expected,
+            &action,
+        )
+        .await;
         assert_eq!(s.requests(ApiKey::Produce), 3, "{action:?}");
         s.assert_fault_fired(&action);
     }

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ApiKey, EndTxnRequest, InitProducerIdRequest, ProduceRequest,
     ProducerId, TopicName, TransactionalId,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 use walfetch::connection::{Connection, RequestOptions};
 
@@ -150,6 +150,23 @@ impl TxnProducer {
         }
     }
 
+    /// Sends `request` at [`V3`] until the error code `code_of` reads in
+    /// its answer is not [`retriable`]; that code must be 0 (`what` names
+    /// the call).
+    async fn settled_v3<R: Request>(
+        &self,
+        what: &str,
+        request: &R,
+        code_of: impl Fn(&R::Response) -> i16,
+    ) {
+        let (code, ()) = until_settled(what, || async {
+            let answer = self.connection.request_with(request, V3).await.unwrap();
+            (code_of(&answer.body), ())
+        })
+        .await;
+        assert_eq!(code, 0, "{what}");
+    }
+
     /// Adds `topic`/`partition` to the open transaction (beginning one).
     pub(crate) async fn add_partition(&self, topic: &str, partition: i32) {
         let request = AddPartitionsToTxnRequest::default()
@@ -159,18 +176,12 @@ impl TxnProducer {
             .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(TopicName(name(topic)))
                 .with_partitions(vec![partition])]);
-        let (code, ()) = until_settled("AddPartitionsToTxn", || async {
-            let answer = self
-                .connection
-                .request_with(&request, V3)
-                .await
-                .unwrap()
-                .body;
+        let what = format!("AddPartitionsToTxn {topic}/{partition}");
+        self.settled_v3(&what, &request, |answer| {
             let topic = &answer.results_by_topic_v3_and_below[0];
-            (topic.results_by_partition[0].partition_error_code, ())
+            topic.results_by_partition[0].partition_error_code
         })
         .await;
-        assert_eq!(code, 0, "AddPartitionsToTxn {topic}/{partition}");
     }
 
     /// Commits (or aborts) the open transaction.
@@ -180,17 +191,10 @@ impl TxnProducer {
             .with_producer_id(ProducerId(self.producer.0))
             .with_producer_epoch(self.producer.1)
             .with_committed(commit);
-        let (code, ()) = until_settled("EndTxn", || async {
-            let answer = self
-                .connection
-                .request_with(&request, V3)
-                .await
-                .unwrap()
-                .body;
-            (answer.error_code, ())
+        self.settled_v3(&format!("EndTxn {commit}"), &request, |answer| {
+            answer.error_code
         })
         .await;
-        assert_eq!(code, 0, "EndTxn {commit}");
     }
 
     /// Produces `batch` (encoded with this producer's id, epoch and the

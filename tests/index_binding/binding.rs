@@ -10,15 +10,7 @@ async fn the_writers_index_records_its_source_and_replays() {
     assert_eq!(source.partition, Some(0));
     assert_eq!(source.topic_id, scripted.topic_id("wal"));
     assert_eq!(source.rule, Some(RegionRule::Key(IdFormat::BigEndian)));
-    let got = replay(
-        &cluster,
-        &indexes[0],
-        ("wal", 0),
-        1,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_all(&cluster, &indexes[0], ("wal", 0), 1).await;
     assert_eq!(got.unwrap(), offsets(&written, 0, 1));
 }
 
@@ -44,7 +36,7 @@ async fn an_index_of_a_recreated_topic_is_refused() {
     let mut old = indexes[0].clone();
     let before = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
     old.set_source(old.source().clone().with_topic_id(before));
-    let got = replay(&cluster, &old, ("wal", 0), 1, 0, ReplayOptions::default()).await;
+    let got = replay_all(&cluster, &old, ("wal", 0), 1).await;
     assert_eq!(
         mismatch(got),
         Mismatch::TopicId {
@@ -60,15 +52,7 @@ async fn an_index_past_the_high_watermark_is_refused() {
     let hw = scripted.high_watermark("wal", 0).unwrap();
     let mut longer = indexes[0].clone();
     longer.set_last_index(hw + 100);
-    let got = replay(
-        &cluster,
-        &longer,
-        ("wal", 0),
-        1,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_all(&cluster, &longer, ("wal", 0), 1).await;
     assert_eq!(
         mismatch(got),
         Mismatch::LastIndexPastEnd {
@@ -111,22 +95,14 @@ async fn an_entry_of_another_region_at_an_indexed_offset_is_an_error_not_output(
         "{err:?}"
     );
     // The rule unknown, nothing can be checked: the old behaviour.
-    let unchecked = replay(&cluster, &blind, ("wal", 1), 1, 0, ReplayOptions::default()).await;
+    let unchecked = replay_all(&cluster, &blind, ("wal", 1), 1).await;
     assert!(!unchecked.unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn a_region_absent_from_the_index_is_refused_unless_the_tail_may_hold_it() {
     let (_scripted, cluster, written, indexes) = two_partitions().await;
-    let got = replay(
-        &cluster,
-        &indexes[0],
-        ("wal", 0),
-        99,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_all(&cluster, &indexes[0], ("wal", 0), 99).await;
     let err = got.unwrap_err().to_string();
     assert!(err.contains("region 99 has no entry in the index"), "{err}");
     // Dumped halfway, the log past last_index may hold region 99's
@@ -134,10 +110,10 @@ async fn a_region_absent_from_the_index_is_refused_unless_the_tail_may_hold_it()
     let cut = offsets(&written, 0, 2)[10];
     let mut half = dumped_at(&indexes[0], cut);
     half.set_source(indexes[0].source().clone());
-    let got = replay(&cluster, &half, ("wal", 0), 99, 0, ReplayOptions::default()).await;
+    let got = replay_all(&cluster, &half, ("wal", 0), 99).await;
     assert_eq!(got.unwrap(), Vec::<i64>::new());
     // And a listed region gets its entries on both sides of last_index.
-    let got = replay(&cluster, &half, ("wal", 0), 2, 0, ReplayOptions::default()).await;
+    let got = replay_all(&cluster, &half, ("wal", 0), 2).await;
     assert_eq!(got.unwrap(), offsets(&written, 0, 2));
 }
 
@@ -154,14 +130,6 @@ async fn the_topic_id_check_rides_out_a_retriable_metadata_error() {
             .times(2)
             .then(FaultAction::PartitionError(5)), // LEADER_NOT_AVAILABLE
     );
-    let got = replay(
-        &cluster,
-        &indexes[0],
-        ("wal", 0),
-        1,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_all(&cluster, &indexes[0], ("wal", 0), 1).await;
     assert_eq!(got.unwrap(), offsets(&written, 0, 1));
 }

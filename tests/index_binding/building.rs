@@ -156,7 +156,7 @@ async fn the_stored_rule_is_the_default_and_another_is_refused_unless_forced() {
     let mut half = dumped_at(&full, 44);
     half.set_source(full.source().clone());
     let want: Vec<i64> = (0..90).filter(|i| i % 3 == 1).collect();
-    let got = replay(&cluster, &half, ("wal", 0), 2, 0, ReplayOptions::default()).await;
+    let got = replay_all(&cluster, &half, ("wal", 0), 2).await;
     assert_eq!(got.unwrap(), want);
     // Another rule given: refused, naming both.
     let be = ReplayOptions::default().with_region_rule(RegionRule::Key(IdFormat::BigEndian));

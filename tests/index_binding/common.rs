@@ -14,7 +14,7 @@ pub(crate) use walfetch::error::{Error, Mismatch};
 pub(crate) use walfetch::index::{IdFormat, IndexSource, RegionId, RegionRule, WalIndex};
 pub(crate) use walfetch::scan::{build_index, BuildError};
 pub(crate) use walfetch::writer::WriterConfig;
-pub(crate) use walfetch_support::recovery::{dumped_at, write_partition, Written};
+pub(crate) use walfetch_support::recovery::{dumped_at, to_the_end, write_partition, Written};
 pub(crate) use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 pub(crate) async fn connect(scripted: &ScriptedCluster) -> Arc<Cluster> {
@@ -24,6 +24,18 @@ pub(crate) async fn connect(scripted: &ScriptedCluster) -> Arc<Cluster> {
         ..RetryPolicy::default()
     };
     Arc::new(Cluster::connect(config).await.expect("connect"))
+}
+
+/// A scripted broker holding `topic` of `partitions` partitions, empty,
+/// and a client of it.
+pub(crate) async fn an_empty_topic(
+    topic: &str,
+    partitions: i32,
+) -> (ScriptedCluster, Arc<Cluster>) {
+    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
+    scripted.create_topic(topic, partitions).unwrap();
+    let cluster = connect(&scripted).await;
+    (scripted, cluster)
 }
 
 /// Topic `wal` of two partitions: partition 0 holds regions 1 and 2 in
@@ -70,6 +82,16 @@ pub(crate) async fn replay(
     Ok(got)
 }
 
+/// [`replay`] of `region` from offset 0, default options.
+pub(crate) async fn replay_all(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    at: (&str, i32),
+    region: RegionId,
+) -> Result<Vec<i64>, Error> {
+    replay(cluster, index, at, region, 0, ReplayOptions::default()).await
+}
+
 pub(crate) fn mismatch(result: Result<Vec<i64>, Error>) -> Mismatch {
     match result {
         Err(Error::IndexMismatch { mismatch, .. }) => mismatch,
@@ -90,24 +112,31 @@ pub(crate) async fn greptime_log(regions: &[RegionId]) -> (ScriptedCluster, Arc<
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
     scripted.create_topic(GREPTIME_TOPIC, 1).unwrap();
     for (n, region) in regions.iter().enumerate() {
-        let batch = BatchBuilder::new(0)
-            .encode(&[NewRecord {
-                offset_delta: 0,
-                timestamp: 1_700_000_000_000,
-                key: Some(walfetch_support::greptime::key(
-                    r#""Full""#,
-                    n as u64,
-                    *region,
-                    GREPTIME_TOPIC,
-                )),
-                value: Some(Bytes::from(format!("entry {n}"))),
-                headers: Vec::new(),
-            }])
-            .unwrap();
-        scripted.append(GREPTIME_TOPIC, 0, batch.bytes).unwrap();
+        let batch = greptime_batch(GREPTIME_TOPIC, n as u64, *region, format!("entry {n}"));
+        scripted.append(GREPTIME_TOPIC, 0, batch).unwrap();
     }
     let cluster = connect(&scripted).await;
     (scripted, cluster)
+}
+
+/// A batch of one record as GreptimeDB writes it to `topic`: entry `n` of
+/// `region` (its record meta the key), `value` its value.
+pub(crate) fn greptime_batch(topic: &str, n: u64, region: RegionId, value: String) -> Bytes {
+    BatchBuilder::new(0)
+        .encode(&[NewRecord {
+            offset_delta: 0,
+            timestamp: 1_700_000_000_000,
+            key: Some(walfetch_support::greptime::key(
+                r#""Full""#,
+                n,
+                region,
+                topic,
+            )),
+            value: Some(Bytes::from(value)),
+            headers: Vec::new(),
+        }])
+        .unwrap()
+        .bytes
 }
 
 /// The index of GreptimeDB's `index.json` for [`GREPTIME_TOPIC`].
@@ -172,14 +201,8 @@ pub(crate) async fn consume(
     region: RegionId,
     options: ReplayOptions,
 ) -> Result<Vec<i64>, String> {
-    use walfetch::consumer::{Consumer, ReplayRange};
-    let range = ReplayRange {
-        topic: topic.into(),
-        partition: 0,
-        region,
-        from: 0,
-        to: None,
-    };
+    use walfetch::consumer::Consumer;
+    let range = to_the_end(topic, region, 0);
     let mut consumer = Consumer::new(Arc::clone(cluster), index, range, options)
         .await
         .map_err(|e| e.to_string())?;

@@ -93,28 +93,15 @@ async fn a_region_absent_from_a_greptime_index_is_refused_with_a_way_forward() {
 #[tokio::test]
 async fn a_region_no_index_lists_is_read_where_a_scan_may_hold_it() {
     let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    let one = |n: u64, region: RegionId, topic: &str| {
-        BatchBuilder::new(0)
-            .encode(&[NewRecord {
-                offset_delta: 0,
-                timestamp: 1_700_000_000_000,
-                key: Some(walfetch_support::greptime::key(
-                    r#""Full""#,
-                    n,
-                    region,
-                    topic,
-                )),
-                value: Some(Bytes::from(format!("entry {n}"))),
-                headers: Vec::new(),
-            }])
-            .unwrap()
-            .bytes
-    };
     for (topic, regions) in [("gt_active", [8, 7]), ("gt_idle", [9, 9])] {
         scripted.create_topic(topic, 1).unwrap();
         for (n, region) in regions.into_iter().enumerate() {
             scripted
-                .append(topic, 0, one(n as u64, region, topic))
+                .append(
+                    topic,
+                    0,
+                    greptime_batch(topic, n as u64, region, format!("entry {n}")),
+                )
                 .unwrap();
         }
     }
@@ -199,37 +186,14 @@ async fn a_greptime_index_is_of_partition_zero() {
     scripted.create_topic(GREPTIME_TOPIC, 2).unwrap();
     for partition in 0..2 {
         for n in 0..3u64 {
-            let batch = BatchBuilder::new(0)
-                .encode(&[NewRecord {
-                    offset_delta: 0,
-                    timestamp: 1_700_000_000_000,
-                    key: Some(walfetch_support::greptime::key(
-                        r#""Full""#,
-                        n,
-                        7,
-                        GREPTIME_TOPIC,
-                    )),
-                    value: Some(Bytes::from(format!("p{partition} entry {n}"))),
-                    headers: Vec::new(),
-                }])
-                .unwrap();
-            scripted
-                .append(GREPTIME_TOPIC, partition, batch.bytes)
-                .unwrap();
+            let batch = greptime_batch(GREPTIME_TOPIC, n, 7, format!("p{partition} entry {n}"));
+            scripted.append(GREPTIME_TOPIC, partition, batch).unwrap();
         }
     }
     let cluster = connect(&scripted).await;
     let index = greptime_index(r#""7": []"#, 1);
     assert_eq!(index.source().partition, Some(0));
-    let got = replay(
-        &cluster,
-        &index,
-        (GREPTIME_TOPIC, 1),
-        7,
-        0,
-        ReplayOptions::default(),
-    )
-    .await;
+    let got = replay_all(&cluster, &index, (GREPTIME_TOPIC, 1), 7).await;
     assert_eq!(mismatch(got), Mismatch::Partition { indexed: 0 });
     let got = replay_greptime(&cluster, &index, 7, 0).await;
     assert_eq!(got.unwrap(), vec![1, 2]);
@@ -324,14 +288,8 @@ async fn greptimedb_noop_records_are_not_entries_nor_a_sign_of_a_wrong_rule() {
     // GreptimeDB dumped its index before anything was written
     // (`last_index` 0): the whole log is the scan's.
     let index = greptime_index(r#""#, 0);
-    use walfetch::consumer::{Consumer, ReplayRange};
-    let range = ReplayRange {
-        topic: GREPTIME_TOPIC.into(),
-        partition: 0,
-        region: 7,
-        from: 0,
-        to: None,
-    };
+    use walfetch::consumer::Consumer;
+    let range = to_the_end(GREPTIME_TOPIC, 7, 0);
     let mut consumer = Consumer::new(
         Arc::clone(&cluster),
         &index,

@@ -14,9 +14,7 @@ async fn build_index_skips_aborted_transactions() {
     use walfetch::cluster::IsolationLevel;
     use walfetch::codec::ControlType;
 
-    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    scripted.create_topic("wal", 1).unwrap();
-    let cluster = connect(&scripted).await;
+    let (scripted, cluster) = an_empty_topic("wal", 1).await;
     let recs = |tag: &str| region_records(5, tag, 2);
     let append = |b: walfetch::codec::EncodedBatch| scripted.append("wal", 0, b.bytes).unwrap();
     let aborted = append(transactional_batch(2, &recs("aborted")));
@@ -75,6 +73,29 @@ fn emptied(batch: BatchBuilder, base: i64, last_delta: i32) -> Bytes {
     Bytes::from(header)
 }
 
+/// Region 5 of `wal` consumed with `index`, then with `scanned` (an index
+/// that leaves the region's entries to the scan past its `last_index`),
+/// under either isolation: `want` every time.
+async fn region_5_reads_under_either_isolation(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    scanned: &WalIndex,
+    want: &[i64],
+) {
+    use walfetch::cluster::IsolationLevel;
+
+    for isolation in [
+        IsolationLevel::ReadCommitted,
+        IsolationLevel::ReadUncommitted,
+    ] {
+        let options = ReplayOptions::default().with_isolation(isolation);
+        let got = consume(cluster, index, "wal", 5, options.clone()).await;
+        assert_eq!(got.as_deref(), Ok(want), "{isolation:?}");
+        let got = consume(cluster, scanned, "wal", 5, options).await;
+        assert_eq!(got.as_deref(), Ok(want), "{isolation:?}, scanned");
+    }
+}
+
 /// The log cleaner keeps a producer's last transaction marker, once its
 /// delete horizon has passed, as an empty control batch (record count 0).
 /// It marks nothing: `build_index` (read_committed) and replays under
@@ -82,11 +103,7 @@ fn emptied(batch: BatchBuilder, base: i64, last_delta: i32) -> Bytes {
 /// not stop at it.
 #[tokio::test]
 async fn build_and_replay_read_past_an_empty_control_batch() {
-    use walfetch::cluster::IsolationLevel;
-
-    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    scripted.create_topic("wal", 1).unwrap();
-    let cluster = connect(&scripted).await;
+    let (scripted, cluster) = an_empty_topic("wal", 1).await;
     let append = |b: Bytes| scripted.append("wal", 0, b).unwrap();
     append(BatchBuilder::new(0).encode(&keyed(5, 2, 1)).unwrap().bytes);
     let marker = BatchBuilder::new(0)
@@ -103,17 +120,8 @@ async fn build_and_replay_read_past_an_empty_control_batch() {
         .unwrap_or_else(|e| panic!("build_index: {e}"));
     assert_eq!((report.indexed, report.control), (4, 0), "{report:?}");
     assert_eq!(index.last_index(), Some(4));
-    for isolation in [
-        IsolationLevel::ReadCommitted,
-        IsolationLevel::ReadUncommitted,
-    ] {
-        let options = ReplayOptions::default().with_isolation(isolation);
-        let got = consume(&cluster, &index, "wal", 5, options.clone()).await;
-        assert_eq!(got, Ok(vec![0, 1, 3, 4]), "{isolation:?}");
-        // All from the scan past `last_index`.
-        let got = consume(&cluster, &WalIndex::new(), "wal", 5, options).await;
-        assert_eq!(got, Ok(vec![0, 1, 3, 4]), "{isolation:?}, scanned");
-    }
+    // The second time all from the scan past `last_index`.
+    region_5_reads_under_either_isolation(&cluster, &index, &WalIndex::new(), &[0, 1, 3, 4]).await;
 }
 
 /// A compacted log: offset gaps inside a batch and between batches, and
@@ -123,12 +131,9 @@ async fn build_and_replay_read_past_an_empty_control_batch() {
 /// them under either isolation.
 #[tokio::test]
 async fn build_and_replay_a_compacted_log_with_gaps_and_empty_batches() {
-    use walfetch::cluster::IsolationLevel;
     use walfetch::index::IndexEntry;
 
-    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    scripted.create_topic("wal", 1).unwrap();
-    let cluster = connect(&scripted).await;
+    let (scripted, cluster) = an_empty_topic("wal", 1).await;
     let append_at = |b: Bytes| scripted.append_at("wal", 0, b).unwrap();
     // 0..=4 holding 0, 2 and 4; empty 5..=8; 20..=21; empty 22; 30.
     append_at(BatchBuilder::new(0).encode(&keyed(5, 3, 2)).unwrap().bytes);
@@ -147,16 +152,7 @@ async fn build_and_replay_a_compacted_log_with_gaps_and_empty_batches() {
     let mut first_only = WalIndex::new();
     first_only.push(5, IndexEntry::offset_only(0)).unwrap();
     first_only.set_last_index(0);
-    for isolation in [
-        IsolationLevel::ReadCommitted,
-        IsolationLevel::ReadUncommitted,
-    ] {
-        let options = ReplayOptions::default().with_isolation(isolation);
-        let got = consume(&cluster, &index, "wal", 5, options.clone()).await;
-        assert_eq!(got.as_ref(), Ok(&want), "{isolation:?}");
-        let got = consume(&cluster, &first_only, "wal", 5, options).await;
-        assert_eq!(got.as_ref(), Ok(&want), "{isolation:?}, scanned");
-    }
+    region_5_reads_under_either_isolation(&cluster, &index, &first_only, &want).await;
 }
 
 /// Kafka returns a fetch's first batch whole however large (KIP-74); a
@@ -167,9 +163,7 @@ async fn build_and_replay_a_compacted_log_with_gaps_and_empty_batches() {
 /// partition and offset, when that answer is cut too.
 #[tokio::test]
 async fn build_asks_again_for_a_batch_cut_short_and_fails_if_it_stays_cut() {
-    let scripted = ScriptedCluster::start(1).await.expect("scripted broker");
-    scripted.create_topic("wal", 1).unwrap();
-    let cluster = connect(&scripted).await;
+    let (scripted, cluster) = an_empty_topic("wal", 1).await;
     for _ in 0..3 {
         let batch = BatchBuilder::new(0).encode(&keyed(5, 4, 1)).unwrap().bytes;
         assert!(batch.len() > 100);

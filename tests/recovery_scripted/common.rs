@@ -18,20 +18,14 @@ pub(crate) use walfetch::index::{RegionId, WalIndex};
 pub(crate) use walfetch::plan::{CostModel, PlanConfig};
 pub(crate) use walfetch::writer::{WalEntry, WalWriter, WriterConfig, WriterMode};
 pub(crate) use walfetch_support::recovery::{
-    checkpoints, expected, from_start, halfway, recover, recover_with_defaults, start_recovery,
-    write_partition, Written,
+    checkpoints, expected, from_start, halfway, recover, recover_with_defaults, region_of,
+    skewed_region, start_recovery, time_to_recover_partition, write_partition, Written,
 };
 pub(crate) use walfetch_testkit::{Fault, FaultAction, Habits, ScriptedCluster};
 
 pub(crate) const TOPIC: &str = "wal";
 pub(crate) const PARTITIONS: i32 = 3;
 pub(crate) const REGIONS_PER_PARTITION: u64 = 6;
-
-/// The regions of partition `p`: distinct over partitions, as region ids
-/// of one node are.
-pub(crate) fn region_of(p: i32, k: u64) -> RegionId {
-    u64::try_from(p).unwrap() * 100 + k
-}
 
 /// A scripted cluster with `PARTITIONS` partitions, each written by its
 /// own WAL writer with `entries` entries of skewed regions, and the
@@ -61,10 +55,7 @@ pub(crate) async fn setup(
         let mut entries = Vec::new();
         for n in 0..entries_per_partition {
             // Skewed: low regions are hot.
-            let k = rng
-                .random_range(0..REGIONS_PER_PARTITION)
-                .min(rng.random_range(0..REGIONS_PER_PARTITION));
-            let region = region_of(p, k);
+            let region = region_of(p, skewed_region(&mut rng, REGIONS_PER_PARTITION));
             let len = rng.random_range(0..600);
             let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "z".repeat(len)));
             entries.push((region, payload));

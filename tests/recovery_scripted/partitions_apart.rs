@@ -62,18 +62,7 @@ async fn a_slow_broker_does_not_hold_back_partitions_on_healthy_brokers() {
             .times(u32::MAX)
             .then(FaultAction::Delay(Duration::from_secs(3))),
     );
-    let want: usize = written[&0].values().map(Vec::len).sum();
-    let started = std::time::Instant::now();
-    let (mut got, mut done) = (0, None);
-    while let Some(entry) = recovery.next().await {
-        if entry.unwrap().partition == 0 {
-            got += 1;
-            if got == want {
-                done = Some(started.elapsed());
-            }
-        }
-    }
-    let done = done.expect("every entry of partition 0");
+    let done = time_to_recover_partition(&mut recovery, &written, 0).await;
     assert!(
         done < Duration::from_millis(1500),
         "partition 0, on a healthy broker, took {done:?}: held back by partition 1's"

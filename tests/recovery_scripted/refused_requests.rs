@@ -3,6 +3,20 @@
 use crate::common::*;
 use walfetch_support::scripted::scripted_with_topic;
 
+/// Why a recovery of `regions` (partition, region, checkpoint) of
+/// [`TOPIC`], with `index` as partition 0's, is refused.
+async fn refusal(
+    cluster: &Arc<Cluster>,
+    index: &WalIndex,
+    regions: &[(i32, RegionId, i64)],
+) -> String {
+    let mut builder = Recovery::builder(Arc::clone(cluster)).index(TOPIC, 0, index);
+    for &(partition, region, from) in regions {
+        builder = builder.region(TOPIC, partition, region, from);
+    }
+    builder.build().await.unwrap_err().to_string()
+}
+
 #[tokio::test]
 async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
     let (_broker, cluster, _, indexes) = setup(50, Compression::None).await;
@@ -11,46 +25,21 @@ async fn a_recovery_says_what_is_wrong_with_what_it_was_asked() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("at least one region"), "{err}");
-    let err = Recovery::builder(Arc::clone(&cluster))
-        .index(TOPIC, 0, &indexes[0])
-        .region(TOPIC, 1, 100, 0)
-        .build()
-        .await
-        .unwrap_err();
+    let index = &indexes[0];
+    let err = refusal(&cluster, index, &[(1, 100, 0)]).await;
     assert!(
-        err.to_string()
-            .contains("no index for topic \"wal\" partition 1"),
+        err.contains("no index for topic \"wal\" partition 1"),
         "{err}"
     );
-    let err = Recovery::builder(Arc::clone(&cluster))
-        .index(TOPIC, 0, &indexes[0])
-        .region(TOPIC, 0, 1, 0)
-        .region(TOPIC, 0, 1, 5)
-        .build()
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("region 1 is asked for twice"),
-        "{err}"
-    );
-    let err = Recovery::builder(Arc::clone(&cluster))
-        .index(TOPIC, 0, &indexes[0])
-        .region(TOPIC, 0, 1, -3)
-        .build()
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("negative"), "{err}");
+    let err = refusal(&cluster, index, &[(0, 1, 0), (0, 1, 5)]).await;
+    assert!(err.contains("region 1 is asked for twice"), "{err}");
+    let err = refusal(&cluster, index, &[(0, 1, -3)]).await;
+    assert!(err.contains("negative"), "{err}");
     // A checkpoint past the log's end (it said "the range 1000000..N is
     // inverted", naming an end the caller never gave).
-    let err = Recovery::builder(cluster)
-        .index(TOPIC, 0, &indexes[0])
-        .region(TOPIC, 0, 1, 1_000_000)
-        .build()
-        .await
-        .unwrap_err();
+    let err = refusal(&cluster, index, &[(0, 1, 1_000_000)]).await;
     assert!(
-        err.to_string()
-            .contains("region 1: the checkpoint 1000000 is past the log's end"),
+        err.contains("region 1: the checkpoint 1000000 is past the log's end"),
         "{err}"
     );
 }

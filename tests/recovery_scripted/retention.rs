@@ -2,6 +2,20 @@
 
 use crate::common::*;
 
+/// Retention on partition 0 of [`TOPIC`]: the log start moves to the first
+/// batch boundary past `offset`, which it returns.
+fn retention_moves_the_log_start_past(broker: &ScriptedCluster, offset: i64) -> i64 {
+    let log = broker.log(TOPIC, 0).unwrap();
+    let start = log
+        .extents()
+        .iter()
+        .map(|e| e.base_offset)
+        .find(|&b| b > offset)
+        .unwrap();
+    broker.advance_log_start(TOPIC, 0, start).unwrap();
+    start
+}
+
 /// Retention that removes records past `last_index` a region still had to
 /// scan: those records cannot be named (no index lists them), but they are
 /// gone, and the recovery must say so rather than end well without them.
@@ -22,14 +36,7 @@ async fn retention_inside_the_scan_past_last_index_is_an_error_not_a_silent_gap(
             Some((r, e.0))
         })
         .unwrap();
-    let log = broker.log(TOPIC, 0).unwrap();
-    let start = log
-        .extents()
-        .iter()
-        .map(|e| e.base_offset)
-        .find(|&b| b > entry)
-        .unwrap();
-    broker.advance_log_start(TOPIC, 0, start).unwrap();
+    let start = retention_moves_the_log_start_past(&broker, entry);
     let checkpoints = [((0, region), entry)].into_iter().collect();
     let err = recover_with_defaults(&cluster, TOPIC, &indexes, &checkpoints)
         .await
@@ -167,14 +174,7 @@ async fn retention_across_last_index_lists_the_scan_range_it_removed() {
         .filter(|&o| o > last_index)
         .min()
         .unwrap();
-    let log = broker.log(TOPIC, 0).unwrap();
-    let start = log
-        .extents()
-        .iter()
-        .map(|e| e.base_offset)
-        .find(|&b| b > first_tail)
-        .unwrap();
-    broker.advance_log_start(TOPIC, 0, start).unwrap();
+    let start = retention_moves_the_log_start_past(&broker, first_tail);
     // Every region of partition 0 from its first entry: indexed entries
     // below the new start are lost, and so is the scan up to it.
     let checkpoints = written[&0]

@@ -30,4 +30,6 @@ pub(crate) const MAX_BATCH_BYTES: usize = 8 << 10;
 /// A round that takes longer than this hangs.
 pub(crate) const ROUND_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) use walfetch_support::recovery::{dumped_at, write_partition, Written};
+pub(crate) use walfetch_support::recovery::{
+    dumped_halfway, region_of, skewed_region, write_partition, Written,
+};

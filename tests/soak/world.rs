@@ -52,27 +52,17 @@ pub(crate) async fn new_world(rng: &mut StdRng, entries: usize) -> World {
         };
         let drawn: Vec<(RegionId, Bytes)> = (0..entries)
             .map(|n| {
-                let k = rng
-                    .random_range(0..REGIONS_PER_PARTITION)
-                    .min(rng.random_range(0..REGIONS_PER_PARTITION));
-                let region = region_of(p, k);
+                let region = region_of(p, skewed_region(rng, REGIONS_PER_PARTITION));
                 let pad = rng.random_range(0..300);
                 let payload = Bytes::from(format!("p{p} r{region} n{n} {}", "x".repeat(pad)));
                 (region, payload)
             })
             .collect();
         let mut index = write_partition(&cluster, config, drawn, &mut written).await;
-        let regions = &written[&p];
         // Some worlds' indexes stop halfway: the rest is read by the scan
         // past `last_index`.
         if rng.random_bool(0.3) {
-            let last = regions
-                .values()
-                .flatten()
-                .map(|(o, _)| *o)
-                .max()
-                .unwrap_or(0);
-            index = dumped_at(&index, last / 2);
+            index = dumped_halfway(&index, &written[&p]);
         }
         indexes.push(index);
     }
@@ -89,8 +79,4 @@ pub(crate) async fn new_world(rng: &mut StdRng, entries: usize) -> World {
         fetch_v11: probe.version == 11,
         produce_topics: 0,
     }
-}
-
-pub(crate) fn region_of(p: i32, k: u64) -> RegionId {
-    u64::try_from(p).unwrap_or(0) * 100 + k
 }

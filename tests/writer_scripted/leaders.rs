@@ -2,16 +2,26 @@
 
 use crate::common::*;
 
+/// A writer of partition 0 (lingering 3 ms, its client giving up after
+/// `deadline`) that wrote a first entry, and then lost the leader: the
+/// scripted cluster, the client and the writer.
+async fn a_writer_that_lost_its_leader(
+    deadline: Duration,
+) -> (ScriptedCluster, Arc<Cluster>, WalWriter) {
+    let (scripted, cluster) = scripted_with_deadline(deadline).await;
+    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
+    let writer = writer_with_a_first_entry(&cluster, config).await;
+    lose_the_leader(&scripted, &cluster);
+    (scripted, cluster, writer)
+}
+
 /// The leader cannot be found for longer than the retry deadline while six
 /// batches wait and a flush waits for them: the oldest fails, and once the
 /// leader is back the rest go. They once waited for an append to wake the
 /// writer, and the flush (and `close`, which flushes) never returned.
 #[tokio::test]
 async fn after_the_leader_is_missing_past_the_deadline_the_rest_still_go() {
-    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
-    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = writer_with_a_first_entry(&cluster, config).await;
-    lose_the_leader(&scripted, &cluster);
+    let (scripted, _cluster, writer) = a_writer_that_lost_its_leader(Duration::from_secs(1)).await;
     let pending = one_entry_each_of_six_regions(&writer).await;
     let mut pending = pending.into_iter();
     let oldest = pending.next().unwrap();
@@ -149,10 +159,7 @@ async fn after_the_broker_forgets_an_idle_producer_the_next_batch_is_written() {
 /// when the one before it gave up).
 #[tokio::test]
 async fn batches_held_up_together_fail_together() {
-    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(1)).await;
-    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = writer_with_a_first_entry(&cluster, config).await;
-    lose_the_leader(&scripted, &cluster);
+    let (_scripted, _cluster, writer) = a_writer_that_lost_its_leader(Duration::from_secs(1)).await;
     let pending = one_entry_each_of_six_regions(&writer).await;
     let started = tokio::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(20), writer.flush())
@@ -171,10 +178,7 @@ async fn batches_held_up_together_fail_together() {
 /// between sends: it once asked every 25–50 ms for the whole deadline.
 #[tokio::test]
 async fn a_missing_leader_is_looked_up_with_a_growing_backoff() {
-    let (scripted, cluster) = scripted_with_deadline(Duration::from_secs(2)).await;
-    let config = WriterConfig::new(TOPIC, 0).with_linger(Duration::from_millis(3));
-    let writer = writer_with_a_first_entry(&cluster, config).await;
-    lose_the_leader(&scripted, &cluster);
+    let (scripted, _cluster, writer) = a_writer_that_lost_its_leader(Duration::from_secs(2)).await;
     scripted.reset_stats();
     let appended = writer.append(WalEntry::new(1, "x")).await.unwrap();
     writer.flush().await.unwrap();

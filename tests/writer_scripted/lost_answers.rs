@@ -174,22 +174,36 @@ async fn an_answer_past_the_largest_offset_fails_its_batch_and_the_writer_goes_o
 async fn a_batch_whose_answer_cannot_be_decoded_is_looked_for_in_the_log() {
     for in_flight in [1, 5] {
         let (scripted, cluster) = scripted().await;
-        let config = config(WriterMode::Clustered).with_max_in_flight(in_flight);
-        let writer = WalWriter::new(Arc::clone(&cluster), config);
-        let mut appended = written(append_all(&writer, &entries(0, 30)).await);
-        // In Produce v9's answer the topics' count (a compact array
-        // length) is byte 9 of the frame: claiming 126 topics, the answer
-        // ends long before them.
-        scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
-            at: 9,
-            bytes: vec![0x7f],
-        }));
-        appended.extend(written(append_all(&writer, &entries(30, 90)).await));
-        assert!(scripted.pending_faults().is_empty(), "the fault was met");
-        let index = writer.close().await.expect("closed");
-        // Every entry once, at the offset the writer answered, indexed.
-        check(&cluster, &appended, &index).await;
+        an_undecodable_answer_is_found_in_the_log(&scripted, cluster, in_flight).await;
     }
+}
+
+/// Scripts the next Produce answer to be one the client cannot decode: in
+/// Produce v9's answer the topics' count (a compact array length) is byte
+/// 9 of the frame; claiming 126 topics, the answer ends long before them.
+fn garble_the_next_produce_answer(scripted: &ScriptedCluster) {
+    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
+        at: 9,
+        bytes: vec![0x7f],
+    }));
+}
+
+/// Writes 90 entries with `in_flight` batches at most, the answer to the
+/// first Produce after the 30th garbled: every entry is written once, at
+/// the offset the writer answered, and indexed.
+async fn an_undecodable_answer_is_found_in_the_log(
+    scripted: &ScriptedCluster,
+    cluster: Arc<Cluster>,
+    in_flight: usize,
+) {
+    let config = config(WriterMode::Clustered).with_max_in_flight(in_flight);
+    let writer = WalWriter::new(Arc::clone(&cluster), config);
+    let mut appended = written(append_all(&writer, &entries(0, 30)).await);
+    garble_the_next_produce_answer(scripted);
+    appended.extend(written(append_all(&writer, &entries(30, 90)).await));
+    assert!(scripted.pending_faults().is_empty(), "the fault was met");
+    let index = writer.close().await.expect("closed");
+    check(&cluster, &appended, &index).await;
 }
 
 /// ... and a batch so answered that is not in the log was not written: its
@@ -204,10 +218,7 @@ async fn a_batch_whose_answer_cannot_be_decoded_and_is_not_in_the_log_fails() {
     // The broker forgets the producer, so it refuses the next batch
     // (`UNKNOWN_PRODUCER_ID`), in an answer that cannot be decoded.
     scripted.expire_producers(TOPIC, 0).expect("expired");
-    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
-        at: 9,
-        bytes: vec![0x7f],
-    }));
+    garble_the_next_produce_answer(&scripted);
     let mut failed = 0;
     for (region, payload, result) in append_all(&writer, &entries(30, 90)).await {
         match result {
@@ -485,17 +496,5 @@ async fn an_undecodable_answer_is_found_in_a_log_that_answers_hurried_fetches_wi
     scripted
         .set_habits(1, walfetch_testkit::Habits::EMPTY_WHEN_HURRIED)
         .unwrap();
-    let config = config(WriterMode::Clustered).with_max_in_flight(1);
-    let writer = WalWriter::new(Arc::clone(&cluster), config);
-    let mut appended = written(append_all(&writer, &entries(0, 30)).await);
-    // Produce v9's topic count is byte 9 of the frame (see
-    // `a_batch_whose_answer_cannot_be_decoded_is_looked_for_in_the_log`).
-    scripted.script(Fault::on(ApiKey::Produce).then(FaultAction::PatchFrame {
-        at: 9,
-        bytes: vec![0x7f],
-    }));
-    appended.extend(written(append_all(&writer, &entries(30, 90)).await));
-    assert!(scripted.pending_faults().is_empty(), "the fault was met");
-    let index = writer.close().await.expect("closed");
-    check(&cluster, &appended, &index).await;
+    an_undecodable_answer_is_found_in_the_log(&scripted, cluster, 1).await;
 }
