@@ -12,6 +12,23 @@ mod process;
 pub mod kafka;
 pub mod tansu;
 
+use std::time::Duration;
+
+use walfetch::cluster::{ClusterConfig, RetryPolicy};
+
+/// A client config for a broker on loopback, with test-sized timeouts:
+/// 2 s to connect, 10 s for a request and 10 s of retries.
+pub fn test_config(bootstrap: impl IntoIterator<Item = String>) -> ClusterConfig {
+    let mut config = ClusterConfig::new(bootstrap);
+    config.connection.connect_timeout = Duration::from_secs(2);
+    config.connection.request_timeout = Duration::from_secs(10);
+    config.retry = RetryPolicy {
+        deadline: Duration::from_secs(10),
+        ..RetryPolicy::default()
+    };
+    config
+}
+
 /// Why a broker could not be found, installed or started.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -11,9 +11,8 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use walfetch::cluster::{Cluster, ClusterConfig, NewTopic, RetryPolicy};
+use walfetch::cluster::{Cluster, ClusterConfig, NewTopic};
 pub use walfetch_brokers::tansu::TANSU_VERSION;
 use walfetch_brokers::tansu::{find_tansu_in, tansu_version, TansuBroker, INSTALL_HINT};
 
@@ -67,14 +66,7 @@ impl Tansu {
 
     /// A cluster config for this broker with test-sized timeouts.
     pub fn cluster_config(&self) -> ClusterConfig {
-        let mut config = ClusterConfig::new([self.address()]);
-        config.connection.connect_timeout = Duration::from_secs(2);
-        config.connection.request_timeout = Duration::from_secs(10);
-        config.retry = RetryPolicy {
-            deadline: Duration::from_secs(10),
-            ..RetryPolicy::default()
-        };
-        config
+        walfetch_brokers::test_config([self.address()])
     }
 
     /// A cluster client bootstrapped from this broker.

@@ -464,20 +464,8 @@ impl KafkaCluster {
     /// A client config bootstrapped from every node, with test-sized
     /// timeouts.
     pub fn cluster_config(&self) -> ClusterConfig {
-        test_config(self.bootstrap())
+        crate::test_config(self.bootstrap())
     }
-}
-
-/// A client config with test-sized timeouts.
-fn test_config(bootstrap: Vec<String>) -> ClusterConfig {
-    let mut config = ClusterConfig::new(bootstrap);
-    config.connection.connect_timeout = Duration::from_secs(2);
-    config.connection.request_timeout = Duration::from_secs(10);
-    config.retry = RetryPolicy {
-        deadline: Duration::from_secs(10),
-        ..RetryPolicy::default()
-    };
-    config
 }
 
 /// See [`KafkaCluster::node_probe_config`].
