@@ -27,7 +27,7 @@
 //!
 //! After the groups, the medians of this run are read back from criterion's
 //! `estimates.json` files (only files written by this run are used), the
-//! contenders are timed again interleaved (`decode/paired.rs`), and ratio
+//! contenders are timed again interleaved (`paired.rs`), and ratio
 //! tables are printed and written to `<target>/codec-bench.md`. The headline
 //! and the targets are like for like: the owned walk against kafka-protocol
 //! (both yield owned records); the borrowed walk has its own columns. A
@@ -35,21 +35,16 @@
 //! the least a decoder that checks CRCs can take, the bare decompressor
 //! shown beside it.
 //!
-//! Files: `decode/workload.rs` builds the cases, `decode/contenders.rs`
-//! holds what is timed, `decode/paired.rs` the paired measurement and
-//! `decode/report.rs` the tables and targets; this file runs criterion.
+//! Files: `workload.rs` builds the cases, `contenders.rs`
+//! holds what is timed, `paired.rs` the paired measurement and
+//! `report.rs` the tables and targets; this file runs criterion.
 //!
 //! Full run: `cargo bench -p walfetch-codec --bench decode`; smoke run:
 //! `cargo bench -p walfetch-codec --bench decode -- --test`.
 
-// The crate root is `benches/decode.rs`; its modules live in `benches/decode/`.
-#[path = "decode/contenders.rs"]
 mod contenders;
-#[path = "decode/paired.rs"]
 mod paired;
-#[path = "decode/report.rs"]
 mod report;
-#[path = "decode/workload.rs"]
 mod workload;
 
 use std::time::{Duration, SystemTime};
