@@ -24,10 +24,10 @@ use walfetch::cluster::{ClientError, Cluster, ClusterConfig, FetchParams, NewTop
 use walfetch::codec::{BatchBuilder, Batches, DecodeOptions, NewRecord};
 use walfetch::connection::{Pem, SaslConfig, Security, TlsConfig};
 use walfetch::error_code::ErrorCode;
-use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfig, Listener};
+use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, Listener};
 use walfetch_testkit::TestCa;
 
-use walfetch_support::kafka::unique_topic;
+use walfetch_support::kafka::{secured_node, unique_topic, write_node_certs};
 use walfetch_support::security::{
     assert_an_unknown_authority_fails_fast, error_chain as chain, refused_fast, secured_config,
     FAST,
@@ -58,26 +58,11 @@ fn secured() -> &'static Secured {
     SECURED.get_or_init(|| {
         let install = find_kafka().unwrap_or_else(|e| panic!("{e}"));
         let ca = TestCa::new("walfetch Kafka test CA").unwrap();
-        let server = ca.server_cert(&["127.0.0.1", "localhost"]).unwrap();
         let client = ca.client_cert(CLIENT_CN).unwrap();
-        let dir =
-            std::env::temp_dir().join(format!("walfetch-security-kafka-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // Kafka's PEM key store: the (unencrypted PKCS#8) key and the chain
-        // in one file.
-        let keystore = dir.join("server.pem");
-        std::fs::write(&keystore, format!("{}{}", server.key_pem, server.cert_pem)).unwrap();
-        let truststore = dir.join("ca.pem");
-        std::fs::write(&truststore, ca.ca_pem()).unwrap();
-        let mut config = KafkaConfig::nodes(1)
-            .listener(Listener::new("SASL_SSL", "SASL_SSL"))
+        let certs = write_node_certs(&ca, &["127.0.0.1", "localhost"], "security-kafka");
+        let mut config = secured_node(&certs)
             .listener(Listener::new("SSL", "SSL"))
             .listener(Listener::new("MTLS", "SSL"))
-            .setting("auto.create.topics.enable", "false")
-            .setting(
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            )
             // The plain-text listener (brokers and controllers among
             // themselves, the harness, topic set-up here) and the `SSL`
             // one give `User:ANONYMOUS`.
@@ -88,14 +73,9 @@ fn secured() -> &'static Secured {
                     ALICE.0, BOB.0
                 ),
             )
-            .setting("allow.everyone.if.no.acl.found", "false")
             .setting(
                 "listener.name.sasl_ssl.sasl.enabled.mechanisms",
                 "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
-            )
-            .setting(
-                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config",
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             )
             .setting(
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
@@ -113,14 +93,14 @@ fn secured() -> &'static Secured {
             .setting("listener.name.mtls.ssl.truststore.type", "PEM")
             .setting(
                 "listener.name.mtls.ssl.truststore.location",
-                truststore.display().to_string(),
+                certs.ca_file.display().to_string(),
             );
-        for listener in ["sasl_ssl", "ssl", "mtls"] {
+        for listener in ["ssl", "mtls"] {
             config = config
                 .setting(format!("listener.name.{listener}.ssl.keystore.type"), "PEM")
                 .setting(
                     format!("listener.name.{listener}.ssl.keystore.location"),
-                    keystore.display().to_string(),
+                    certs.keystore.display().to_string(),
                 );
         }
         for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {

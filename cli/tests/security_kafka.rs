@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use walfetch::cluster::{Cluster, NewTopic};
 use walfetch::codec::{BatchBuilder, NewRecord};
-use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster, KafkaConfig, Listener};
+use walfetch_brokers::kafka::{find_kafka, AclOperation, KafkaCluster};
 use walfetch_support::cli::{path, stderr, strings, temp_dir, Cli};
-use walfetch_support::kafka::unique_topic;
+use walfetch_support::kafka::{secured_node, unique_topic, write_node_certs};
 use walfetch_testkit::TestCa;
 
 /// The `walfetch` binary these tests run.
@@ -41,41 +41,23 @@ fn secured() -> &'static Secured {
     SECURED.get_or_init(|| {
         let install = find_kafka().unwrap_or_else(|e| panic!("{e}"));
         let ca = TestCa::new("walfetch CLI Kafka test CA").unwrap();
-        let server = ca.server_cert(&["127.0.0.1"]).unwrap();
-        let dir = temp_dir("security-kafka");
-        let keystore = dir.join("server.pem");
-        std::fs::write(&keystore, format!("{}{}", server.key_pem, server.cert_pem)).unwrap();
-        let ca_file = dir.join("ca.pem");
-        std::fs::write(&ca_file, ca.ca_pem()).unwrap();
-        let config = KafkaConfig::nodes(1)
-            .listener(Listener::new("SASL_SSL", "SASL_SSL"))
-            .setting("auto.create.topics.enable", "false")
-            .setting(
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            )
+        let certs = write_node_certs(&ca, &["127.0.0.1"], "cli-security-kafka");
+        let config = secured_node(&certs)
             // The plain-text listener's principal: the node itself, the
             // harness and the set-up here.
             .setting("super.users", "User:ANONYMOUS")
-            .setting("allow.everyone.if.no.acl.found", "false")
             .setting(
                 "listener.name.sasl_ssl.sasl.enabled.mechanisms",
                 "SCRAM-SHA-256",
-            )
-            .setting(
-                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config",
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            )
-            .setting("listener.name.sasl_ssl.ssl.keystore.type", "PEM")
-            .setting(
-                "listener.name.sasl_ssl.ssl.keystore.location",
-                keystore.display().to_string(),
             )
             .scram_user("SCRAM-SHA-256", DORA.0, DORA.1)
             .scram_user("SCRAM-SHA-256", RITA.0, RITA.1);
         let kafka =
             KafkaCluster::start_blocking(&install, config).unwrap_or_else(|e| panic!("{e}"));
-        Secured { kafka, ca_file }
+        Secured {
+            kafka,
+            ca_file: certs.ca_file,
+        }
     })
 }
 
