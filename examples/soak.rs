@@ -1,12 +1,11 @@
 //! The long fault soak: `cargo run --release --example soak -- --faults 10000
-//! [--seed N]` runs the seeded randomized soak of `tests/soak/mod.rs`
+//! [--seed N]` runs the seeded randomized soak of `support/src/soak/mod.rs`
 //! against the scripted broker until that many faults fired, and prints its
 //! counts as one JSON object (faults by kind, replays, entries checked,
 //! errors by kind, peak memory). Exits 1 if an invariant was violated.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/soak/mod.rs"]
-mod soak;
+use walfetch_support::soak;
 
 mod common;
 

@@ -1,10 +1,10 @@
 //! The fault soak, short: a few hundred faults against the scripted
-//! broker, for CI (`tests/soak/mod.rs` says what it does and checks). The
+//! broker, for CI (`support/src/soak/mod.rs` says what it does and checks). The
 //! long soak is `cargo run --release --example soak -- --faults 10000`.
 //! `SOAK_FAULTS` and `SOAK_SEED` change the length and the seed here too.
 #![allow(clippy::unwrap_used)]
 
-mod soak;
+use walfetch_support::soak;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_fault_soak_loses_duplicates_and_mixes_up_nothing() {

@@ -17,6 +17,7 @@ pub mod recovery;
 pub mod scripted;
 pub mod security;
 pub mod sim;
+pub mod soak;
 pub mod stunnel;
 pub mod tansu;
 pub mod transactions;

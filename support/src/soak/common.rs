@@ -30,6 +30,6 @@ pub(crate) const MAX_BATCH_BYTES: usize = 8 << 10;
 /// A round that takes longer than this hangs.
 pub(crate) const ROUND_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) use walfetch_support::recovery::{
+pub(crate) use crate::recovery::{
     dumped_halfway, region_of, skewed_region, write_partition, Written,
 };

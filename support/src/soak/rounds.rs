@@ -8,7 +8,7 @@ use super::report::*;
 use super::world::*;
 
 /// Runs the soak; the report (whose `violations` must be empty).
-pub(crate) async fn run(config: SoakConfig) -> SoakReport {
+pub async fn run(config: SoakConfig) -> SoakReport {
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(config.seed);
     let mut report = SoakReport {

@@ -1,7 +1,7 @@
 //! A seeded, randomized fault soak against the scripted broker.
 //!
 //! Rounds, each on a small world (a scripted cluster of three brokers, a
-//! WAL topic of three partitions written by one [`WalWriter`] per
+//! WAL topic of three partitions written by one [`WalWriter`](walfetch::writer::WalWriter) per
 //! partition, their indexes): random faults are queued (connection cuts
 //! before, during and after a response, partial and oversized frames,
 //! leader moves, slow and throttled responses, retriable and fatal error
@@ -28,14 +28,13 @@
 //! in the log unless its error says it may be.
 //!
 //! Memory is measured two ways: the replay core's own account
-//! ([`ReplayStats::peak_buffered_bytes`]: buffered records plus the limits
+//! ([`ReplayStats::peak_buffered_bytes`](walfetch::consumer::ReplayStats::peak_buffered_bytes): buffered records plus the limits
 //! of fetches in flight), checked against the cap; and the process's peak
 //! resident set (`VmHWM` of `/proc/self/status`, reset before each round
 //! through `/proc/self/clear_refs`), reported as growth over the level
 //! before the round. The latter counts everything in the process (the
 //! scripted broker's logs and response frames too) and is only a sanity
 //! bound against runaway allocations.
-#![allow(dead_code, clippy::unwrap_used)]
 
 // The soak's shape (topic, partitions, brokers, regions, sizes) and what every part of it uses.
 mod common;
@@ -54,5 +53,5 @@ mod rounds;
 // A produce round: a writer writes to a topic of its own under faults, then its entries are recovered and checked.
 mod produce_round;
 
-pub(crate) use report::SoakConfig;
-pub(crate) use rounds::run;
+pub use report::{SoakConfig, SoakReport};
+pub use rounds::run;

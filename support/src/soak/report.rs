@@ -4,13 +4,13 @@ use super::common::*;
 
 /// What the soak runs.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SoakConfig {
+pub struct SoakConfig {
     /// Seeds every random choice.
-    pub(crate) seed: u64,
+    pub seed: u64,
     /// Stop once at least this many faults fired.
-    pub(crate) faults: u64,
+    pub faults: u64,
     /// Entries per partition of each world.
-    pub(crate) entries_per_partition: usize,
+    pub entries_per_partition: usize,
 }
 
 impl Default for SoakConfig {
@@ -25,53 +25,53 @@ impl Default for SoakConfig {
 
 /// What the soak saw; [`SoakReport::to_json`] prints it.
 #[derive(Debug, Default)]
-pub(crate) struct SoakReport {
+pub struct SoakReport {
     /// The seed.
-    pub(crate) seed: u64,
+    pub seed: u64,
     /// Rounds run.
-    pub(crate) rounds: u64,
+    pub rounds: u64,
     /// Faults that fired, by kind.
-    pub(crate) faults: BTreeMap<String, u64>,
+    pub faults: BTreeMap<String, u64>,
     /// Faults queued that never fired (the round ended first), by kind.
-    pub(crate) unfired: BTreeMap<String, u64>,
+    pub unfired: BTreeMap<String, u64>,
     /// Recoveries run, by shape.
-    pub(crate) replays: BTreeMap<String, u64>,
+    pub replays: BTreeMap<String, u64>,
     /// Entries checked against what was written.
-    pub(crate) entries_checked: u64,
+    pub entries_checked: u64,
     /// Recoveries and writes that ended in an error, by kind.
-    pub(crate) errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<String, u64>,
     /// Entries produced by the writers, acknowledged and failed.
-    pub(crate) produced_acked: u64,
+    pub produced_acked: u64,
     /// Entries whose append failed.
-    pub(crate) produced_failed: u64,
+    pub produced_failed: u64,
     /// Of those, entries found in the log all the same (the broker appended
     /// them, the answer was lost: their errors say they may be written).
-    pub(crate) produced_failed_but_written: u64,
+    pub produced_failed_but_written: u64,
     /// Recoveries under `LostPolicy::Skip` that ended well after skipping
     /// entries retention removed (listed in their stats).
-    pub(crate) ended_well_skipping_lost: u64,
+    pub ended_well_skipping_lost: u64,
     /// Omitted partitions the recoveries counted.
-    pub(crate) omitted: u64,
+    pub omitted: u64,
     /// The highest `peak_buffered_bytes` a recovery reported.
-    pub(crate) peak_buffered_bytes: u64,
+    pub peak_buffered_bytes: u64,
     /// The highest ratio of `peak_buffered_bytes` to the recovery's cap.
-    pub(crate) peak_buffered_over_cap: f64,
+    pub peak_buffered_over_cap: f64,
     /// The largest growth of the peak resident set over a round's start.
-    pub(crate) peak_rss_growth_bytes: u64,
+    pub peak_rss_growth_bytes: u64,
     /// Invariant violations (the soak fails if any).
-    pub(crate) violations: Vec<String>,
+    pub violations: Vec<String>,
     /// Wall time.
-    pub(crate) elapsed: Duration,
+    pub elapsed: Duration,
 }
 
 impl SoakReport {
     /// Faults that fired, all kinds.
-    pub(crate) fn faults_fired(&self) -> u64 {
+    pub fn faults_fired(&self) -> u64 {
         self.faults.values().sum()
     }
 
     /// The report as one JSON object.
-    pub(crate) fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(&self) -> serde_json::Value {
         json!({
             "seed": self.seed,
             "rounds": self.rounds,
