@@ -2,7 +2,7 @@
 //! what it printed.
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 /// The `walfetch` binary a test runs. Only a test of the CLI's package can
@@ -170,12 +170,7 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A directory of this test process, `name` telling tests apart.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("walfetch-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    dir
-}
+pub use crate::temp_dir;
 
 /// `p` as the `&str` a command line takes.
 pub fn path(p: &Path) -> &str {

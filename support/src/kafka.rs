@@ -61,8 +61,7 @@ pub struct NodeCerts {
 /// of this process named for `name`.
 pub fn write_node_certs(ca: &TestCa, hosts: &[&str], name: &str) -> NodeCerts {
     let server = ca.server_cert(hosts).unwrap();
-    let dir = std::env::temp_dir().join(format!("walfetch-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::temp_dir(name);
     let keystore = dir.join("server.pem");
     std::fs::write(&keystore, format!("{}{}", server.key_pem, server.cert_pem)).unwrap();
     let ca_file = dir.join("ca.pem");

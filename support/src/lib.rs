@@ -25,3 +25,12 @@ pub mod wal_log;
 pub mod writers;
 
 pub use produce::{batch_offsets, latest_offset, produce_batches, sample_records, EVERY_CODEC};
+
+/// A directory of this test process (created if missing), `name` telling
+/// its users apart: `walfetch-<pid>-<name>` under the system's temporary
+/// directory.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("walfetch-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}

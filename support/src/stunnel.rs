@@ -71,9 +71,7 @@ impl TlsTansu {
         let broker = TansuBroker::start(&tansu_binary(), Some(&advertised))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let dir =
-            std::env::temp_dir().join(format!("walfetch-stunnel-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temporary directory");
+        let dir = crate::temp_dir(&format!("stunnel-{port}"));
         let cert_file = dir.join("server.pem");
         let key_file = dir.join("server.key");
         std::fs::write(&cert_file, &cert.cert_pem).expect("write certificate");
