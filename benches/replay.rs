@@ -29,7 +29,13 @@
 //!
 //! Every contender connects through a byte-counting TCP proxy on loopback
 //! (the broker advertises the proxy's address), so wire bytes are counted
-//! the same way for all. Every replay's output is checked against the
+//! the same way for all. The proxy can stand for links with a round trip
+//! (`--link-rtt-us`, a list): each workload is written once, then every
+//! scenario runs once per link. The scripted broker can be made to charge
+//! a fixed time per Fetch answer (`--fetch-cost-us`). Every walfetch row
+//! says its wall time over the scan's, and `--gate-scan R` fails the bench
+//! where walfetch's one pass (restart) or its replay with hints (single
+//! region) takes over R times the scan's. Every replay's output is checked against the
 //! written entries, and its wire bytes against the floor (no client can
 //! move fewer under the broker's rules); a wrong contender, or a floor
 //! that is not one, fails the bench.
@@ -44,6 +50,8 @@
 //! cargo bench --bench replay -- --quick      # correctness of every contender, < 2 min
 //! cargo bench --bench replay -- --only restart   # the restart scenario alone
 //! cargo bench --bench replay -- --only restart --restart-index offsets   # with GreptimeDB's index
+//! cargo bench --bench replay -- --link-rtt-us 0,1000,10000   # every scenario over three links
+//! cargo bench --bench replay -- --quick --broker scripted --fetch-cost-us 1000 --gate-scan 1.05   # fails if walfetch is slower than the scan
 //! cargo bench --bench replay -- --help       # every option
 //! ```
 //!
@@ -52,10 +60,11 @@
 
 mod common;
 mod restart;
+mod single;
 
-use common::{contenders, floor, harness, proxy, report, workload};
+use common::{contenders, floor, harness, proxy, report, svg, workload};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,9 +75,9 @@ use walfetch::cluster::NewTopic;
 use walfetch::codec::Compression;
 use walfetch::plan::PlanConfig;
 
-use contenders::{Clients, Contender, RunResult};
+use contenders::Clients;
 use harness::{BrokerKind, Listener, Running};
-use report::Row;
+use report::{Conditions, Row};
 use workload::WorkloadSpec;
 
 /// The replay bench's command line: the flags both benches take, and its
@@ -110,10 +119,27 @@ struct Flags {
     /// planner's own, 150); 0 never merges runs
     #[arg(long = "round-trip-us", value_name = "N")]
     round_trip_us: Option<u64>,
-    /// Stand for a network link: the proxy holds bytes N/2 µs each way (0:
-    /// loopback as it is)
-    #[arg(long = "link-rtt-us", value_name = "N", default_value_t = 0)]
-    link_rtt_us: u64,
+    /// Stand for network links: comma-separated round trips in µs, the
+    /// proxy holding bytes N/2 µs each way (0: loopback as it is); every
+    /// scenario runs once per link, on the same written data
+    #[arg(
+        long = "link-rtt-us",
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = clap::ArgAction::Set,
+        default_value = "0"
+    )]
+    link_rtt_us: Vec<u64>,
+    /// Scripted broker only: hold every Fetch answer N µs (a broker whose
+    /// fetches are dear; tokio's timer rounds the hold up to the next
+    /// millisecond, so 1000 holds 1–2 ms)
+    #[arg(long = "fetch-cost-us", value_name = "N", default_value_t = 0)]
+    fetch_cost_us: u64,
+    /// Fail (exit non-zero) when a `walfetch, one pass` restart row or a
+    /// `walfetch hints` single-region row has a wall time median over R
+    /// times the scan's on the same scenario and link
+    #[arg(long = "gate-scan", value_name = "R")]
+    gate_scan: Option<f64>,
     /// Restart: the index walfetch recovers with, hints (the writer's, with
     /// batch positions) or offsets (offsets only, as GreptimeDB's index
     /// files)
@@ -168,8 +194,14 @@ struct Args {
     workloads: Vec<(Compression, usize, bool)>,
     zipf: f64,
     round_trip: Option<Duration>,
-    /// The round trip the proxy adds, half each way (`--link-rtt-us`).
-    link_rtt: Duration,
+    /// The round trips the proxy adds, half each way, one run of every
+    /// scenario each (`--link-rtt-us`).
+    links: Vec<Duration>,
+    /// What the scripted broker charges per Fetch (`--fetch-cost-us`).
+    fetch_cost: Duration,
+    /// The most walfetch's wall time may be over the scan's
+    /// (`--gate-scan`).
+    gate_scan: Option<f64>,
     /// Restart: walfetch recovers with an index of offsets only.
     restart_offsets_only: bool,
     /// Run only this scenario: `replay` or `restart`.
@@ -199,16 +231,54 @@ impl Args {
                 common.regions
             )));
         }
+        let mut links = Vec::new();
+        for us in flags.link_rtt_us {
+            let link = Duration::from_micros(us);
+            if !links.contains(&link) {
+                links.push(link);
+            }
+        }
+        let fetch_cost = Duration::from_micros(flags.fetch_cost_us);
+        harness::check_fetch_cost(fetch_cost, &common.brokers).map_err(harness::see_help)?;
+        if flags.gate_scan.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(harness::see_help("--gate-scan must be a positive ratio"));
+        }
         Ok(Self {
             common,
             workloads: flags.workloads,
             zipf: flags.zipf,
             round_trip: flags.round_trip_us.map(Duration::from_micros),
-            link_rtt: Duration::from_micros(flags.link_rtt_us),
+            links,
+            fetch_cost,
+            gate_scan: flags.gate_scan,
             restart_offsets_only: flags.restart_index == "offsets",
             only: flags.only,
             partitions,
         })
+    }
+
+    /// The conditions of a run over `link`.
+    fn conditions(&self, link: Duration) -> Conditions {
+        Conditions {
+            link_rtt_us: link.as_micros() as u64,
+            fetch_cost_us: self.fetch_cost.as_micros() as u64,
+        }
+    }
+
+    /// The links, as the tables name them: `loopback, 1 ms, 10 ms`.
+    fn links_label(&self) -> String {
+        let links: Vec<String> = self
+            .links
+            .iter()
+            .map(|&l| {
+                Conditions {
+                    link_rtt_us: l.as_micros() as u64,
+                    fetch_cost_us: 0,
+                }
+                .label()
+            })
+            .collect();
+        links.join(", ")
     }
 
     fn specs(&self) -> Vec<WorkloadSpec> {
@@ -230,17 +300,17 @@ fn run(args: Args) -> Result<(), String> {
     let common = &args.common;
     let started = Instant::now();
     eprintln!(
-        "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender",
+        "replay bench, {} profile: {} regions, {} entries per workload, {} measured run(s) per contender, over {}",
         if common.quick { "quick" } else { "default" },
         common.regions,
         common.entries,
-        common.runs
+        common.runs,
+        args.links_label()
     );
     let mut rows = Vec::new();
     let mut restart_rows = Vec::new();
     let datasets: Vec<String> = harness::on_each_broker(
         &common.brokers,
-        args.link_rtt / 2,
         common.listener,
         |clients, broker, running| {
             clients.block_on(bench_broker(
@@ -260,12 +330,13 @@ fn run(args: Args) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let restart_targets = restart::check_targets(&restart_rows, BrokerKind::Scripted.name(), cores);
     let header = format!(
-        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
+        "## Replay benchmark\n\n`cargo bench --bench replay{}{}{}{}{}{}{}` — {} regions (Zipf {}), {} entries per workload, checkpoint at {:.0} % of the log, rate {}/s, linger {:?}, batch cap {} KiB, seed {}, {} measured run(s) per contender and scenario (each run checked against the written entries); {:.0} s in all.",
         common.quick_flag(),
         args.only.as_ref().map_or_else(String::new, |o| format!(" (--only {o})")),
         args.round_trip.map_or_else(String::new, |rt| format!(" (planner round trip {} µs)", rt.as_micros())),
         if args.restart_offsets_only { " (--restart-index offsets)" } else { "" },
-        if args.link_rtt.is_zero() { String::new() } else { format!(" (link round trip {} µs added by the proxy)", args.link_rtt.as_micros()) },
+        if args.links == [Duration::ZERO] { String::new() } else { format!(" (links: {}; the proxy adds the round trip)", args.links_label()) },
+        if args.fetch_cost.is_zero() { String::new() } else { format!(" (the scripted broker holds every Fetch answer {} µs, tokio's timer rounding up to the next millisecond)", args.fetch_cost.as_micros()) },
         match common.listener { Listener::Plaintext => String::new(), l => format!(" (over {}; wire bytes are what the proxy forwards, TLS records included)", l.name()) },
         common.regions,
         args.zipf,
@@ -288,7 +359,9 @@ fn run(args: Args) -> Result<(), String> {
             "rate": common.rate, "linger_ms": common.linger.as_millis() as u64,
             "batch_bytes": common.batch_bytes, "checkpoint": common.checkpoint,
             "runs": common.runs, "seed": common.seed, "only": args.only,
-            "link_rtt_us": args.link_rtt.as_micros() as u64,
+            "link_rtt_us": args.links.iter().map(|l| l.as_micros() as u64).collect::<Vec<_>>(),
+            "fetch_cost_us": args.fetch_cost.as_micros() as u64,
+            "gate_scan": args.gate_scan,
             "security": common.listener.name(),
         },
         "datasets": datasets,
@@ -297,18 +370,34 @@ fn run(args: Args) -> Result<(), String> {
         "restart": { "rows": restart_rows, "targets": restart_targets },
         "seconds": started.elapsed().as_secs_f64(),
     });
-    let svg = (!rows.is_empty()).then(|| ("replay.svg", report::svg(&rows)));
+    let svg = (!rows.is_empty()).then(|| ("replay.svg", svg::svg(&rows)));
     harness::write_report(
         "replay-bench",
         &md,
         &json,
         svg.into_iter().collect(),
         started,
-    )
+    )?;
+    let Some(limit) = args.gate_scan else {
+        return Ok(());
+    };
+    let slower: Vec<String> = restart::slower_than_scan(&restart_rows, limit)
+        .into_iter()
+        .chain(report::slower_than_scan(&rows, limit))
+        .collect();
+    if slower.is_empty() {
+        eprintln!("--gate-scan {limit}: no walfetch row is over {limit}x the scan's wall time");
+        return Ok(());
+    }
+    Err(format!(
+        "--gate-scan {limit}: {} walfetch row(s) slower than the scan beyond the margin:\n  {}",
+        slower.len(),
+        slower.join("\n  ")
+    ))
 }
 
 /// Writes every workload to `broker`, reached through `running`'s proxy
-/// with its security, and runs every scenario on it.
+/// with its security, and runs every scenario on it once per link.
 async fn bench_broker(
     broker: BrokerKind,
     running: &Running,
@@ -318,6 +407,8 @@ async fn bench_broker(
 ) -> Result<Vec<String>, String> {
     let name = broker.name();
     let proxy = &running.proxy;
+    proxy.set_link_rtt(Duration::ZERO);
+    running.set_fetch_cost(Duration::ZERO)?;
     let cluster = running.connect(name).await?;
     let mut datasets = Vec::new();
     for spec in args.specs() {
@@ -349,22 +440,6 @@ async fn bench_broker(
         );
         eprintln!("{info}");
         datasets.push(info);
-        // The link as the planner's cost model sees it (through the proxy).
-        let link = measure_link(&cluster, &topic, 0, 20)
-            .await
-            .map_err(|e| format!("{name}: measuring the link: {e}"))?;
-        let link_info = format!(
-            "{name}, {}: link through the proxy: round trip {} µs (median of {}), bandwidth {}; the planner's default model: {} µs, {:.0} MB/s",
-            spec.name,
-            link.round_trip.as_micros(),
-            link.samples,
-            link.bytes_per_second
-                .map_or_else(|| "not measured".into(), |b| format!("{:.0} MB/s", b / 1e6)),
-            PlanConfig::default().cost.round_trip.as_micros(),
-            PlanConfig::default().cost.bytes_per_second / 1e6,
-        );
-        eprintln!("{link_info}");
-        datasets.push(link_info);
 
         // Clients for the replays, warmed up (connections open, metadata
         // known) so that no replay pays for setup. rskafka only for the
@@ -389,92 +464,29 @@ async fn bench_broker(
                 plan
             },
         };
-
-        let picked = if args.runs_scenario("replay") {
-            contenders::scenarios(&topic, &written, args.common.checkpoint)?
-        } else {
-            Vec::new()
-        };
         // A first, unmeasured run per contender (checked like the others)
         // warms caches on both sides, except in the quick profile.
         let warmups = usize::from(!args.common.quick);
-        for scenario in picked {
-            let floor = floor::floor(
-                &layout,
-                scenario.region,
-                scenario.range.clone(),
-                scenario.indexed_end(),
-            )?;
-            let t = Instant::now();
-            let mut results: BTreeMap<Contender, Vec<RunResult>> = BTreeMap::new();
-            let context = |c: Contender| {
-                format!(
-                    "{name} {} {} (region {}, offsets {:?}, last_index {}) {}",
-                    spec.name,
-                    scenario.label(),
-                    scenario.region,
-                    scenario.range,
-                    scenario.last_index,
-                    c.name()
-                )
-            };
-            for run in 0..warmups + args.common.runs {
-                for k in 0..Contender::ALL.len() {
-                    // Rotate the order so no contender always runs first.
-                    let c = Contender::ALL[(k + run) % Contender::ALL.len()];
-                    let result = contenders::run(c, &clients, proxy, &scenario)
-                        .await
-                        .map_err(|e| format!("{}: {e}", context(c)))?;
-                    if let Some(own) = result.consumer_wire_bytes {
-                        if own > result.wire_bytes {
-                            return Err(format!(
-                                "{}: the consumer counted {own} response bytes, the proxy only {}",
-                                context(c),
-                                result.wire_bytes
-                            ));
-                        }
-                    }
-                    floor::check_above(&context(c), result.wire_bytes, floor.wire_bytes_for(name))?;
-                    if run >= warmups {
-                        results.entry(c).or_default().push(result);
-                    }
-                }
-            }
-            for c in Contender::ALL {
-                rows.push(Row::new(
-                    name,
-                    &spec.name,
-                    &scenario,
-                    c,
-                    floor,
-                    &results[&c],
-                ));
-            }
-            let hints = rows.last().map(|r| (r.amp_floor, r.fetches));
-            eprintln!(
-                "  {} {:<16} region {:>3}: {} entries, floor {} B; hints {:.3}x floor, {} fetches; {:.1} s",
-                spec.name,
-                scenario.label(),
-                scenario.region,
-                scenario.expected.len(),
-                floor.kafka_bytes,
-                hints.map_or(0.0, |h| h.0),
-                hints.map_or(0, |h| h.1),
-                t.elapsed().as_secs_f64()
-            );
-        }
-        if args.runs_scenario("restart") {
-            let setup = restart::Setup {
-                broker: name,
-                cluster: &cluster,
-                proxy,
-                plan: clients.plan,
-                runs: args.common.runs,
-                warmups,
-                seed: args.common.seed,
-                partitions: &args.partitions,
-                offsets_only: args.restart_offsets_only,
-            };
+
+        // Everything is written before the first measurement: each link
+        // then replays the same data.
+        let picked = if args.runs_scenario("replay") {
+            single::pick(&topic, &written, &layout, args.common.checkpoint)?
+        } else {
+            Vec::new()
+        };
+        let restart_setup = restart::Setup {
+            broker: name,
+            cluster: &cluster,
+            proxy,
+            plan: clients.plan,
+            runs: args.common.runs,
+            warmups,
+            seed: args.common.seed,
+            partitions: &args.partitions,
+            offsets_only: args.restart_offsets_only,
+        };
+        let restarts = if args.runs_scenario("restart") {
             let workload = restart::Workload {
                 spec: &spec,
                 planned: &planned,
@@ -482,8 +494,56 @@ async fn bench_broker(
                 written: &written,
                 layout: &layout,
             };
-            restart::bench(&setup, &workload, restart_rows, &mut datasets).await?;
+            restart::prepare(&restart_setup, &workload, &mut datasets).await?
+        } else {
+            Vec::new()
+        };
+        let single_setup = single::Setup {
+            broker: name,
+            workload: &spec.name,
+            clients: &clients,
+            proxy,
+            runs: args.common.runs,
+            warmups,
+        };
+
+        running.set_fetch_cost(args.fetch_cost)?;
+        for &link in &args.links {
+            proxy.set_link_rtt(link);
+            let conditions = args.conditions(link);
+            // The link as the planner's cost model sees it (through the
+            // proxy, the fetch cost included).
+            let measured = measure_link(&cluster, &topic, 0, 20)
+                .await
+                .map_err(|e| format!("{name}, {}: measuring the link: {e}", conditions.label()))?;
+            let link_info = format!(
+                "{name}, {}, {}: link through the proxy: round trip {} µs (median of {}), bandwidth {}; the planner's default model: {} µs, {:.0} MB/s",
+                spec.name,
+                conditions.label(),
+                measured.round_trip.as_micros(),
+                measured.samples,
+                measured
+                    .bytes_per_second
+                    .map_or_else(|| "not measured".into(), |b| format!("{:.0} MB/s", b / 1e6)),
+                PlanConfig::default().cost.round_trip.as_micros(),
+                PlanConfig::default().cost.bytes_per_second / 1e6,
+            );
+            eprintln!("{link_info}");
+            datasets.push(link_info);
+            single::bench(&single_setup, &picked, conditions, rows).await?;
+            restart::bench(&restart_setup, &spec, &restarts, conditions, restart_rows).await?;
         }
+        if let Some(held) = running.fetch_cost_fired() {
+            let info = format!(
+                "{name}, {}: the fetch cost held {held} Fetch answers {} µs each",
+                spec.name,
+                args.fetch_cost.as_micros()
+            );
+            eprintln!("{info}");
+            datasets.push(info);
+        }
+        running.set_fetch_cost(Duration::ZERO)?;
+        proxy.set_link_rtt(Duration::ZERO);
     }
     Ok(datasets)
 }

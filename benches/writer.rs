@@ -153,7 +153,6 @@ fn run(args: Args) -> Result<(), String> {
     let mut round_trips = BTreeMap::new();
     let per_broker = harness::on_each_broker(
         &common.brokers,
-        Duration::ZERO,
         common.listener,
         |clients, broker, running| {
             let (w, r, rt) = clients.block_on(bench_broker(broker, running, &args))?;
@@ -231,7 +230,15 @@ async fn replay_costs(
                     runs.push(result);
                 }
             }
-            let row = Row::new(broker, layout_name, &scenario, contender, floor, &runs);
+            let row = Row::new(
+                broker,
+                report::Conditions::default(),
+                layout_name,
+                &scenario,
+                contender,
+                floor,
+                &runs,
+            );
             eprintln!(
                 "  {broker} {layout_name:<38} {:<6} region {:>3} {:<28}: {:.3}x own, {} fetches, {} round trips",
                 row.class, row.region, row.contender, row.amp_own, row.fetches, row.round_trips

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::error::ErrorKind;
+use kafka_protocol::messages::ApiKey;
 use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{ClientBuilder, Credentials, SaslConfig as RskafkaSasl};
 use rustls_pki_types::pem::PemObject;
@@ -20,7 +21,7 @@ use walfetch::codec::Compression;
 use walfetch::connection::{SaslConfig, Security, TlsConfig};
 use walfetch_brokers::kafka::{find_kafka, KafkaCluster, KafkaConfig};
 use walfetch_brokers::tansu::{find_tansu, TansuBroker};
-use walfetch_testkit::{SaslServer, ScriptedCluster, ServerTls, TestCa};
+use walfetch_testkit::{Fault, FaultAction, SaslServer, ScriptedCluster, ServerTls, TestCa};
 
 use crate::proxy::{self, Proxy};
 use crate::workload::WorkloadSpec;
@@ -334,6 +335,18 @@ pub(crate) fn check_listener(listener: Listener, brokers: &[BrokerKind]) -> Resu
     }
 }
 
+/// Whether a bench may charge `cost` per Fetch on `brokers`: the scripted
+/// broker only, which the bench scripts ([`Running::set_fetch_cost`]).
+pub(crate) fn check_fetch_cost(cost: Duration, brokers: &[BrokerKind]) -> Result<(), String> {
+    match cost.is_zero() || brokers == [BrokerKind::Scripted] {
+        true => Ok(()),
+        false => Err(FETCH_COST_BROKERS.to_owned()),
+    }
+}
+
+/// Why a fetch cost was refused.
+const FETCH_COST_BROKERS: &str = "--fetch-cost-us: with --broker scripted only (the bench scripts the in-process broker; Kafka and Tansu answer as they do)";
+
 /// The bench's SASL user.
 const USER: (&str, &str) = ("wal-reader", "wal-reader-secret");
 
@@ -351,12 +364,43 @@ pub(crate) struct Running {
 
 impl Running {
     /// The in-process scripted broker, when that is the one running.
-    #[allow(
-        dead_code,
-        reason = "the writer bench's; the replay bench keeps its logs"
-    )]
     pub(crate) fn scripted(&self) -> Option<&ScriptedCluster> {
         self._broker.downcast_ref()
+    }
+
+    /// Makes the scripted broker hold every Fetch answer `cost` once it
+    /// has read the records (a tokio sleep: it rounds up to the next
+    /// millisecond), as a broker whose fetches are dear; zero takes that
+    /// back. Any other fault scripted on it is cleared. An error on any
+    /// other broker, unless `cost` is zero.
+    pub(crate) fn set_fetch_cost(&self, cost: Duration) -> Result<(), String> {
+        let Some(scripted) = self.scripted() else {
+            return match cost.is_zero() {
+                true => Ok(()),
+                false => Err(FETCH_COST_BROKERS.to_owned()),
+            };
+        };
+        scripted.clear_faults();
+        if !cost.is_zero() {
+            scripted.script(
+                Fault::on(ApiKey::Fetch)
+                    .times(u32::MAX)
+                    .then(FaultAction::Delay(cost)),
+            );
+        }
+        Ok(())
+    }
+
+    /// How many Fetch answers the fetch cost ([`Running::set_fetch_cost`])
+    /// has held since it was set; `None` when none is set (or it no longer
+    /// fires: it was scripted to fire `u32::MAX` times).
+    pub(crate) fn fetch_cost_fired(&self) -> Option<u32> {
+        let scripted = self.scripted()?;
+        scripted
+            .pending_faults()
+            .iter()
+            .find(|f| matches!(f.action(), FaultAction::Delay(_)))
+            .map(|f| u32::MAX - f.remaining())
     }
 
     /// walfetch's cluster client, connected through the proxy with the
@@ -433,19 +477,19 @@ pub(crate) async fn rskafka_partition(
 }
 
 /// Runs `bench` on each of `brokers` in turn, each started (see [`start`])
-/// behind the proxy, holding bytes `one_way` each way, reached through
-/// `listener`, and kept alive until its figures are in; `bench` gets the
-/// clients' runtime to run on. Their results, in the order of `brokers`.
+/// behind the proxy (loopback until the bench sets a link on it), reached
+/// through `listener`, and kept alive until its figures are in; `bench`
+/// gets the clients' runtime to run on. Their results, in the order of
+/// `brokers`.
 pub(crate) fn on_each_broker<T>(
     brokers: &[BrokerKind],
-    one_way: Duration,
     listener: Listener,
     mut bench: impl FnMut(&Runtime, BrokerKind, &Running) -> Result<T, String>,
 ) -> Result<Vec<T>, String> {
     let (infra, clients) = runtimes()?;
     let mut out = Vec::with_capacity(brokers.len());
     for &broker in brokers {
-        let running = start(broker, &infra, &clients, one_way, listener)?;
+        let running = start(broker, &infra, &clients, listener)?;
         let result = bench(&clients, broker, &running);
         drop(running);
         out.push(result?);
@@ -454,15 +498,12 @@ pub(crate) fn on_each_broker<T>(
 }
 
 /// Starts `broker` (the scripted one on `infra`, Kafka and Tansu as
-/// processes) with
-/// the proxy in front of it, the address clients are given, holding bytes
-/// `one_way` in each direction (zero: plain loopback), and reached through
-/// `listener` (the scripted broker only, so far).
+/// processes) with the proxy in front of it, the address clients are
+/// given, reached through `listener` (the scripted broker only, so far).
 fn start(
     broker: BrokerKind,
     infra: &Runtime,
     clients: &Runtime,
-    one_way: Duration,
     listener: Listener,
 ) -> Result<Running, String> {
     check_listener(listener, &[broker])?;
@@ -528,7 +569,7 @@ fn start(
         }
     };
     Ok(Running {
-        proxy: Proxy::start(socket, upstream, infra.handle(), one_way),
+        proxy: Proxy::start(socket, upstream, infra.handle()),
         security,
         listener,
         ca_pem,

@@ -13,10 +13,13 @@
 //! microseconds late at most, where tokio's timers round up to the next
 //! millisecond). Reading goes on meanwhile, so the link delays bytes
 //! without limiting how many are on their way, as a real link's latency
-//! does. Bandwidth is loopback's.
+//! does. Bandwidth is loopback's. The round trip can be changed while the
+//! proxy runs ([`Proxy::set_link_rtt`]): each chunk is held what the link
+//! holds when it is read, so one run measures several links over the same
+//! connections.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +41,9 @@ struct Counters {
 pub(crate) struct Proxy {
     addr: SocketAddr,
     counters: Arc<Counters>,
+    /// How long each direction holds a chunk, in nanoseconds (0: not at
+    /// all), read by every connection for every chunk.
+    one_way_ns: Arc<AtomicU64>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
@@ -51,27 +57,27 @@ pub(crate) async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
 
 impl Proxy {
     /// Serves `listener` on `runtime`, forwarding every connection to
-    /// `upstream`, each direction's bytes held `one_way` (zero: forwarded
-    /// as soon as read).
-    pub(crate) fn start(
-        listener: TcpListener,
-        upstream: SocketAddr,
-        runtime: &Handle,
-        one_way: Duration,
-    ) -> Self {
+    /// `upstream`, as loopback is until [`Proxy::set_link_rtt`] says
+    /// otherwise.
+    pub(crate) fn start(listener: TcpListener, upstream: SocketAddr, runtime: &Handle) -> Self {
         let addr = listener
             .local_addr()
             .expect("a bound listener has an address");
         let counters = Arc::new(Counters::default());
+        let one_way_ns = Arc::new(AtomicU64::new(0));
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let accept = {
             let counters = Arc::clone(&counters);
+            let one_way_ns = Arc::clone(&one_way_ns);
             let tasks = Arc::clone(&tasks);
             let runtime = runtime.clone();
             runtime.clone().spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let counters = Arc::clone(&counters);
-                    let handle = runtime.clone();
+                    let link = Link {
+                        one_way_ns: Arc::clone(&one_way_ns),
+                        runtime: runtime.clone(),
+                    };
                     let conn = runtime.spawn(async move {
                         let Ok(broker) = TcpStream::connect(upstream).await else {
                             return;
@@ -82,10 +88,6 @@ impl Proxy {
                         let (client_read, client_write) = client.into_split();
                         let (broker_read, broker_write) = broker.into_split();
                         let c = Arc::clone(&counters);
-                        let link = Link {
-                            one_way,
-                            runtime: handle,
-                        };
                         let up = tokio::spawn({
                             let link = link.clone();
                             async move {
@@ -103,8 +105,17 @@ impl Proxy {
         Self {
             addr,
             counters,
+            one_way_ns,
             tasks,
         }
+    }
+
+    /// Makes the proxy stand for a link of round trip `rtt`, half of it
+    /// each way (zero: loopback as it is), from the next chunk any
+    /// connection reads on; chunks already held keep their time.
+    pub(crate) fn set_link_rtt(&self, rtt: Duration) {
+        let one_way = u64::try_from((rtt / 2).as_nanos()).unwrap_or(u64::MAX);
+        self.one_way_ns.store(one_way, Ordering::SeqCst);
     }
 
     /// `127.0.0.1:PORT`: where clients connect.
@@ -143,68 +154,100 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// How a direction of a connection forwards its bytes.
 #[derive(Clone)]
 struct Link {
-    /// How long each chunk is held; zero forwards it at once.
-    one_way: Duration,
+    /// The proxy's hold, in nanoseconds: see [`Proxy::set_link_rtt`].
+    one_way_ns: Arc<AtomicU64>,
     /// The runtime the delayed writes run on.
     runtime: Handle,
 }
 
+impl Link {
+    /// How long a chunk read now is held.
+    fn one_way(&self) -> Duration {
+        Duration::from_nanos(self.one_way_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// A direction's write half, shared by its pump and its delay line.
+type Shared = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+
 /// Copies `from` to `to` until either side closes, counting the bytes as
-/// they are read, through a delay line when the link has one.
+/// they are read. A chunk goes straight on while the link holds nothing
+/// and no held chunk is still on its way (so that bytes stay in order);
+/// otherwise through the direction's delay line, started when first
+/// needed.
 async fn pump(mut from: OwnedReadHalf, to: OwnedWriteHalf, counter: &AtomicU64, link: Link) {
-    let mut to = if link.one_way.is_zero() {
-        Sink::Direct(to)
-    } else {
-        Sink::Delayed(delay_line(to, link))
-    };
+    let to: Shared = Arc::new(tokio::sync::Mutex::new(to));
+    let mut line: Option<DelayLine> = None;
     let mut buf = vec![0u8; 256 << 10];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        let read = Instant::now();
         counter.fetch_add(n as u64, Ordering::SeqCst);
-        let forwarded = match &mut to {
-            Sink::Direct(to) => to.write_all(&buf[..n]).await.is_ok(),
-            Sink::Delayed(line) => line.send((Instant::now(), buf[..n].to_vec())).is_ok(),
+        let one_way = link.one_way();
+        let forwarded = if one_way.is_zero() && line.as_ref().is_none_or(DelayLine::idle) {
+            to.lock().await.write_all(&buf[..n]).await.is_ok()
+        } else {
+            line.get_or_insert_with(|| DelayLine::start(Arc::clone(&to), link.runtime.clone()))
+                .send(read + one_way, &buf[..n])
         };
         if !forwarded {
             break;
         }
     }
     // A delay line shuts its side down once it has written what it holds.
-    if let Sink::Direct(mut to) = to {
-        let _ = to.shutdown().await;
+    if line.is_none() {
+        let _ = to.lock().await.shutdown().await;
     }
 }
 
-/// Where a direction's bytes go once read.
-enum Sink {
-    Direct(OwnedWriteHalf),
-    /// Chunks with the time they were read, to a [`delay_line`].
-    Delayed(mpsc::Sender<(Instant, Vec<u8>)>),
+/// A thread that writes each chunk it is sent to a direction's write half
+/// once the chunk is due, in order.
+struct DelayLine {
+    /// Chunks with the time they are due.
+    chunks: mpsc::Sender<(Instant, Vec<u8>)>,
+    /// Chunks sent and not yet written.
+    pending: Arc<AtomicUsize>,
 }
 
-/// Starts a thread that writes each chunk it is sent to `to` once
-/// `link.one_way` has passed since the chunk was read, in order, and shuts
-/// `to` down when the sender is dropped (the other side closed) or a write
-/// fails.
-fn delay_line(mut to: OwnedWriteHalf, link: Link) -> mpsc::Sender<(Instant, Vec<u8>)> {
-    let (line, chunks) = mpsc::channel::<(Instant, Vec<u8>)>();
-    std::thread::Builder::new()
-        .name("proxy-link".into())
-        .spawn(move || {
-            while let Ok((read, chunk)) = chunks.recv() {
-                let wait = (read + link.one_way).saturating_duration_since(Instant::now());
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
+impl DelayLine {
+    /// Starts the thread; it shuts `to` down when the line is dropped (the
+    /// other side closed) or a write fails.
+    fn start(to: Shared, runtime: Handle) -> Self {
+        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let written = Arc::clone(&pending);
+        std::thread::Builder::new()
+            .name("proxy-link".into())
+            .spawn(move || {
+                while let Ok((at, chunk)) = due.recv() {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    if !wait.is_zero() {
+                        std::thread::sleep(wait);
+                    }
+                    let write = runtime.block_on(async { to.lock().await.write_all(&chunk).await });
+                    if write.is_err() {
+                        break;
+                    }
+                    written.fetch_sub(1, Ordering::SeqCst);
                 }
-                if link.runtime.block_on(to.write_all(&chunk)).is_err() {
-                    break;
-                }
-            }
-            let _ = link.runtime.block_on(to.shutdown());
-        })
-        .expect("the OS starts a thread");
-    line
+                let _ = runtime.block_on(async { to.lock().await.shutdown().await });
+            })
+            .expect("the OS starts a thread");
+        Self { chunks, pending }
+    }
+
+    /// Whether every chunk sent has been written.
+    fn idle(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
+    }
+
+    /// Hands `chunk` to the thread, to be written at `at`; false once the
+    /// thread has stopped.
+    fn send(&self, at: Instant, chunk: &[u8]) -> bool {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.chunks.send((at, chunk.to_vec())).is_ok()
+    }
 }

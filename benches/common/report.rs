@@ -1,5 +1,5 @@
-//! Figures, targets and the three outputs: a markdown table, a JSON file of
-//! every figure, and an SVG plot.
+//! Figures, targets and two of the three outputs: a markdown table and a
+//! JSON file of every figure (the SVG plot is `svg.rs`'s).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,11 +10,49 @@ use serde::Serialize;
 use crate::contenders::{Contender, RunResult, Scenario};
 use crate::floor::Floor;
 
+/// What a row ran over besides the broker: the round trip the proxy added
+/// and what the scripted broker charged per Fetch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub(crate) struct Conditions {
+    /// The link's added round trip (`--link-rtt-us`), 0 on loopback.
+    pub(crate) link_rtt_us: u64,
+    /// How long the scripted broker held each Fetch answer
+    /// (`--fetch-cost-us`).
+    pub(crate) fetch_cost_us: u64,
+}
+
+impl Conditions {
+    /// Its name in the tables: `loopback`, `1 ms`, `250 µs`, and `, fetch
+    /// cost 1 ms` when fetches cost.
+    pub(crate) fn label(self) -> String {
+        let link = match self.link_rtt_us {
+            0 => "loopback".to_owned(),
+            us => micros(us),
+        };
+        match self.fetch_cost_us {
+            0 => link,
+            us => format!("{link}, fetch cost {}", micros(us)),
+        }
+    }
+}
+
+/// `us` µs as the tables say it: `250 µs`, `1 ms`, `1.5 ms`.
+pub(crate) fn micros(us: u64) -> String {
+    match us {
+        us if us < 1000 => format!("{us} µs"),
+        us if us % 1000 == 0 => format!("{} ms", us / 1000),
+        us => format!("{:.1} ms", us as f64 / 1e3),
+    }
+}
+
 /// Every figure of one contender on one scenario.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Row {
     pub(crate) broker: String,
     pub(crate) workload: String,
+    /// The link and fetch cost it ran over.
+    #[serde(flatten)]
+    pub(crate) conditions: Conditions,
     pub(crate) class: String,
     pub(crate) index_mode: String,
     pub(crate) region: u64,
@@ -52,6 +90,9 @@ pub(crate) struct Row {
     pub(crate) wall_ms: f64,
     pub(crate) wall_ms_min: f64,
     pub(crate) wall_ms_max: f64,
+    /// The wall time median over the scan's on the same scenario, for
+    /// walfetch with offsets and with hints ([`set_over_scan`]).
+    pub(crate) wall_over_scan: Option<f64>,
     /// Median time to the region's first entry.
     pub(crate) time_to_first_ms: Option<f64>,
     /// Median peak buffered bytes.
@@ -150,9 +191,11 @@ impl std::fmt::Display for Table {
 }
 
 impl Row {
-    /// Summarises the measured runs of `contender` on `scenario`.
+    /// Summarises the measured runs of `contender` on `scenario`, run
+    /// over `conditions`.
     pub(crate) fn new(
         broker: &str,
+        conditions: Conditions,
         workload: &str,
         scenario: &Scenario,
         contender: Contender,
@@ -167,6 +210,7 @@ impl Row {
         let last = runs.last().cloned().unwrap_or_default();
         Row {
             broker: broker.into(),
+            conditions,
             workload: workload.into(),
             class: scenario.class.into(),
             index_mode: scenario.index_mode.into(),
@@ -197,6 +241,7 @@ impl Row {
             wall_ms: wall.median,
             wall_ms_min: wall.min,
             wall_ms_max: wall.max,
+            wall_over_scan: None,
             time_to_first_ms: (!ttfe.is_empty()).then(|| ms(median(ttfe))),
             peak_buffered_bytes: median(runs.iter().map(|r| r.peak_buffered).collect()),
             runs: runs.len(),
@@ -204,9 +249,11 @@ impl Row {
         }
     }
 
-    fn scenario_key(&self) -> (String, String, String, String) {
+    /// The scenario it ran: broker, conditions, workload, class, index mode.
+    pub(crate) fn scenario_key(&self) -> (String, Conditions, String, String, String) {
         (
             self.broker.clone(),
+            self.conditions,
             self.workload.clone(),
             self.class.clone(),
             self.index_mode.clone(),
@@ -214,11 +261,64 @@ impl Row {
     }
 }
 
+/// Sets `wall_over_scan` on the walfetch rows (offsets and hints) of
+/// `rows`, one scenario's, against its scan row.
+pub(crate) fn set_over_scan(rows: &mut [Row]) {
+    let Some(scan) = rows
+        .iter()
+        .find(|r| r.contender_kind == Some(Contender::Scan))
+        .map(|r| r.wall_ms)
+    else {
+        return;
+    };
+    for r in rows.iter_mut().filter(|r| {
+        matches!(
+            r.contender_kind,
+            Some(Contender::OffsetsOnly | Contender::Hints)
+        )
+    }) {
+        r.wall_over_scan = Some(r.wall_ms / scan.max(1e-9));
+    }
+}
+
+/// The walfetch hints rows whose wall time median is over `limit` times
+/// the scan's on the same scenario (`--gate-scan`), each said with both
+/// medians.
+pub(crate) fn slower_than_scan(rows: &[Row], limit: f64) -> Vec<String> {
+    let scans: BTreeMap<_, f64> = rows
+        .iter()
+        .filter(|r| r.contender_kind == Some(Contender::Scan))
+        .map(|r| (r.scenario_key(), r.wall_ms))
+        .collect();
+    rows.iter()
+        .filter(|r| r.contender_kind == Some(Contender::Hints))
+        .filter_map(|r| {
+            let scan = *scans.get(&r.scenario_key())?;
+            let ratio = r.wall_ms / scan.max(1e-9);
+            (ratio > limit).then(|| {
+                format!(
+                    "{}, {}, {} {} {} (r{}): walfetch hints {:.1} ms (median) against the scan's {scan:.1} ms: {ratio:.3}x > {limit}",
+                    r.broker,
+                    r.conditions.label(),
+                    r.workload,
+                    r.class,
+                    r.index_mode,
+                    r.region,
+                    r.wall_ms,
+                )
+            })
+        })
+        .collect()
+}
+
 /// Where one target stands on one scenario.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct TargetCheck {
     pub(crate) target: &'static str,
     pub(crate) broker: String,
+    /// The link and fetch cost it ran over.
+    #[serde(flatten)]
+    pub(crate) conditions: Conditions,
     pub(crate) workload: String,
     pub(crate) scenario: String,
     /// The measured ratio.
@@ -238,7 +338,7 @@ pub(crate) struct TargetCheck {
 }
 
 /// The targets of the issue, checked on every scenario they apply to.
-pub(crate) const TARGETS: [&str; 11] = [
+pub(crate) const TARGETS: [&str; 13] = [
     "hints: wire bytes <= 1.02x floor (Kafka-rules broker)",
     "hints: fetches <= 1.1x runs of wanted batches",
     "offsets only: wire bytes <= 1.3x floor (Kafka-rules broker)",
@@ -250,6 +350,8 @@ pub(crate) const TARGETS: [&str; 11] = [
     "offsets only: fewer round trips than estimate/rskafka",
     "wall time: walfetch (hints and offsets) <= estimate/rskafka",
     "wall time: walfetch hints <= the fastest other contender",
+    "walfetch hints ÷ scan, wall time: <= 1.05",
+    "walfetch offsets ÷ scan, wall time: <= 1.05",
 ];
 
 /// Evaluates [`TARGETS`] over `rows`.
@@ -264,7 +366,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
         }
     }
     let mut out = Vec::new();
-    for ((broker, workload, class, mode), rows) in &by_scenario {
+    for ((broker, conditions, workload, class, mode), rows) in &by_scenario {
         // What no client can go below on the wire, against the floor: the
         // floor with each fetch's response framing; it bounds the targets
         // on wire bytes over the floor.
@@ -275,6 +377,7 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
             out.push(TargetCheck {
                 target,
                 broker: broker.clone(),
+                conditions: *conditions,
                 workload: workload.clone(),
                 scenario: format!("{class} {mode}"),
                 value,
@@ -330,6 +433,10 @@ pub(crate) fn check_targets(rows: &[Row], kafka_rules_broker: &str) -> Vec<Targe
             .fold(f64::INFINITY, f64::min);
         if fastest_other.is_finite() {
             push(TARGETS[10], hints.wall_ms / fastest_other.max(1e-9), 1.0);
+        }
+        if let Some(scan) = rows.get(&Contender::Scan) {
+            push(TARGETS[11], hints.wall_ms / scan.wall_ms.max(1e-9), 1.05);
+            push(TARGETS[12], offsets.wall_ms / scan.wall_ms.max(1e-9), 1.05);
         }
     }
     // "Fewer" is strict: equal is not met.
@@ -391,7 +498,7 @@ pub(crate) fn markdown(
         &mut s,
         rows,
         |r| &r.broker,
-        "workload | scenario | contender | entries: | wire: | floor: | ×floor: | ×own: | fetches: | round trips: | runs / floor fetches: | wall ms median (min–max): | first entry ms: | peak buffered:",
+        "workload | scenario | link | contender | entries: | wire: | floor: | ×floor: | ×own: | fetches: | round trips: | runs / floor fetches: | wall ms median (min–max): | ÷ scan wall: | first entry ms: | peak buffered:",
         |r| {
             let wall = Spread {
                 median: r.wall_ms,
@@ -401,6 +508,7 @@ pub(crate) fn markdown(
             vec![
                 r.workload.clone(),
                 format!("{} {} (r{})", r.class, r.index_mode, r.region),
+                r.conditions.label(),
                 r.contender.clone(),
                 r.entries.to_string(),
                 bytes(r.wire_bytes),
@@ -411,6 +519,8 @@ pub(crate) fn markdown(
                 r.round_trips.to_string(),
                 format!("{} / {}", r.floor.runs, r.floor.kafka_fetches),
                 wall.cell(1),
+                r.wall_over_scan
+                    .map_or_else(|| "—".into(), |x| format!("{x:.3}")),
                 r.time_to_first_ms
                     .map_or_else(|| "—".into(), |t| format!("{t:.1}")),
                 bytes(r.peak_buffered_bytes),
@@ -419,7 +529,7 @@ pub(crate) fn markdown(
     );
     let _ = writeln!(
         s,
-        "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries. The floor counts record bytes only; a miss of a target on wire bytes over the floor says when the floor with each fetch's response framing (the fewest bytes a Fetch response for the partition takes at any version the broker serves, `floor.rs`) is already over the limit: no client can meet it there.\n"
+        "\n`wire`: bytes the proxy carried from the broker to the contender (median of the runs). `floor`: fewest bytes any consumer must receive under Kafka's cutting rules for the region's indexed entries and, past `last_index`, every record (computed from the broker's own batches). `×own`: wire over the region's own record bytes. `link`: the round trip the proxy added (`--link-rtt-us`; `loopback`: none) and, where set, what the scripted broker charged per Fetch answer (`--fetch-cost-us`). `÷ scan wall`: the row's wall time median over the scan's on the same scenario and link (walfetch rows). `round trips`: fetches on the critical path — fetches sent before any of them was answered share one (walfetch keeps up to 4 in flight; the estimate strategy and the scan send one at a time, so theirs equal their fetches). `runs`: maximal runs of adjacent wanted batches; `floor fetches`: the fetches the floor's own plan uses (it splits wherever that saves a byte, ignoring round trips). Medians of the measured runs; every run of every contender was checked against the written entries. The floor counts record bytes only; a miss of a target on wire bytes over the floor says when the floor with each fetch's response framing (the fewest bytes a Fetch response for the partition takes at any version the broker serves, `floor.rs`) is already over the limit: no client can meet it there.\n"
     );
     let _ = writeln!(s, "### Targets\n");
     let mut table = Table::new("target | met: | worst case | worst value: | limit:");
@@ -441,7 +551,13 @@ pub(crate) fn markdown(
                     if met == all.len() { "MET" } else { "NOT MET" },
                     all.len()
                 ),
-                format!("{} {} {}", w.broker, w.workload, w.scenario),
+                format!(
+                    "{} {} {} {}",
+                    w.broker,
+                    w.conditions.label(),
+                    w.workload,
+                    w.scenario
+                ),
                 format!("{:.3}", w.value),
                 format!("{:.2}", w.limit),
             ]);
@@ -460,9 +576,10 @@ pub(crate) fn markdown(
             };
             let _ = writeln!(
                 s,
-                "- {}: {} {} {}: {:.3} vs {:.2} ({:+.1} %){bound}",
+                "- {}: {} {} {} {}: {:.3} vs {:.2} ({:+.1} %){bound}",
                 t.target,
                 t.broker,
+                t.conditions.label(),
                 t.workload,
                 t.scenario,
                 t.value,
@@ -471,188 +588,5 @@ pub(crate) fn markdown(
             );
         }
     }
-    s
-}
-
-/// A power of ten of bytes, for axis ticks: `10 kB`, `1 MB`.
-fn decimal_bytes(v: f64) -> String {
-    match v {
-        v if v >= 1e9 => format!("{} GB", v / 1e9),
-        v if v >= 1e6 => format!("{} MB", v / 1e6),
-        v if v >= 1e3 => format!("{} kB", v / 1e3),
-        v => format!("{v} B"),
-    }
-}
-
-const COLORS: [&str; 6] = [
-    "#9e9e9e", "#ef8a62", "#b2182b", "#67a9cf", "#2166ac", "#1b7837",
-];
-
-/// One grouped bar chart (log scale) per broker and measure: read
-/// amplification against the floor, and wire bytes (the floor as a black
-/// tick).
-pub(crate) fn svg(rows: &[Row]) -> String {
-    let mut brokers: Vec<&str> = rows.iter().map(|r| r.broker.as_str()).collect();
-    brokers.dedup();
-    let mut groups_by_broker: Vec<(&str, Vec<Vec<&Row>>)> = Vec::new();
-    for broker in &brokers {
-        let mut groups: Vec<Vec<&Row>> = Vec::new();
-        for r in rows.iter().filter(|r| r.broker == *broker) {
-            match groups.last_mut() {
-                Some(g) if g[0].scenario_key() == r.scenario_key() => g.push(r),
-                _ => groups.push(vec![r]),
-            }
-        }
-        groups_by_broker.push((broker, groups));
-    }
-    let max_groups = groups_by_broker
-        .iter()
-        .map(|(_, g)| g.len())
-        .max()
-        .unwrap_or(1);
-    let bar = 9.0;
-    let group_w = bar * 5.0 + 12.0;
-    let left = 70.0;
-    let plot_w = group_w * max_groups as f64;
-    let width = left + plot_w + 110.0;
-    let chart_h = 220.0;
-    let label_h = 140.0;
-    let panel_h = chart_h + label_h + 40.0;
-    let height = 60.0 + panel_h * 2.0 * brokers.len() as f64;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="14">walfetch replay benchmark: read amplification and wire bytes per contender and scenario (log scale)</text>"#
-    );
-    for (i, c) in Contender::ALL.iter().enumerate() {
-        let x = left + i as f64 * 150.0;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="42">{}</text>"#,
-            COLORS[i],
-            x + 16.0,
-            c.name()
-        );
-    }
-    let mut y0 = 60.0;
-    for (broker, groups) in &groups_by_broker {
-        for measure in ["amplification vs floor (×)", "wire bytes"] {
-            let value = |r: &Row| {
-                if measure.starts_with("amp") {
-                    r.amp_floor
-                } else {
-                    r.wire_bytes as f64
-                }
-            };
-            let all: Vec<f64> = groups
-                .iter()
-                .flatten()
-                .map(|r| value(r))
-                .chain(
-                    groups
-                        .iter()
-                        .filter(|_| !measure.starts_with("amp"))
-                        .map(|g| g[0].floor.kafka_bytes as f64),
-                )
-                .filter(|v| *v > 0.0)
-                .collect();
-            let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
-            let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
-            // Amplification from 1×; bytes from the decade below the least.
-            let lo = if measure.starts_with("amp") {
-                lo.log10().floor().min(0.0)
-            } else {
-                lo.log10().floor()
-            };
-            let hi = hi.log10().ceil().max(lo + 1.0);
-            let top = y0 + 20.0;
-            let y = |v: f64| top + chart_h * (1.0 - (v.max(1e-9).log10() - lo) / (hi - lo));
-            let _ = writeln!(
-                s,
-                r#"<text x="{left}" y="{}" font-size="13">{broker}: {measure}</text>"#,
-                y0 + 12.0
-            );
-            let mut d = lo as i32;
-            while d <= hi as i32 {
-                let v = 10f64.powi(d);
-                let yy = y(v);
-                let label = if measure.starts_with("amp") {
-                    format!("{v}×")
-                } else {
-                    decimal_bytes(v)
-                };
-                let _ = writeln!(
-                    s,
-                    r##"<line x1="{left}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
-                    left + plot_w,
-                    left - 4.0,
-                    yy + 4.0
-                );
-                d += 1;
-            }
-            for (gi, g) in groups.iter().enumerate() {
-                let gx = left + gi as f64 * group_w + 6.0;
-                for r in g {
-                    let Some(c) = r.contender_kind else { continue };
-                    let ci = Contender::ALL.iter().position(|x| *x == c).unwrap_or(0);
-                    let x = gx + ci as f64 * bar;
-                    let v = value(r);
-                    let yt = y(v);
-                    let _ = writeln!(
-                        s,
-                        r#"<rect x="{x:.1}" y="{yt:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {} {} {}: {}</title></rect>"#,
-                        bar - 1.0,
-                        (top + chart_h - yt).max(0.0),
-                        COLORS[ci],
-                        r.workload,
-                        r.class,
-                        r.index_mode,
-                        r.contender,
-                        if measure.starts_with("amp") {
-                            format!("{v:.3}×")
-                        } else {
-                            bytes(v as u64)
-                        }
-                    );
-                }
-                if measure.starts_with("amp") {
-                    let y1 = y(1.0);
-                    let _ = writeln!(
-                        s,
-                        r#"<line x1="{gx:.1}" x2="{:.1}" y1="{y1:.1}" y2="{y1:.1}" stroke="black"/>"#,
-                        gx + bar * 5.0
-                    );
-                } else {
-                    let yf = y(g[0].floor.kafka_bytes as f64);
-                    let _ = writeln!(
-                        s,
-                        r#"<line x1="{gx:.1}" x2="{:.1}" y1="{yf:.1}" y2="{yf:.1}" stroke="black" stroke-width="2"><title>floor {}</title></line>"#,
-                        gx + bar * 5.0,
-                        bytes(g[0].floor.kafka_bytes)
-                    );
-                }
-                let lx = gx + bar * 2.5;
-                let ly = top + chart_h + 8.0;
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{lx:.1}" y="{ly:.1}" transform="rotate(60 {lx:.1} {ly:.1})">{} {} {}</text>"#,
-                    g[0].workload, g[0].class, g[0].index_mode
-                );
-            }
-            let _ = writeln!(
-                s,
-                r#"<line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="black"/>"#,
-                left + plot_w,
-                top + chart_h,
-                top + chart_h
-            );
-            y0 += panel_h;
-        }
-    }
-    s.push_str("</svg>\n");
     s
 }

@@ -70,6 +70,16 @@ impl RestartContender {
         }
     }
 
+    /// Whether it is walfetch's (region by region or in one pass).
+    pub(super) fn is_walfetch(self) -> bool {
+        matches!(
+            self,
+            RestartContender::Regions
+                | RestartContender::OnePass
+                | RestartContender::OnePassFewestBytes
+        )
+    }
+
     /// Whether it recovers every region in one pass.
     pub(super) fn one_pass(self) -> bool {
         matches!(

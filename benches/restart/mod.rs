@@ -46,12 +46,15 @@ use walfetch::plan::PlanConfig;
 
 use crate::floor::{self, LogLayout};
 use crate::proxy::Proxy;
+use crate::report::Conditions;
 use crate::workload::{PlannedBatch, WorkloadSpec, Written};
 
 pub(crate) use contender::RestartContender;
+use row::set_over_scan;
 pub(crate) use row::RestartRow;
 use run::*;
-pub(crate) use targets::{check_targets, markdown};
+pub(crate) use targets::{check_targets, markdown, slower_than_scan};
+pub(crate) use written::Restart;
 use written::*;
 
 /// The layouts a restart runs on by default: partitions the regions are
@@ -100,22 +103,23 @@ pub(crate) struct Workload<'a> {
     pub(crate) layout: &'a LogLayout,
 }
 
-/// Runs the restart of `workload` on every layout; adds a row per layout
-/// and contender, and a line per dataset written.
-pub(crate) async fn bench(
+/// Lays out the restart of `workload` on every layout of `setup`: the
+/// workload's own partition, or a new topic written over more; adds a
+/// line per dataset written. Each is run by [`bench`], once per link.
+pub(crate) async fn prepare(
     setup: &Setup<'_>,
     workload: &Workload<'_>,
-    rows: &mut Vec<RestartRow>,
     datasets: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<Vec<Restart>, String> {
     let name = setup.broker;
     let spec = workload.spec;
     let fractions = checkpoints(spec.regions, setup.seed);
+    let mut restarts = Vec::with_capacity(setup.partitions.len());
     for &partitions in setup.partitions {
         let t = Instant::now();
-        let (parts, written) = if partitions == 1 {
+        let restart = if partitions == 1 {
             let part = part(workload.topic, 0, workload.written, workload.layout.clone())?;
-            (vec![part], Vec::new())
+            restart(vec![part], &[workload.written], &fractions)?
         } else {
             let topic = format!("{}-{partitions}p", workload.topic);
             let (parts, written) =
@@ -131,17 +135,38 @@ pub(crate) async fn bench(
             );
             eprintln!("{info}");
             datasets.push(info);
-            (parts, written)
+            let written: Vec<&Written> = written.iter().collect();
+            restart(parts, &written, &fractions)?
         };
-        let written: Vec<&Written> = if partitions == 1 {
-            vec![workload.written]
-        } else {
-            written.iter().collect()
-        };
-        let restart = restart(parts, &written, &fractions)?;
+        restarts.push(restart);
+    }
+    Ok(restarts)
+}
+
+/// Runs each of `restarts` (of `spec`, from [`prepare`]) over
+/// `conditions`, the link the proxy stands for now; adds a row per
+/// restart and contender.
+pub(crate) async fn bench(
+    setup: &Setup<'_>,
+    spec: &WorkloadSpec,
+    restarts: &[Restart],
+    conditions: Conditions,
+    rows: &mut Vec<RestartRow>,
+) -> Result<(), String> {
+    let name = setup.broker;
+    for restart in restarts {
+        let partitions = restart.parts.len();
         let t = Instant::now();
         let mut results: BTreeMap<RestartContender, Vec<RestartRun>> = BTreeMap::new();
         let all = RestartContender::ALL;
+        let context = |c: RestartContender| {
+            format!(
+                "{name} {} ({}) restart over {partitions} partition(s), {}",
+                spec.name,
+                conditions.label(),
+                c.name()
+            )
+        };
         for round in 0..setup.warmups + setup.runs {
             for k in 0..all.len() {
                 // Rotate the order so no contender always runs first.
@@ -152,43 +177,33 @@ pub(crate) async fn bench(
                 if (warmup && !c.one_pass()) || (!measured.is_empty() && spent >= RUN_BUDGET) {
                     continue;
                 }
-                let result = run(c, setup, &restart).await.map_err(|e| {
-                    format!(
-                        "{name} {} restart over {partitions} partition(s), {}: {e}",
-                        spec.name,
-                        c.name()
-                    )
-                })?;
+                let result = run(c, setup, restart)
+                    .await
+                    .map_err(|e| format!("{}: {e}", context(c)))?;
                 // Records only: one response may carry several partitions,
                 // so the per-fetch framing of a one-partition floor does not
                 // add up over partitions.
-                floor::check_above(
-                    &format!(
-                        "{name} {} restart over {partitions} partition(s), {}",
-                        spec.name,
-                        c.name()
-                    ),
-                    result.wire_bytes,
-                    restart.floor_bytes(name),
-                )?;
+                floor::check_above(&context(c), result.wire_bytes, restart.floor_bytes(name))?;
                 if !warmup {
                     results.entry(c).or_default().push(result);
                 }
             }
         }
-        let new_rows: Vec<RestartRow> = all
+        let mut new_rows: Vec<RestartRow> = all
             .iter()
             .map(|&c| {
                 RestartRow::new(
                     name,
+                    conditions,
                     &spec.name,
-                    &restart,
+                    restart,
                     c,
                     &results[&c],
                     setup.offsets_only,
                 )
             })
             .collect();
+        set_over_scan(&mut new_rows);
         let Some(one) = new_rows
             .iter()
             .find(|r| r.kind == RestartContender::OnePass)
@@ -196,13 +211,15 @@ pub(crate) async fn bench(
             return Err("no one-pass row".to_owned());
         };
         eprintln!(
-            "  {} restart, {partitions} partition(s): {} regions, {} entries, union floor {} B; one pass {:.3}x floor, {:.0} ms; {:.1} s",
+            "  {} restart, {partitions} partition(s), {}: {} regions, {} entries, union floor {} B; one pass {:.3}x floor, {:.0} ms ({:.3}x the scan's); {:.1} s",
             spec.name,
+            conditions.label(),
             restart.wishes.len(),
             restart.entries(),
             restart.floor_bytes(name),
             one.amp_floor,
             one.total_wall_ms.median,
+            one.wall_over_scan.unwrap_or(f64::NAN),
             t.elapsed().as_secs_f64()
         );
         rows.extend(new_rows);

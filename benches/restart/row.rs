@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::floor::{self, Floor};
-use crate::report::{median, ms, Spread};
+use crate::report::{median, ms, Conditions, Spread};
 
 use super::*;
 
@@ -14,6 +14,9 @@ use super::*;
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RestartRow {
     pub(super) broker: String,
+    /// The link and fetch cost it ran over.
+    #[serde(flatten)]
+    pub(super) conditions: Conditions,
     pub(super) workload: String,
     pub(super) partitions: usize,
     pub(super) contender: String,
@@ -44,6 +47,9 @@ pub(crate) struct RestartRow {
     pub(super) replay_wall_ms: f64,
     /// Wall time until every region was recovered.
     pub(super) total_wall_ms: Spread<f64>,
+    /// walfetch's rows: the total wall time median over the one-pass
+    /// scan's of the same restart ([`set_over_scan`]).
+    pub(super) wall_over_scan: Option<f64>,
     /// CPU time of this process (client, proxy, and the broker when it is
     /// the in-process scripted one) during a run; `None` where unknown.
     pub(super) cpu_ms: Option<f64>,
@@ -93,6 +99,7 @@ impl LearnedLink {
 impl RestartRow {
     pub(super) fn new(
         broker: &str,
+        conditions: Conditions,
         workload: &str,
         restart: &Restart,
         kind: RestartContender,
@@ -105,6 +112,7 @@ impl RestartRow {
         let per_run = |f: fn(&RestartRun) -> u64| median(runs.iter().map(f).collect());
         RestartRow {
             broker: broker.into(),
+            conditions,
             workload: workload.into(),
             partitions: restart.parts.len(),
             contender: kind.label(floor::kafka_rules(broker), offsets_only),
@@ -127,6 +135,7 @@ impl RestartRow {
                     .collect(),
             )),
             total_wall_ms: total.map(ms),
+            wall_over_scan: None,
             cpu_ms: runs
                 .iter()
                 .map(|r| r.cpu)
@@ -137,5 +146,20 @@ impl RestartRow {
             link: kind.one_pass().then(|| LearnedLink::of(runs)),
             runs: runs.len(),
         }
+    }
+}
+
+/// Sets `wall_over_scan` on walfetch's rows of `rows`, one restart's,
+/// against its one-pass scan.
+pub(super) fn set_over_scan(rows: &mut [RestartRow]) {
+    let Some(scan) = rows
+        .iter()
+        .find(|r| r.kind == RestartContender::ScanOnce)
+        .map(|r| r.total_wall_ms.median)
+    else {
+        return;
+    };
+    for r in rows.iter_mut().filter(|r| r.kind.is_walfetch()) {
+        r.wall_over_scan = Some(r.total_wall_ms.median / scan.max(1e-9));
     }
 }

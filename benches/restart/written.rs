@@ -48,7 +48,7 @@ pub(super) struct Wish {
 
 /// Every region of a workload on one layout, and the floor of recovering
 /// them all.
-pub(super) struct Restart {
+pub(crate) struct Restart {
     pub(super) parts: Vec<Part>,
     pub(super) wishes: Vec<Wish>,
     /// Each partition's floor of the union of its regions' wanted records.
