@@ -117,10 +117,11 @@ pub(crate) struct Args {
     /// Do not learn what a fetch costs from the replay's own fetches: plan
     /// with the default cost model, or the one given by `--round-trip-us`
     /// and `--bytes-per-second`, throughout. Learning, the default, starts
-    /// from that model and keeps it unless fetches prove dear (a broker
-    /// that takes longer than a loopback round trip to serve one, pipeline
-    /// full); then it merges runs across other regions' batches at what
-    /// a fetch was measured to cost.
+    /// from that model (with the link's round trip as the first answer
+    /// shows it) and keeps it unless fetches prove dear (a broker that
+    /// takes longer to serve one, pipeline full, than its share of the
+    /// round trip among the fetches in flight); then it merges runs across
+    /// other regions' batches at what a fetch was measured to cost.
     #[arg(long)]
     no_learn_link: bool,
     #[command(flatten)]

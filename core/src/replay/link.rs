@@ -99,8 +99,9 @@ pub struct LinkStats {
     pub measured_per_fetch: Option<Duration>,
     /// The most it was measured to cost after any answer.
     pub dearest_per_fetch: Option<Duration>,
-    /// Answers after which a fetch was dear (it cost more than a loopback
-    /// round trip): the plan then priced fetches at that cost and read
+    /// Answers after which a fetch was dear (it cost more than its share of
+    /// the link's round trip among the fetches in flight, see
+    /// [`LinkEstimator`]): the plan then priced fetches at that cost and read
     /// through gaps to send fewer. Zero: every fetch counted as cheap, and
     /// the starting cost model held throughout.
     pub dear_answers: u64,

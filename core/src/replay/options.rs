@@ -49,10 +49,11 @@ pub struct ReplayOptions {
     /// Learn what a fetch costs on each broker's link from the replay's own
     /// fetches (service time ≈ per-fetch cost + bytes ÷ bandwidth, see
     /// [`super::LinkEstimator`]) and plan with that where fetches prove
-    /// dear: a broker whose fetches cost more than a loopback round trip
-    /// (150 µs, the default cost model's) each, pipeline full (Tansu 0.6:
-    /// about 3 ms), gets fewer, larger fetches; elsewhere the cost model
-    /// stays, whatever round trip it was given.
+    /// dear: a broker whose fetches cost more than their share of the
+    /// link's round trip among the fetches in flight, pipeline full (Tansu
+    /// 0.6: about 3 ms; Apache Kafka on loopback, 20–130 µs), gets fewer,
+    /// larger fetches; elsewhere the cost model stays, with the link's
+    /// round trip as its first answer showed it where that is longer.
     /// Default: on. Off, the cost model is kept as given.
     pub learn_link: bool,
     /// Fetches in flight at once, over the whole replay (every partition
