@@ -285,28 +285,21 @@ pub(crate) fn set_over_scan(rows: &mut [Row]) {
 /// the scan's on the same scenario (`--gate-scan`), each said with both
 /// medians.
 pub(crate) fn slower_than_scan(rows: &[Row], limit: f64) -> Vec<String> {
-    let scans: BTreeMap<_, f64> = rows
-        .iter()
-        .filter(|r| r.contender_kind == Some(Contender::Scan))
-        .map(|r| (r.scenario_key(), r.wall_ms))
-        .collect();
     rows.iter()
         .filter(|r| r.contender_kind == Some(Contender::Hints))
         .filter_map(|r| {
-            let scan = *scans.get(&r.scenario_key())?;
-            let ratio = r.wall_ms / scan.max(1e-9);
-            (ratio > limit).then(|| {
-                format!(
-                    "{}, {}, {} {} {} (r{}): walfetch hints {:.1} ms (median) against the scan's {scan:.1} ms: {ratio:.3}x > {limit}",
-                    r.broker,
-                    r.conditions.label(),
-                    r.workload,
-                    r.class,
-                    r.index_mode,
-                    r.region,
-                    r.wall_ms,
-                )
-            })
+            let ratio = r.wall_over_scan.filter(|&ratio| ratio > limit)?;
+            Some(format!(
+                "{}, {}, {} {} {} (r{}): walfetch hints {:.1} ms (median) against the scan's {:.1} ms: {ratio:.3}x > {limit}",
+                r.broker,
+                r.conditions.label(),
+                r.workload,
+                r.class,
+                r.index_mode,
+                r.region,
+                r.wall_ms,
+                r.wall_ms / ratio,
+            ))
         })
         .collect()
 }

@@ -113,35 +113,20 @@ pub(crate) fn check_targets(
 /// `limit` times the one-pass scan's of the same restart (`--gate-scan`),
 /// each said with both medians.
 pub(crate) fn slower_than_scan(rows: &[RestartRow], limit: f64) -> Vec<String> {
-    let key = |r: &RestartRow| {
-        (
-            r.broker.clone(),
-            r.conditions,
-            r.workload.clone(),
-            r.partitions,
-        )
-    };
-    let scans: BTreeMap<_, f64> = rows
-        .iter()
-        .filter(|r| r.kind == RestartContender::ScanOnce)
-        .map(|r| (key(r), r.total_wall_ms.median))
-        .collect();
     rows.iter()
         .filter(|r| r.kind == RestartContender::OnePass)
         .filter_map(|r| {
-            let scan = *scans.get(&key(r))?;
+            let ratio = r.wall_over_scan.filter(|&ratio| ratio > limit)?;
             let one = r.total_wall_ms.median;
-            let ratio = one / scan.max(1e-9);
-            (ratio > limit).then(|| {
-                format!(
-                    "{}, {}, {} restart over {} partition(s): {} {one:.1} ms (median) against scan, one pass {scan:.1} ms: {ratio:.3}x > {limit}",
-                    r.broker,
-                    r.conditions.label(),
-                    r.workload,
-                    r.partitions,
-                    r.contender,
-                )
-            })
+            Some(format!(
+                "{}, {}, {} restart over {} partition(s): {} {one:.1} ms (median) against scan, one pass {:.1} ms: {ratio:.3}x > {limit}",
+                r.broker,
+                r.conditions.label(),
+                r.workload,
+                r.partitions,
+                r.contender,
+                one / ratio,
+            ))
         })
         .collect()
 }

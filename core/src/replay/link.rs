@@ -174,7 +174,7 @@ impl LinkEstimator {
         let measured = self.fit().map(Duration::from_secs_f64);
         self.history.measured_per_fetch = measured;
         let dear = self.dear();
-        self.model = self.model_now();
+        self.model = self.model_now(dear);
         let history = &mut self.history;
         history.answers += 1;
         history.dearest_per_fetch = history.dearest_per_fetch.max(measured);
@@ -185,10 +185,10 @@ impl LinkEstimator {
     }
 
     /// The cost model the planner plans with now (see the module docs):
-    /// the dear fetch's measured cost, one in flight, or the prior with
-    /// the link's round trip as known.
-    fn model_now(&self) -> CostModel {
-        match self.dear() {
+    /// the `dear` fetch's measured cost ([`LinkEstimator::dear`]), one in
+    /// flight, or the prior with the link's round trip as known.
+    fn model_now(&self, dear: Option<Duration>) -> CostModel {
+        match dear {
             Some(per_fetch) => CostModel {
                 round_trip: per_fetch,
                 bytes_per_second: self.prior.bytes_per_second,
