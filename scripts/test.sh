@@ -35,8 +35,8 @@ cargo bench --locked --bench replay -- --quick --broker scripted --security SASL
 cargo bench --locked --bench writer -- --quick
 cargo bench --locked -p walfetch-codec --bench decode -- --test
 
-step "benchmark gate: never slower than a scan where fetches are dear (the scripted broker holds every Fetch answer 1 ms; fails when walfetch's one-pass restart takes over 1.05x the scan's wall time, medians of 5 runs)"
-cargo bench --locked --bench replay -- --quick --broker scripted --fetch-cost-us 1000 --only restart --workloads lz4-1w-pure --partitions 1,4 --runs 5 --gate-scan 1.05
+step "benchmark gate: never slower than a scan where fetches are dear (the scripted broker holds every Fetch answer 1 ms; GreptimeDB's 64 regions; fails when walfetch's one-pass restart takes over 1.10x the scan's wall time, medians of 9 runs: the target is 1.05x, the rest is the noise measured in docs/replay-bench.md)"
+cargo bench --locked --bench replay -- --quick --broker scripted --fetch-cost-us 1000 --only restart --workloads lz4-1w-pure --partitions 1,4 --regions 64 --entries 10000 --runs 9 --gate-scan 1.10
 
 step "fuzz smoke (${FUZZ_SECONDS:-10} s per target)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-10}"

@@ -31,9 +31,8 @@
 //! of the link's round trip: a plan has at most the prior's `in_flight`
 //! fetches on their way at once, so each costs at least that share of a
 //! round trip, however cheap the broker. The round trip is the prior's,
-//! or, learned from the very first answer (a replay's first fetch goes
-//! alone, to an idle broker), the least time a request sent to an idle
-//! broker took, less a loopback round trip (150 µs, the client's and the
+//! or, learned from the very first answer (it found the broker idle), the
+//! least time a request sent to an idle broker took, less a loopback round trip (150 µs, the client's and the
 //! broker's own work on a request, which the default prior stands for).
 //! Where the measured cost is the larger, the plan prices a fetch at it,
 //! one in flight (the service times already include what pipelining hid),
@@ -477,8 +476,8 @@ mod tests {
         assert_eq!(link.cost_model(), prior, "cheap: the prior stays");
     }
 
-    /// Regression: a replay's first fetches go out to an idle broker (the
-    /// first alone, then a few), and each waits a whole round trip, dear on
+    /// Regression: a replay's first fetches go out to an idle broker, and
+    /// each waits a whole round trip, dear on
     /// a cold start (0.4–2 ms on loopback in the restart bench). With only
     /// a few answered, they made a broker that serves a pipelined fetch in
     /// 20 µs look dear now and then, and the whole recovery read through
@@ -508,17 +507,14 @@ mod tests {
         assert!(link.learned());
     }
 
-    /// The replay's first fetch goes alone; then one burst at the learning
-    /// limit, sent together, is enough to learn from: 8 fetches of a burst
-    /// of 8 would not be, its first having found the broker idle.
+    /// A replay's first burst, at the learning limit, sent together, is
+    /// enough to learn from: its first answer found the broker idle, the
+    /// others did not. A burst of 8 would not be.
     #[test]
     fn one_burst_at_the_learning_limit_teaches_the_link() {
         let mut link = LinkEstimator::new(CostModel::default());
-        let t0 = Instant::now();
+        let sent = Instant::now();
         let fetch = Duration::from_millis(3);
-        link.observe(t0, t0 + fetch, 1000);
-        link.processed(t0 + fetch);
-        let sent = t0 + fetch + Duration::from_micros(50);
         for k in 1..=LEARNING_IN_FLIGHT as u32 {
             assert!(!link.learned(), "learned before answer {k}");
             link.observe(sent, sent + fetch * k, 1000);
@@ -530,8 +526,8 @@ mod tests {
 
     #[test]
     fn the_first_answer_shows_the_links_round_trip_before_the_fit_has_enough() {
-        // The replay's first fetch goes alone to an idle broker: 5 ms, a
-        // remote link. The fit needs more answers; the round trip, less
+        // The replay's first answer, from an idle broker: 5 ms, a remote
+        // link. The fit needs more answers; the round trip, less
         // the loopback one the prior stands for, is the link's at once.
         let prior = CostModel {
             in_flight: 64,

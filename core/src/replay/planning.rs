@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::absorb::AbsorbOptions;
 use super::queue::Work;
 use super::replay_core::{InFlight, Slot, FIRST_GROWTH, SMALLEST_CUT};
-use super::{unready_wait, OutgoingFetch, ReplayCore, Room, LAGGING_WAIT};
+use super::{unready_wait, OutgoingFetch, ReplayCore, Room, LAGGING_WAIT, LEARNING_IN_FLIGHT};
 use crate::fetch::IsolationLevel;
 use crate::plan::{FetchKind, PlanView, PlannedFetch};
 
@@ -20,8 +20,9 @@ impl<C> ReplayCore<C> {
     /// limits; with too little memory left, that fetch asks for one byte,
     /// and gets its first batch whole (KIP-74). `round_trip` is the
     /// driver's count of round trips answered so far (see
-    /// [`super::ReplayStats::round_trips`]). The replay's first fetch goes alone:
-    /// no other is given until it is answered.
+    /// [`super::ReplayStats::round_trips`]). Until the first answer, at
+    /// most one burst of fetches ([`LEARNING_IN_FLIGHT`]) is given, or, with
+    /// [`super::ReplayOptions::learn_link`] off, the first fetch alone.
     pub fn poll_fetch(&mut self, room: Room, round_trip: u64) -> Option<OutgoingFetch> {
         if self.is_drained() {
             return None;
@@ -47,11 +48,19 @@ impl<C> ReplayCore<C> {
         } else {
             return None;
         };
-        // The first fetch goes alone: its answer shows whether the broker
-        // keeps to the byte limit (see `PlanView::overshoots`) before the
-        // others are sized. One round trip, against a batch too many in
-        // every fetch of a broker that does not.
-        if !self.answered && !self.in_flight.is_empty() {
+        // Until the first answer shows whether the broker keeps to the
+        // byte limit (see `PlanView::overshoots`), the fetches sized
+        // without knowing are few: one burst while the link is learned
+        // (the driver holds every partition to it then), else the first
+        // fetch alone. A broker that does not keep to it adds a batch to
+        // each of them, against a round trip lost by every replay if the
+        // first fetch always went alone.
+        let before_answer = if self.options.learn_link {
+            LEARNING_IN_FLIGHT
+        } else {
+            1
+        };
+        if !self.answered && self.in_flight.len() >= before_answer {
             return None;
         }
         // After an answer with no records below the readable end, one

@@ -30,10 +30,10 @@ pub(super) const SMALLEST_CUT: u64 = 16;
 
 /// How much an answer is taken to grow once taken before one has shown it:
 /// the records of a compressed batch are held decompressed, and batches
-/// of WAL entries commonly shrink several times under lz4 or zstd. A
-/// replay's first fetch (which goes alone) asks for no more than this part
-/// of the memory left; from its answer on, fetches are sized by how much
-/// the answers taken grew.
+/// of WAL entries commonly shrink several times under lz4 or zstd. The
+/// fetches sent before the first answer each ask for no more than this
+/// part of the memory left; from an answer on, fetches are sized by how
+/// much the answers taken grew.
 pub(super) const FIRST_GROWTH: u64 = 8;
 
 /// A region as the core tracks it.

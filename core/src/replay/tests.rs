@@ -361,3 +361,23 @@ fn a_reading_of_another_answer_is_not_used() {
     );
     assert_eq!(yielded(&mut core), (0..10).collect::<Vec<_>>());
 }
+
+#[test]
+fn before_the_first_answer_one_burst_goes_out_or_with_no_learning_one_fetch() {
+    // Runs far apart: a fetch each.
+    let offsets: Vec<i64> = (0..40).map(|i| i * 10_000).collect();
+    let (mut core, _first) = core_of(&offsets);
+    let mut sent = 1;
+    while core.poll_fetch(Room::UNLIMITED, 0).is_some() {
+        sent += 1;
+    }
+    // Waiting for the first answer would cost every replay a round trip;
+    // the burst is what the link's learning allows in flight anyway.
+    assert_eq!(sent, LEARNING_IN_FLIGHT);
+
+    let (mut core, _first) = core_with(&offsets, ReplayOptions::default().with_learn_link(false));
+    assert!(
+        core.poll_fetch(Room::UNLIMITED, 0).is_none(),
+        "with no burst to learn from, the first fetch goes alone"
+    );
+}
