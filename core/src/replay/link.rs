@@ -32,8 +32,9 @@
 //! fetches on their way at once, so each costs at least that share of a
 //! round trip, however cheap the broker. The round trip is the prior's,
 //! or, learned from the very first answer (it found the broker idle), the
-//! least time a request sent to an idle broker took, less a loopback round trip (150 µs, the client's and the
-//! broker's own work on a request, which the default prior stands for).
+//! least time a request sent to an idle broker took, less a loopback round
+//! trip (150 µs, the client's and the broker's own work on a request,
+//! which the default prior stands for).
 //! Where the measured cost is the larger, the plan prices a fetch at it,
 //! one in flight (the service times already include what pipelining hid),
 //! and the fetch counts as *dear* in [`LinkStats`]. Measured on loopback
@@ -477,8 +478,7 @@ mod tests {
     }
 
     /// Regression: a replay's first fetches go out to an idle broker, and
-    /// each waits a whole round trip, dear on
-    /// a cold start (0.4–2 ms on loopback in the restart bench). With only
+    /// each waits a whole round trip, dear on a cold start (0.4–2 ms on loopback in the restart bench). With only
     /// a few answered, they made a broker that serves a pipelined fetch in
     /// 20 µs look dear now and then, and the whole recovery read through
     /// gaps (1.14x the union floor instead of 1.02x).
